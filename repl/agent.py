@@ -1,0 +1,303 @@
+"""The agent loop: model → tools → model, bounded, emitting typed events.
+
+``run_turn()`` never touches the terminal. It asks the injected ``Approver``
+before side effects, runs the read-only calls of a step concurrently, appends
+exactly one result per call in call order, and stops on an answer or a
+tripped guard (then one more model call with tools disabled, so the user
+still gets an answer). Ctrl-C ends the turn as ``interrupted`` with a valid
+history; it is the only exception that crosses a tool call.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any
+
+from repl.approval import Allow, ApprovalRequest, Approver
+from repl.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Emit,
+    ErrorEvent,
+    GuardTripped,
+    ModelRequest,
+    ModelUsage,
+    StopReason,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
+    Usage,
+)
+from repl.history import History
+from repl.providers.base import Completed, Provider, ProviderError, TextPart, ToolCall
+from tools.registry import Registry, error_result
+
+FINAL_NOTE = (
+    "Stop calling tools now ({reason}). Answer the user with what you have, "
+    "and say briefly what is missing."
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_steps: int = 8
+    max_turn_tokens: int = 60_000
+    repeat_limit: int = 3  # identical calls (tool + canonical arguments) allowed per turn
+    turn_timeout_s: float = 300.0
+    tool_timeout_s: float = 30.0
+    max_tool_result_chars: int = 8_000
+
+
+@dataclass
+class _Turn:
+    number: int
+    started: float = field(default_factory=time.monotonic)
+    steps: int = 0
+    tool_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    answer: str = ""
+    seen: Counter[str] = field(default_factory=Counter)
+
+
+class _Guard(Exception):
+    def __init__(self, reason: StopReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+_pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="glassloop-tool")
+
+
+def run_turn(
+    history: History,
+    user_text: str,
+    *,
+    provider: Provider,
+    registry: Registry,
+    approver: Approver,
+    limits: Limits,
+    emit: Emit,
+    turn: int = 1,
+) -> TurnFinished:
+    state = _Turn(turn)
+    approver.new_turn()
+    history.begin_turn(user_text)
+    emit(TurnStarted(turn, user_text))
+    stopped_by: StopReason = "answer"
+    try:
+        stopped_by = _loop(state, history, provider, registry, approver, limits, emit)
+    except KeyboardInterrupt:
+        stopped_by = "interrupted"
+    except ProviderError as exc:
+        stopped_by = "error"
+        if exc.partial_text:
+            history.add_assistant(exc.partial_text + "\n\n[answer cut off]")
+            state.answer = exc.partial_text
+        emit(ErrorEvent(exc.kind, exc.message))
+    finally:
+        history.end_turn()
+    finished = TurnFinished(
+        turn, stopped_by, state.steps, state.tool_calls, state.usage,
+        round(time.monotonic() - state.started, 3), state.answer,
+    )
+    emit(finished)
+    return finished
+
+
+def _loop(state, history, provider, registry, approver, limits, emit) -> StopReason:
+    tools = registry.schemas()
+    while True:
+        try:
+            _check_limits(state, limits)
+        except _Guard as guard:
+            return _final_answer(state, history, provider, emit, guard)
+        state.steps += 1
+        completed = _call_model(state, history, provider, tools, emit)
+        if not completed.tool_calls:
+            return "answer"
+        try:
+            _run_tools(state, history, completed.tool_calls, registry, approver, limits, emit)
+        except _Guard as guard:
+            return _final_answer(state, history, provider, emit, guard)
+
+
+def _check_limits(state: _Turn, limits: Limits) -> None:
+    if state.steps >= limits.max_steps:
+        raise _Guard("max_steps", f"reached the limit of {limits.max_steps} steps")
+    if state.usage.total >= limits.max_turn_tokens:
+        raise _Guard("budget", f"used {state.usage.total} of {limits.max_turn_tokens} tokens")
+    if time.monotonic() - state.started >= limits.turn_timeout_s:
+        raise _Guard("timeout", f"the turn ran over {limits.turn_timeout_s:g} s")
+
+
+def _call_model(state, history, provider, tools, emit, final_note: str = "") -> Completed:
+    step = state.steps
+    messages = history.for_request()
+    if final_note and messages[-1]["role"] == "user":
+        messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{final_note}"}
+    elif final_note:
+        messages.append({"role": "user", "content": final_note})
+    emit(ModelRequest(step, provider.model, bool(tools)))
+    completed: Completed | None = None
+    text: list[str] = []
+    stream = provider.stream(messages, tools or None)
+    try:
+        for part in stream:
+            if isinstance(part, TextPart):
+                text.append(part.text)
+                emit(TextDelta(step, part.text))
+            elif isinstance(part, Completed):
+                completed = part
+    except KeyboardInterrupt:
+        if text:
+            history.add_assistant("".join(text) + "\n\n[interrupted]")
+            state.answer = "".join(text)
+        raise
+    except ProviderError as exc:
+        exc.partial_text = exc.partial_text or "".join(text)
+        raise
+    finally:
+        stream.close()
+    if completed is None:
+        raise ProviderError("stream_cut", "the model's answer ended without a final message", "".join(text))
+    state.usage += completed.usage
+    emit(ModelUsage(step, completed.usage, completed.latency_s, completed.finish_reason, completed.retries))
+    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in completed.tool_calls]
+    history.add_assistant(completed.text, calls)
+    state.answer = completed.text
+    return completed
+
+
+def _final_answer(state, history, provider, emit, guard: _Guard) -> StopReason:
+    emit(GuardTripped(state.steps, guard.reason, guard.detail))
+    state.steps += 1
+    note = FINAL_NOTE.format(reason=guard.detail)
+    _call_model(state, history, provider, None, emit, final_note=note)
+    return guard.reason
+
+
+def canonical(name: str, arguments: str) -> str:
+    """A key under which identical calls collide (argument order and spacing ignored)."""
+    try:
+        return name + json.dumps(json.loads(arguments or "{}"), sort_keys=True, ensure_ascii=False)
+    except (ValueError, TypeError):
+        return name + arguments.strip()
+
+
+def _run_tools(state, history, calls: list[ToolCall], registry, approver, limits, emit) -> None:
+    """Run one step's calls; results go into the history in call order, whatever happens."""
+    results: dict[str, dict[str, Any]] = {}
+    repeated: _Guard | None = None
+    try:
+        runnable = []
+        for call in calls:
+            state.seen[canonical(call.name, call.arguments)] += 1
+            if state.seen[canonical(call.name, call.arguments)] > limits.repeat_limit:
+                results[call.id] = error_result("repeated_call", f"{call.name} was already called {limits.repeat_limit} times with these arguments")
+                repeated = _Guard("repeat", f"{call.name} repeated with identical arguments")
+            else:
+                runnable.append(call)
+        state.tool_calls += len(calls)
+        _execute(state.steps, runnable, registry, approver, limits, emit, results)
+    finally:
+        for call in calls:
+            if call.id in results:
+                history.add_tool_result(call.id, call.name, _clip(results[call.id], limits.max_tool_result_chars))
+    if repeated:
+        raise repeated
+
+
+def _execute(step, calls, registry, approver, limits, emit, results) -> None:
+    futures: dict[str, tuple[ToolCall, Future, float]] = {}
+    effectful = []
+    for call in calls:
+        tool = registry.get(call.name)
+        emit(ToolCallStarted(step, call.id, call.name, _display_args(call.arguments), bool(tool and tool.side_effects)))
+        if tool is not None and tool.side_effects:
+            effectful.append(call)
+        else:  # read-only and invalid calls run at once, concurrently
+            futures[call.id] = (call, _pool.submit(registry.call, call.name, call.arguments), time.monotonic())
+    for index, call in enumerate(effectful, 1):
+        _run_effectful(step, call, index, len(effectful), registry, approver, limits, emit, results)
+    for call, future, started in futures.values():
+        results[call.id] = _wait(call, future, started, registry, limits)
+        _emit_finished(emit, step, call, results[call.id], started)
+
+
+def _run_effectful(step, call, index, count, registry, approver, limits, emit, results) -> None:
+    started = time.monotonic()
+    arguments, error = registry.parse_arguments(call.name, call.arguments)
+    if error is None:
+        tool = registry.get(call.name)
+        preview = _preview(tool, arguments)
+        request = ApprovalRequest(step, call.id, call.name, arguments, preview, index, count)
+        emit(ApprovalRequested(step, call.id, call.name, arguments))
+
+        def validate(args: dict[str, Any]) -> str | None:
+            failure = registry.parse_arguments(call.name, args)[1]
+            return failure["error"]["message"] if failure else None
+
+        decision = approver.decide(request, validate)
+        emit(ApprovalDecided(step, call.id, call.name, isinstance(decision, Allow), decision.by, getattr(decision, "reason", "")))
+        if isinstance(decision, Allow):
+            edited = decision.arguments
+            future = _pool.submit(registry.call, call.name, edited if edited is not None else arguments)
+            error = _wait(call, future, started, registry, limits)
+            if edited is not None and edited != arguments:
+                error["arguments_edited_by_user"] = edited
+        else:
+            reason = f": {decision.reason}" if decision.reason else ""
+            error = error_result("denied", f"the call was not allowed{reason}")
+    results[call.id] = error
+    _emit_finished(emit, step, call, error, started)
+
+
+def _wait(call, future: Future, started: float, registry, limits) -> dict[str, Any]:
+    tool = registry.get(call.name)
+    timeout = (tool.timeout_s if tool and tool.timeout_s else limits.tool_timeout_s)
+    remaining = max(0.0, timeout - (time.monotonic() - started))
+    try:
+        return future.result(timeout=remaining)
+    except FutureTimeout:
+        future.cancel()
+        return error_result("timeout", f"{call.name} did not finish within {timeout:g} s")
+
+
+def _emit_finished(emit, step, call, result, started) -> None:
+    ok = bool(result.get("ok"))
+    error_type = None if ok else result.get("error", {}).get("type")
+    emit(ToolCallFinished(step, call.id, call.name, ok, result, round(time.monotonic() - started, 4), error_type))
+
+
+def _preview(tool, arguments) -> dict[str, Any] | None:
+    if tool is None or tool.preview is None:
+        return None
+    try:
+        return tool.preview(arguments)
+    except Exception:  # a preview is a courtesy; the call itself reports real errors
+        return None
+
+
+def _display_args(arguments: str) -> Any:
+    try:
+        return json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return arguments
+
+
+def _clip(result: dict[str, Any], limit: int) -> str:
+    """The result as JSON text, cut to ``limit`` chars keeping head and tail."""
+    text = json.dumps(result, ensure_ascii=False)
+    if len(text) <= limit:
+        return text
+    keep = max(limit // 2 - 40, 0)
+    cut = len(text) - 2 * keep
+    return f"{text[:keep]} …[{cut} characters cut]… {text[-keep:]}"

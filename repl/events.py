@@ -1,0 +1,187 @@
+"""Typed events emitted by the agent loop.
+
+The loop never prints; the terminal renderer, the JSONL trace, the session
+journal and the one-shot JSON output all subscribe to these. Every event is a
+frozen dataclass with a ``type`` tag so it serialises to one JSON object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+StopReason = Literal[
+    "answer", "max_steps", "budget", "repeat", "timeout", "interrupted", "error"
+]
+Decider = Literal["user", "rule", "mode"]
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens of one model call (or a sum of several)."""
+
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    estimated: bool = False  # True when any part was estimated, not reported
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.output_tokens + other.output_tokens,
+            self.estimated or other.estimated,
+        )
+
+
+@dataclass(frozen=True)
+class TurnStarted:
+    turn: int
+    user_text: str
+    type: Literal["turn_started"] = "turn_started"
+
+
+@dataclass(frozen=True)
+class ModelRequest:
+    """About to call the model (step counts from 1; tools=False for the final call)."""
+
+    step: int
+    model: str
+    tools: bool
+    type: Literal["model_request"] = "model_request"
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    step: int
+    text: str
+    type: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True)
+class ModelUsage:
+    step: int
+    usage: Usage
+    latency_s: float
+    finish_reason: str | None
+    retries: int = 0
+    type: Literal["model_usage"] = "model_usage"
+
+
+@dataclass(frozen=True)
+class ToolCallStarted:
+    step: int
+    call_id: str
+    name: str
+    arguments: Any  # parsed dict when valid JSON, else the raw string
+    side_effects: bool
+    type: Literal["tool_call_started"] = "tool_call_started"
+
+
+@dataclass(frozen=True)
+class ApprovalRequested:
+    step: int
+    call_id: str
+    name: str
+    arguments: Any
+    type: Literal["approval_requested"] = "approval_requested"
+
+
+@dataclass(frozen=True)
+class ApprovalDecided:
+    step: int
+    call_id: str
+    name: str
+    allowed: bool
+    by: Decider
+    reason: str = ""
+    type: Literal["approval_decided"] = "approval_decided"
+
+
+@dataclass(frozen=True)
+class ToolCallFinished:
+    step: int
+    call_id: str
+    name: str
+    ok: bool
+    result: dict[str, Any]
+    duration_s: float
+    error_type: str | None = None
+    type: Literal["tool_call_finished"] = "tool_call_finished"
+
+
+@dataclass(frozen=True)
+class GuardTripped:
+    step: int
+    guard: StopReason
+    detail: str
+    type: Literal["guard_tripped"] = "guard_tripped"
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something the user should see that is not an error (dim line)."""
+
+    message: str
+    type: Literal["notice"] = "notice"
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    """A failure that ended the turn (provider unreachable, 401, ...)."""
+
+    kind: str
+    message: str
+    type: Literal["error"] = "error"
+
+
+@dataclass(frozen=True)
+class TurnFinished:
+    turn: int
+    stopped_by: StopReason
+    steps: int
+    tool_calls: int
+    usage: Usage
+    duration_s: float
+    answer: str = ""
+    type: Literal["turn_finished"] = "turn_finished"
+
+
+Event = (
+    TurnStarted
+    | ModelRequest
+    | TextDelta
+    | ModelUsage
+    | ToolCallStarted
+    | ApprovalRequested
+    | ApprovalDecided
+    | ToolCallFinished
+    | GuardTripped
+    | Notice
+    | ErrorEvent
+    | TurnFinished
+)
+Emit = Callable[[Event], None]
+
+
+def to_dict(event: Event) -> dict[str, Any]:
+    """JSON-ready dict of an event (Usage nested as a dict)."""
+    return asdict(event)
+
+
+@dataclass
+class EventLog:
+    """A subscriber that keeps every event (tests, one-shot JSON output)."""
+
+    events: list[Event] = field(default_factory=list)
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+
+    def of(self, kind: type) -> list[Any]:
+        return [e for e in self.events if isinstance(e, kind)]

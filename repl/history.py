@@ -1,0 +1,137 @@
+"""The conversation, kept valid at all times.
+
+Messages are provider-neutral dicts (each wire adapter converts them):
+
+- ``{"role": "user", "content": str}``
+- ``{"role": "assistant", "content": str, "tool_calls": [{"id", "name", "arguments"}]}``
+- ``{"role": "tool", "tool_call_id": str, "name": str, "content": str}``
+
+The system prompt is held apart and prepended by ``for_request()``. The
+invariant (every assistant tool call answered exactly once, in order, before
+anything else; no result without its call; never two user messages side by
+side) is enforced here and nowhere else: ``end_turn()`` repairs whatever an
+interrupted or failed turn left behind.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+INTERRUPTED_RESULT = {"ok": False, "error": {"type": "interrupted", "message": "the user interrupted this call before it finished"}}
+
+
+@dataclass
+class History:
+    system_prompt: str = ""
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+    # ---- building a turn -------------------------------------------------
+    def begin_turn(self, text: str) -> None:
+        self.end_turn()  # repair anything a crash left behind
+        self.messages.append({"role": "user", "content": text})
+
+    def add_assistant(self, text: str, tool_calls: list[dict[str, str]] | None = None) -> None:
+        message: dict[str, Any] = {"role": "assistant", "content": text}
+        if tool_calls:
+            message["tool_calls"] = [dict(c) for c in tool_calls]
+        self.messages.append(message)
+
+    def add_tool_result(self, call_id: str, name: str, content: str) -> None:
+        if call_id not in self.pending_call_ids():
+            raise ValueError(f"no pending tool call {call_id!r}")
+        self.messages.append(
+            {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
+        )
+
+    def pending_call_ids(self) -> list[str]:
+        """Ids of the last assistant message's calls that have no result yet."""
+        for i in range(len(self.messages) - 1, -1, -1):
+            message = self.messages[i]
+            if message["role"] == "assistant":
+                answered = {m["tool_call_id"] for m in self.messages[i + 1 :]}
+                return [c["id"] for c in message.get("tool_calls", []) if c["id"] not in answered]
+            if message["role"] != "tool":
+                return []
+        return []
+
+    def end_turn(self) -> None:
+        """Answer unanswered calls and drop a question that got no answer at all.
+
+        A question whose turn failed before the model said anything is removed
+        (the user sees the error and can ask again) so that two user messages
+        never stand side by side.
+        """
+        pending = self.pending_call_ids()
+        if pending:
+            names = self._call_names()
+            for call_id in pending:
+                self.add_tool_result(call_id, names.get(call_id, ""), json.dumps(INTERRUPTED_RESULT))
+        if self.messages and self.messages[-1]["role"] == "user":
+            self.messages.pop()
+
+    # ---- whole turns -------------------------------------------------------
+    def turn_starts(self) -> list[int]:
+        return [i for i, m in enumerate(self.messages) if m["role"] == "user"]
+
+    def drop_last_turn(self) -> list[dict[str, Any]]:
+        starts = self.turn_starts()
+        if not starts:
+            return []
+        removed = self.messages[starts[-1] :]
+        del self.messages[starts[-1] :]
+        return removed
+
+    def reset(self) -> None:
+        self.messages.clear()
+
+    def for_request(self) -> list[dict[str, Any]]:
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return system + [dict(m) for m in self.messages]
+
+    # ---- (de)serialisation -------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {"system_prompt": self.system_prompt, "messages": self.messages}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> History:
+        history = cls(data.get("system_prompt", ""), [dict(m) for m in data.get("messages", [])])
+        history.end_turn()
+        return history
+
+    def _call_names(self) -> dict[str, str]:
+        return {
+            c["id"]: c["name"]
+            for m in self.messages
+            if m["role"] == "assistant"
+            for c in m.get("tool_calls", [])
+        }
+
+
+def check(messages: list[dict[str, Any]]) -> list[str]:
+    """Every way ``messages`` breaks the invariant (empty when valid)."""
+    errors: list[str] = []
+    pending: list[str] = []
+    previous_role = None
+    for i, message in enumerate(messages):
+        role = message["role"]
+        if role == "tool":
+            if message.get("tool_call_id") not in pending:
+                errors.append(f"message {i}: result for unknown or answered call {message.get('tool_call_id')!r}")
+            else:
+                pending.remove(message["tool_call_id"])
+        else:
+            if pending:
+                errors.append(f"message {i}: calls {pending} were never answered")
+                pending = []
+            if role == "user" and previous_role == "user":
+                errors.append(f"message {i}: two user messages side by side")
+            if role == "assistant":
+                pending = [c["id"] for c in message.get("tool_calls", [])]
+                if message.get("content") is None:
+                    errors.append(f"message {i}: assistant content is null")
+        previous_role = role
+    if pending:
+        errors.append(f"end: calls {pending} were never answered")
+    return errors

@@ -201,7 +201,11 @@ def _run_tools(state, history, calls: list[ToolCall], registry, approver, limits
         for call in calls:
             state.seen[canonical(call.name, call.arguments)] += 1
             if state.seen[canonical(call.name, call.arguments)] > limits.repeat_limit:
-                results[call.id] = error_result("repeated_call", f"{call.name} was already called {limits.repeat_limit} times with these arguments")
+                emit(ToolCallStarted(state.steps, call.id, call.name, _display_args(call.arguments), False))
+                results[call.id] = error_result(
+                    "repeated_call",
+                    f"{call.name} was already called {limits.repeat_limit} times with these arguments")
+                _emit_finished(emit, state.steps, call, results[call.id], time.monotonic())
                 repeated = _Guard("repeat", f"{call.name} repeated with identical arguments")
             else:
                 runnable.append(call)

@@ -1,0 +1,160 @@
+"""The ``glassloop`` command: Typer app, the one place that wires everything.
+
+Exit codes: 0 success; 1 a turn failed (provider error) or a command found
+nothing; 2 bad usage or bad configuration (one line naming file and key);
+130 interrupted.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional  # noqa: UP035 - Typer reads Optional
+
+import typer
+
+from repl import __version__
+from repl.config import ConfigError, Settings, load_settings
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=False,
+    invoke_without_command=True,
+    help="glassloop: a terminal agent REPL whose loop you can see through.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Extra config file (TOML), above the user and project files.")]
+ProviderOpt = Annotated[Optional[str], typer.Option("--provider", help="Provider profile: openai, deepseek, ollama, vllm, local, or your own.")]
+ModelOpt = Annotated[Optional[str], typer.Option("--model", help="Model name for the active provider.")]
+BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible base URL (e.g. http://localhost:8000/v1).")]
+ApiOpt = Annotated[Optional[str], typer.Option("--api", help="Wire API: chat or responses.")]
+MaxStepsOpt = Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Most model calls per turn.")]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Allow side effects without asking (approval mode auto).")]
+ApprovalOpt = Annotated[Optional[str], typer.Option("--approval", help="Approval mode: ask, auto or read-only.")]
+
+
+def _settings(config: Path | None, provider: str | None, model: str | None, base_url: str | None,
+              api: str | None, max_steps: int | None, yes: bool, approval: str | None) -> Settings:
+    flags = {"provider": provider, "model": model, "base_url": base_url, "api": api,
+             "max_steps": max_steps, "approval": "auto" if yes else approval}
+    try:
+        return load_settings({k: v for k, v in flags.items() if v is not None}, config_file=config)
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"glassloop {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_callback(
+    ctx: typer.Context,
+    resume: Annotated[Optional[str], typer.Option("--resume", help="Continue a saved session: an id, or 'last'.")] = None,
+    config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
+    base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
+    yes: YesOpt = False, approval: ApprovalOpt = None,
+    version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+) -> None:
+    """Chat with a model that uses local tools; every step shown, every side effect approved."""
+    if ctx.invoked_subcommand is None:
+        settings = _settings(config, provider, model, base_url, api, max_steps, yes, approval)
+        _run_chat(settings, resume)
+
+
+@app.command()
+def chat(
+    resume: Annotated[Optional[str], typer.Option("--resume", help="Continue a saved session: an id, or 'last'.")] = None,
+    config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
+    base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
+    yes: YesOpt = False, approval: ApprovalOpt = None,
+) -> None:
+    """Open the interactive REPL (the default command)."""
+    _run_chat(_settings(config, provider, model, base_url, api, max_steps, yes, approval), resume)
+
+
+def _run_chat(settings: Settings, resume: str | None) -> None:
+    from repl.session import run_chat
+
+    raise typer.Exit(run_chat(settings, resume=resume))
+
+
+@app.command()
+def ask(
+    question: Annotated[Optional[str], typer.Argument(help="The question; '-' or omitted reads standard input.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: answer, stopped_by, steps, usage, trace.")] = False,
+    trace_file: Annotated[Optional[Path], typer.Option("--trace-file", help="Write this turn's trace (JSONL) here.")] = None,
+    config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
+    base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
+    yes: YesOpt = False, approval: ApprovalOpt = None,
+) -> None:
+    """Run one turn without the REPL: progress on stderr, the answer on stdout.
+
+    Side-effecting tool calls are denied unless --yes is given.
+    Exit codes: 0 answered, 1 the turn failed, 2 bad usage or config, 130 interrupted.
+    """
+    if question in (None, "-"):
+        if sys.stdin.isatty() and question is None:
+            typer.echo("error: give a question, or pipe one on standard input", err=True)
+            raise typer.Exit(2)
+        question = sys.stdin.read()
+    if not question.strip():
+        typer.echo("error: the question is empty", err=True)
+        raise typer.Exit(2)
+    settings = _settings(config, provider, model, base_url, api, max_steps, yes, approval)
+    from repl.oneshot import run_ask
+
+    code = run_ask(settings, question.strip(), as_json=as_json, assume_yes=yes, trace_file=trace_file)
+    raise typer.Exit(code)
+
+
+@app.command("config")
+def show_config(
+    config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
+    base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
+    yes: YesOpt = False, approval: ApprovalOpt = None,
+) -> None:
+    """Show the effective configuration and where each value came from (keys redacted)."""
+    from repl.config import describe
+
+    settings = _settings(config, provider, model, base_url, api, max_steps, yes, approval)
+    rows = describe(settings)
+    width = max(len(key) for key, _, _ in rows)
+    value_width = min(max(len(value) for _, value, _ in rows), 48)
+    for key, value, source in rows:
+        typer.echo(f"{key:<{width}}  {value:<{value_width}}  {source}")
+
+
+@app.command("trace")
+def show_trace(
+    session: Annotated[str, typer.Argument(help="Session id, a trace file, or 'last'.")] = "last",
+    turn: Annotated[Optional[str], typer.Option("--turn", help="Turn number, or 'all' (default: the last turn).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the raw records as JSON lines.")] = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Show the timeline of a saved session's turns."""
+    from repl.timeline import select_turns, trace_path
+
+    settings = _settings(config, None, None, None, None, None, False, None)
+    path = trace_path(settings.trace_dir, session)
+    if path is None:
+        typer.echo(f"error: no trace found for {session!r} in {settings.trace_dir}", err=True)
+        raise typer.Exit(1)
+    try:
+        lines = select_turns(path, turn or "last", as_json=as_json)
+    except ValueError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    for line in lines:
+        typer.echo(line)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

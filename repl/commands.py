@@ -1,0 +1,263 @@
+"""Slash commands: one table that ``/help``, completion and dispatch all read."""
+
+from __future__ import annotations
+
+import difflib
+import json
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from repl.approval import MODES
+from repl.journal import list_sessions
+from repl.timeline import format_turn
+from repl.trace import read_records, turns
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    args: str
+    help: str
+    handler: Callable[[Any, list[str]], str | None]
+    complete: Callable[[Any], list[str]] | None = None
+    alias_of: str | None = None
+
+
+REGISTRY: dict[str, Command] = {}
+
+
+def command(name: str, args: str = "", help: str = "",
+            complete: Callable[[Any], list[str]] | None = None, aliases: tuple[str, ...] = ()):
+    def register(handler):
+        REGISTRY[name] = Command(name, args, help, handler, complete)
+        for alias in aliases:
+            REGISTRY[alias] = Command(alias, args, help, handler, complete, alias_of=name)
+        return handler
+    return register
+
+
+def suggest(name: str) -> str | None:
+    close = difflib.get_close_matches(name, REGISTRY, n=1, cutoff=0.5)
+    return close[0] if close else None
+
+
+def dispatch(session: Any, line: str) -> str | None:
+    """Run a slash command line; returns "exit" when the session should end."""
+    try:
+        words = shlex.split(line[1:])
+    except ValueError as exc:
+        session.ui.error(f"cannot parse the command: {exc}")
+        return None
+    if not words:
+        return _help(session, [])
+    name, args = words[0], words[1:]
+    cmd = REGISTRY.get(name)
+    if cmd is None:
+        hint = suggest(name)
+        session.ui.error(f"unknown command /{name}" + (f"; did you mean /{hint}?" if hint else "; see /help"))
+        return None
+    return cmd.handler(session, args)
+
+
+# ---- the commands ------------------------------------------------------------
+
+
+@command("help", help="List the commands and key bindings.")
+def _help(session, args):
+    rows = [(f"/{c.name} {c.args}".strip(), c.help) for c in REGISTRY.values() if c.alias_of is None]
+    session.ui.table("commands", ["command", "what it does"], rows)
+    session.ui.info("keys: Enter sends · Alt-Enter or Esc Enter inserts a newline · Ctrl-C stops a turn "
+                    "or clears the line · Ctrl-C twice or Ctrl-D exits")
+
+
+@command("exit", help="Leave glassloop.", aliases=("quit",))
+def _exit(session, args):
+    return "exit"
+
+
+@command("reset", help="Start a new conversation (todos and notes stay).")
+def _reset(session, args):
+    session.history.reset()
+    session.turns.clear()
+    if session.journal:
+        session.journal.sync(session.history)
+    session.ui.info("new conversation; todos and notes are kept")
+
+
+@command("undo", help="Revert the last turn's todo and note changes and remove the turn.")
+def _undo(session, args):
+    if not session.turns:
+        session.ui.info("nothing to undo")
+        return
+    reverted = session.undo()
+    changed = ", ".join(reverted) if reverted else "no files changed"
+    session.ui.info(f"removed the last turn from the conversation; restored: {changed}")
+
+
+@command("trace", args="[N|all] [--json] [--save PATH]", help="Timeline of a turn: model calls, tool calls, approvals.")
+def _trace(session, args):
+    if session.trace is None:
+        session.ui.error("tracing is off ([trace] enabled = false)")
+        return
+    as_json, save, which = "--json" in args, None, "last"
+    rest = [a for a in args if a != "--json"]
+    if "--save" in rest:
+        i = rest.index("--save")
+        if i + 1 >= len(rest):
+            session.ui.error("--save needs a path")
+            return
+        save = Path(rest[i + 1]).expanduser()
+        del rest[i : i + 2]
+    if rest:
+        which = rest[0]
+    grouped = turns(read_records(session.trace.writer.path))
+    chosen = _pick_turns(grouped, which)
+    if chosen is None:
+        session.ui.error(f"no turn {which!r}; there are {len(grouped)}")
+        return
+    records = [r for g in chosen for r in g]
+    lines = [json.dumps(r, ensure_ascii=False) for r in records] if as_json else [
+        line for g in chosen for line in format_turn(g)]
+    if save:
+        save.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        session.ui.info(f"saved {len(records)} records to {save}")
+    else:
+        session.ui.lines(lines)
+
+
+def _pick_turns(grouped, which):
+    if not grouped:
+        return []
+    if which == "all":
+        return grouped
+    if which == "last":
+        return grouped[-1:]
+    try:
+        number = int(which)
+    except ValueError:
+        return None
+    chosen = [g for g in grouped if g[0].get("turn") == number]
+    return chosen or None
+
+
+@command("usage", help="Tokens per turn and for the session, with cost when prices are set.")
+def _usage(session, args):
+    rows = []
+    for t in session.turns:
+        u = t.finished.usage
+        mark = "~" if u.estimated else ""
+        rows.append((str(t.number), str(len(t.model_calls)), f"{mark}{u.input_tokens}", str(u.cached_tokens),
+                     f"{mark}{u.output_tokens}", session.ui.cost_text(u), t.finished.stopped_by))
+    u = session.usage
+    rows.append(("all", str(sum(len(t.model_calls) for t in session.turns)), str(u.input_tokens),
+                 str(u.cached_tokens), str(u.output_tokens), session.ui.cost_text(u), ""))
+    session.ui.table("usage", ["turn", "calls", "in", "cached", "out", "cost", "stopped by"], rows)
+
+
+@command("tools", help="Each tool, whether it has side effects, and its approval rule.")
+def _tools(session, args):
+    rows = []
+    for name in session.registry.names():
+        tool = session.registry.get(name)
+        rule = "—"
+        if tool.side_effects:
+            rule = "always (this session)" if name in session.approver.always else session.approver.mode
+        rows.append((name, "yes" if tool.side_effects else "no", rule, tool.description.split("\n")[0][:60]))
+    session.ui.table("tools", ["tool", "side effects", "approval", "description"], rows)
+
+
+@command("todos", help="Show the todo list straight from the store (no model call).")
+def _todos(session, args):
+    result = session.registry.call("list_todos", {})
+    if not result.get("ok"):
+        session.ui.error(result["error"]["message"])
+        return
+    rows = [(t["id"], t["title"], t["status"], t["priority"], t.get("due") or "")
+            for t in result.get("todos", [])]
+    session.ui.table(f"todos · {session.settings.todos_file}", ["id", "title", "status", "priority", "due"], rows)
+
+
+@command("model", args="[NAME]", help="Show or switch the model for the next turn.")
+def _model(session, args):
+    if not args:
+        session.ui.info(f"model: {session.settings.active.model} (provider {session.settings.active.name})")
+        return
+    session.switch(model=args[0])
+    session.ui.info(f"model is now {args[0]} for the next turn")
+
+
+@command("provider", args="[NAME]", help="Show or switch the provider profile.",
+         complete=lambda session: sorted(session.settings.providers))
+def _provider(session, args):
+    if not args:
+        names = ", ".join(sorted(session.settings.providers))
+        session.ui.info(f"provider: {session.settings.active.name} (profiles: {names})")
+        return
+    if args[0] not in session.settings.providers:
+        session.ui.error(f"no provider profile {args[0]!r}; known: {', '.join(sorted(session.settings.providers))}")
+        return
+    session.switch(provider=args[0])
+    session.ui.info(f"provider is now {args[0]} ({session.settings.active.model}) for the next turn")
+
+
+@command("approve", args="[ask|auto|read-only]", help="Show or set the approval mode.",
+         complete=lambda session: list(MODES))
+def _approve(session, args):
+    if not args:
+        session.ui.info(f"approval mode: {session.approver.mode}")
+        return
+    if args[0] not in MODES:
+        session.ui.error(f"approval mode must be one of {', '.join(MODES)}")
+        return
+    session.switch(approval=args[0])
+    session.ui.info(f"approval mode is now {args[0]}")
+
+
+@command("save", args="[PATH]", help="Save the transcript as Markdown (.md) or JSON (.json).")
+def _save(session, args):
+    path = Path(args[0]).expanduser() if args else Path(f"glassloop-{session.session_id}.md")
+    if path.suffix == ".json":
+        text = json.dumps(session.history.to_json(), ensure_ascii=False, indent=2)
+    else:
+        text = transcript_markdown(session.history.messages)
+    path.write_text(session.journal.writer.redact(text) if session.journal else text, encoding="utf-8")
+    session.ui.info(f"saved the transcript to {path}")
+
+
+def transcript_markdown(messages: list[dict[str, Any]]) -> str:
+    parts = []
+    for m in messages:
+        if m["role"] == "user":
+            parts.append(f"## You\n\n{m['content']}")
+        elif m["role"] == "assistant":
+            calls = "".join(f"\n\n- call `{c['name']}` `{c['arguments']}`" for c in m.get("tool_calls", []))
+            parts.append(f"## glassloop\n\n{m['content']}{calls}".rstrip())
+        elif m["role"] == "tool":
+            parts.append(f"> `{m['name']}` → `{m['content'][:500]}`")
+    return "\n\n".join(parts) + "\n"
+
+
+@command("sessions", help="List saved sessions (resume one with /resume ID).")
+def _sessions(session, args):
+    rows = []
+    for path in list_sessions(session.settings.data_dir / "sessions")[-20:]:
+        rows.append((path.stem, f"{path.stat().st_size / 1024:.1f} KiB",
+                     "current" if path.stem == session.session_id else ""))
+    session.ui.table("sessions", ["id", "size", ""], rows)
+
+
+@command("resume", args="ID|last", help="Continue a saved session.",
+         complete=lambda session: [p.stem for p in list_sessions(session.settings.data_dir / "sessions")])
+def _resume(session, args):
+    if not args:
+        session.ui.error("usage: /resume ID (see /sessions)")
+        return
+    session.resume(args[0])
+
+
+@command("system", help="Show the system prompt.")
+def _system(session, args):
+    session.ui.lines(session.history.system_prompt.splitlines())

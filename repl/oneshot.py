@@ -1,0 +1,124 @@
+"""``glassloop ask``: one turn, no terminal UI.
+
+Progress goes to stderr as plain lines, the answer to stdout (or one JSON
+object with ``--json``). Exit codes: 0 answered (also after a guard stopped
+the loop and the model gave a final answer), 1 the turn failed (provider
+error), 130 interrupted. Configuration errors exit with 2 before this runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, TextIO
+
+from repl.agent import run_turn
+from repl.approval import Approver
+from repl.config import Settings
+from repl.events import (
+    ApprovalDecided,
+    ErrorEvent,
+    Event,
+    EventLog,
+    GuardTripped,
+    ModelUsage,
+    Notice,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    to_dict,
+)
+from repl.history import History
+from repl.prompts import system_prompt
+from repl.providers.base import ProviderError
+from repl.runtime import build_registry, limits_from, make_provider, new_id, open_trace
+
+EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+
+
+class Progress:
+    """Plain progress lines for scripts: ``step 1 call list_todos {}``."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+
+    def __call__(self, event: Event) -> None:
+        line = _progress_line(event)
+        if line:
+            print(line, file=self.out, flush=True)
+
+
+def _progress_line(event: Event) -> str | None:
+    if isinstance(event, ToolCallStarted):
+        args = json.dumps(event.arguments, ensure_ascii=False) if not isinstance(event.arguments, str) else event.arguments
+        return f"step {event.step} call {event.name} {args}"
+    if isinstance(event, ToolCallFinished):
+        status = "ok" if event.ok else f"error {event.error_type}"
+        return f"step {event.step} done {event.name} {status} {event.duration_s * 1000:.0f} ms"
+    if isinstance(event, ApprovalDecided) and not event.allowed:
+        return f"step {event.step} denied {event.name}: {event.reason}"
+    if isinstance(event, ModelUsage):
+        u = event.usage
+        mark = "~" if u.estimated else ""
+        return (f"step {event.step} model in {mark}{u.input_tokens} (cached {u.cached_tokens}) "
+                f"out {mark}{u.output_tokens} {event.latency_s:.2f} s")
+    if isinstance(event, GuardTripped):
+        return f"stopped: {event.guard} ({event.detail})"
+    if isinstance(event, ErrorEvent):
+        return f"error: {event.message}"
+    if isinstance(event, Notice):
+        return event.message
+    return None
+
+
+def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: bool,
+            trace_file: Path | None, stdout: TextIO = sys.stdout,
+            stderr: TextIO = sys.stderr) -> int:
+    session_id = new_id()
+    log = EventLog()
+    trace = open_trace(settings, session_id, trace_file)
+    subscribers: list[Any] = [log, Progress(stderr)] + ([trace] if trace else [])
+
+    def emit(event: Event) -> None:
+        for subscriber in subscribers:
+            subscriber(event)
+
+    mode = "auto" if assume_yes else ("read-only" if settings.approval == "read-only" else "ask")
+    history = History(system_prompt(extra=settings.system_prompt,
+                                    compact=settings.active.name == "local"))
+    try:
+        provider = make_provider(settings.active, settings)
+    except ProviderError as exc:
+        print(f"error: {exc.message}", file=stderr)
+        return EXIT_FAILED
+    try:
+        finished = run_turn(history, question, provider=provider, registry=build_registry(settings),
+                            approver=Approver(mode), limits=limits_from(settings), emit=emit)
+    finally:
+        provider.close()
+        if trace:
+            trace.writer.close()
+    denied = [e for e in log.of(ApprovalDecided) if not e.allowed]
+    if denied and not assume_yes and not as_json:
+        print(f"note: {len(denied)} side-effecting call(s) denied; rerun with --yes to allow them",
+              file=stderr)
+    _print_result(finished, log, as_json, stdout)
+    if finished.stopped_by == "interrupted":
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if finished.stopped_by == "error" else EXIT_OK
+
+
+def _print_result(finished: TurnFinished, log: EventLog, as_json: bool, out: TextIO) -> None:
+    if as_json:
+        payload = {
+            "answer": finished.answer,
+            "stopped_by": finished.stopped_by,
+            "steps": finished.steps,
+            "usage": asdict(finished.usage),
+            "trace": [to_dict(e) for e in log.events],
+        }
+        print(json.dumps(payload, ensure_ascii=False), file=out)
+    elif finished.answer:
+        print(finished.answer, file=out)

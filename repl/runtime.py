@@ -1,0 +1,113 @@
+"""Building the parts of a session from ``Settings``.
+
+The CLI calls these; the chat session and the one-shot mode share them.
+Providers are built lazily: importing the openai SDK (and starting a local
+model) happens on the first turn or in a background thread, never before the
+prompt is shown.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from repl.agent import Limits
+from repl.config import ProviderSettings, Settings
+from repl.providers.base import Provider, ProviderError
+from repl.trace import JsonlWriter, Redactor, Trace
+from tools import build_tools
+from tools.registry import Registry
+
+
+def new_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def limits_from(settings: Settings) -> Limits:
+    g = settings.guards
+    return Limits(g.max_steps, g.max_turn_tokens, g.repeat_limit, g.turn_timeout_s,
+                  g.tool_timeout_s, g.max_tool_result_chars)
+
+
+def build_registry(settings: Settings) -> Registry:
+    return Registry(build_tools(
+        todos_path=settings.todos_file,
+        notes_path=settings.notes_file,
+        files_root=settings.files_root,
+        weather=settings.weather,
+    ))
+
+
+def redactor_for(settings: Settings) -> Redactor:
+    return Redactor(p.api_key for p in settings.providers.values())
+
+
+def open_trace(settings: Settings, session_id: str, path: Path | None = None) -> Trace | None:
+    if path is None and not settings.trace_enabled:
+        return None
+    path = path or settings.trace_dir / f"{session_id}.jsonl"
+    return Trace(JsonlWriter(path, redactor_for(settings)), session_id, new_id())
+
+
+def make_provider(profile: ProviderSettings, settings: Settings,
+                  on_wait: Callable[[float], None] | None = None) -> Provider:
+    """A provider for ``profile``; for ``local`` this starts the model server."""
+    from repl.providers.chat import ChatProvider  # imports openai: keep off start-up
+
+    base_url = profile.base_url
+    if profile.name == "local":
+        base_url = _start_local(profile, settings, on_wait)
+    return ChatProvider(
+        name=profile.name, model=profile.model, base_url=base_url,
+        api_key=profile.api_key, api_key_env=profile.api_key_env,
+        temperature=profile.temperature, max_tokens=profile.max_tokens,
+        timeout_s=profile.timeout_s, max_retries=profile.max_retries,
+        context_window=profile.context_window, tool_call_format=profile.tool_call_format,
+    )
+
+
+def _start_local(profile: ProviderSettings, settings: Settings,
+                 on_wait: Callable[[float], None] | None) -> str:
+    from repl.providers.local import LocalServer, missing_extra_message
+    from repl.providers.weights import ensure_model
+
+    problem = missing_extra_message()
+    if problem and not profile.model_path:
+        raise ProviderError("missing_extra", problem)
+    model_path = Path(profile.model_path) if profile.model_path else ensure_model(settings.data_dir)
+    server = LocalServer(model_path, n_ctx=profile.n_ctx, threads=profile.threads,
+                         log_path=settings.state_dir / "local-server.log", on_wait=on_wait)
+    return server.start()
+
+
+@dataclass
+class LazyProvider:
+    """Builds the real provider in the background; ``get()`` waits for it."""
+
+    build: Callable[[], Provider]
+    _result: Provider | BaseException | None = None
+    _done: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> LazyProvider:
+        threading.Thread(target=self._run, daemon=True, name="glassloop-provider").start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            self._result = self.build()
+        except BaseException as exc:  # handed to the caller of get()
+            self._result = exc
+        finally:
+            self._done.set()
+
+    def get(self) -> Provider:
+        while not self._done.wait(0.05):  # short waits keep Ctrl-C responsive
+            pass
+        if isinstance(self._result, BaseException):
+            raise self._result
+        assert self._result is not None
+        return self._result

@@ -1,0 +1,235 @@
+"""The interactive session: read → slash command or turn → render, until exit.
+
+Owns the conversation, the journal (crash-safe, flushed per event), the
+trace, the approval policy and the undo stack of store writes. The provider
+is built in a background thread once the prompt is up, so start-up never
+waits for the openai SDK import or a local model.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repl import commands
+from repl.agent import run_turn
+from repl.approval import Approver
+from repl.config import Settings, with_overrides
+from repl.events import Event, ModelUsage, Notice, TurnFinished, Usage
+from repl.history import History
+from repl.journal import Journal, find_session, load
+from repl.prompts import system_prompt
+from repl.providers.base import Provider, ProviderError
+from repl.runtime import LazyProvider, build_registry, limits_from, make_provider, new_id, open_trace, redactor_for
+from tools import store
+
+EXIT_WINDOW_S = 2.0
+
+
+@dataclass
+class TurnRecord:
+    number: int
+    finished: TurnFinished
+    model_calls: list[ModelUsage]
+    writes: list[tuple[Path, bytes | None]]  # what each store write replaced, in order
+
+
+@dataclass
+class ChatSession:
+    settings: Settings
+    ui: Any  # repl.ui.Terminal: renderer, prompt and approval dialog
+    interactive: bool
+    session_id: str = field(default_factory=new_id)
+    history: History = field(default_factory=History)
+    turns: list[TurnRecord] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    last_prompt_tokens: int = 0
+    _provider: LazyProvider | None = None
+    _writes: list[tuple[Path, bytes | None]] = field(default_factory=list)
+    _model_calls: list[ModelUsage] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.registry = build_registry(self.settings)
+        self.approver = Approver(self.settings.approval, self.ui.asker() if self.interactive else None)
+        if not self.history.system_prompt:
+            self.history.system_prompt = self._system_prompt()
+        self.trace = open_trace(self.settings, self.session_id)
+        self.journal: Journal | None = None
+        store.set_write_observer(self._on_write)
+
+    # ---- lifecycle ---------------------------------------------------------
+    def open_journal(self, path: Path | None = None) -> None:
+        folder = self.settings.data_dir / "sessions"
+        if path is None:
+            path = folder / f"{self.session_id}.jsonl"
+            meta = {"session": self.session_id, "provider": self.settings.active.name,
+                    "model": self.settings.active.model, "system_prompt": self.history.system_prompt}
+            self.journal = Journal(path, redactor_for(self.settings), meta)
+        else:
+            self.journal = Journal(path, redactor_for(self.settings))
+            self.journal.adopt(self.history)
+
+    def resume(self, key: str) -> bool:
+        path = find_session(self.settings.data_dir / "sessions", key)
+        if path is None:
+            self.ui.error(f"no saved session matches {key!r} (see /sessions)")
+            return False
+        meta, messages = load(path)
+        if self.journal:
+            self.journal.close()
+        self.session_id = path.stem
+        self.history = History.from_json({"system_prompt": meta.get("system_prompt") or self._system_prompt(),
+                                          "messages": messages})
+        self.turns.clear()
+        self.open_journal(path)
+        self.journal.sync(self.history)  # records the repair of a turn cut off mid-way
+        users = sum(1 for m in self.history.messages if m["role"] == "user")
+        self.ui.info(f"resumed session {self.session_id}: {users} turns, {len(self.history.messages)} messages")
+        return True
+
+    def provider(self) -> Provider:
+        if self._provider is None:
+            self.start_provider()
+        assert self._provider is not None
+        return self._provider.get()
+
+    def start_provider(self) -> None:
+        profile, settings = self.settings.active, self.settings
+        self._provider = LazyProvider(lambda: make_provider(profile, settings, self.ui.waiting)).start()
+
+    def switch(self, **changes: Any) -> None:
+        """Change provider/model/approval for the next turn."""
+        self.settings = with_overrides(self.settings, **changes)
+        self.approver.mode = self.settings.approval
+        if "provider" in changes or "model" in changes:
+            self._close_provider()
+            self.start_provider()
+
+    def close(self) -> None:
+        self._close_provider()
+        store.set_write_observer(None)
+        if self.journal:
+            self.journal.close()
+        if self.trace:
+            self.trace.writer.close()
+
+    def _close_provider(self) -> None:
+        if self._provider is not None and self._provider._done.is_set():
+            try:
+                self._provider.get().close()
+            except BaseException:  # a provider that never started has nothing to close
+                pass
+        self._provider = None
+
+    def _system_prompt(self) -> str:
+        return system_prompt(extra=self.settings.system_prompt,
+                             compact=self.settings.active.name == "local")
+
+    # ---- turns -------------------------------------------------------------
+    def emit(self, event: Event) -> None:
+        self.ui.render(event)
+        if self.trace:
+            self.trace(event)
+        if isinstance(event, ModelUsage):
+            self._model_calls.append(event)
+            self.last_prompt_tokens = event.usage.input_tokens
+        if self.journal:
+            self.journal.sync(self.history)
+
+    def run_turn(self, text: str) -> TurnFinished | None:
+        try:
+            provider = self.provider()
+        except ProviderError as exc:
+            self.ui.error(exc.message)
+            self._provider = None
+            return None
+        self._writes, self._model_calls = [], []
+        try:
+            finished = run_turn(self.history, text, provider=provider, registry=self.registry,
+                                approver=self.approver, limits=limits_from(self.settings),
+                                emit=self.emit, turn=len(self.turns) + 1)
+        finally:
+            self.ui.stop_live()
+            if self.journal:
+                self.journal.sync(self.history)
+        self.usage += finished.usage
+        self.turns.append(TurnRecord(finished.turn, finished, self._model_calls, self._writes))
+        return finished
+
+    def _on_write(self, path: Path, previous: bytes | None) -> None:
+        self._writes.append((Path(path), previous))
+
+    def undo(self) -> list[str]:
+        """Revert the last turn's store writes and remove it from the conversation."""
+        if not self.turns:
+            return []
+        record = self.turns.pop()
+        reverted = []
+        restored: set[Path] = set()
+        for path, previous in record.writes:  # the first write of each file holds its state before the turn
+            if path not in restored:
+                store.restore_bytes(path, previous)
+                restored.add(path)
+                reverted.append(str(path))
+        self.history.drop_last_turn()
+        if self.journal:
+            self.journal.sync(self.history)
+        return reverted
+
+    # ---- the read loop -----------------------------------------------------
+    def loop(self) -> int:
+        last_interrupt = 0.0
+        while True:
+            try:
+                line = self.ui.read()
+            except KeyboardInterrupt:
+                now = time.monotonic()
+                if now - last_interrupt < EXIT_WINDOW_S:
+                    return 0
+                last_interrupt = now
+                self.ui.info("(Ctrl-C again or Ctrl-D to exit)")
+                continue
+            except EOFError:
+                return 0
+            if not line.strip():
+                continue
+            if line.lstrip().startswith("/"):
+                if commands.dispatch(self, line.strip()) == "exit":
+                    return 0
+                continue
+            self.ask(line)
+
+    def ask(self, text: str) -> None:
+        finished = self.run_turn(text)
+        while (finished is not None and finished.stopped_by == "max_steps" and self.interactive
+               and self.ui.confirm(f"stopped after {finished.steps} steps; continue for "
+                                   f"{self.settings.guards.max_steps} more steps?")):
+            finished = self.run_turn("Continue where you stopped.")
+
+
+def run_chat(settings: Settings, *, resume: str | None = None) -> int:
+    from repl.ui import Terminal
+
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    ui = Terminal.create(settings, interactive=interactive)
+    session = ChatSession(settings, ui, interactive)
+    ui.attach(session)
+    try:
+        if resume:
+            if not session.resume(resume):
+                return 1
+        else:
+            session.open_journal()
+        ui.header(settings.active.name, settings.active.model, settings.approval, session.session_id)
+        if settings.provider_auto and settings.active.name == "local":
+            session.emit(Notice("no API key or base URL configured: using the embedded local model "
+                                "(set OPENAI_API_KEY or pass --provider/--base-url for a hosted one)"))
+        session.start_provider()
+        code = session.loop()
+        ui.goodbye(session)
+        return code
+    finally:
+        session.close()

@@ -37,7 +37,7 @@ ApprovalOpt = Annotated[Optional[str], typer.Option("--approval", help="Approval
 def _settings(config: Path | None, provider: str | None, model: str | None, base_url: str | None,
               api: str | None, max_steps: int | None, yes: bool, approval: str | None) -> Settings:
     flags = {"provider": provider, "model": model, "base_url": base_url, "api": api,
-             "max_steps": max_steps, "approval": "auto" if yes else approval}
+             "max_steps": max_steps, "approval": approval, "yes": yes or None}
     try:
         return load_settings({k: v for k, v in flags.items() if v is not None}, config_file=config)
     except ConfigError as exc:
@@ -158,3 +158,7 @@ def main() -> None:
         app()
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

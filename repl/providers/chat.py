@@ -1,0 +1,288 @@
+"""Chat Completions adapter: neutral history in, provider-neutral parts out.
+
+``openai`` is imported when the first request is made (it costs ~0.6 s), never
+at module import, so the REPL can show its prompt first.
+
+Retries are the SDK's own (``max_retries``: connection errors, 408, 409, 429,
+>=500, with backoff honouring Retry-After). The SDK stamps every attempt with an
+``x-stainless-retry-count`` request header; ``Completed.retries`` is read from
+the request that produced the answer. The one-off resend without
+``stream_options`` is not counted as a retry.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from repl.events import Usage
+from repl.providers.base import Completed, Part, ProviderError, TextPart, ToolCall, ToolCallPart
+from repl.providers.errors import ErrorContext, from_sdk_error, make_error, retries_taken
+
+NO_KEY = "no-key"  # sent when no key is configured, so the SDK never reads OPENAI_API_KEY
+
+
+def estimate_tokens(text: str) -> int:
+    """Rough count: ~4 ASCII characters per token, ~1 token per other character (CJK…)."""
+    ascii_chars = sum(1 for ch in text if ch.isascii())
+    return (ascii_chars + 3) // 4 + (len(text) - ascii_chars)
+
+
+def to_wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Neutral history → Chat Completions messages."""
+    wire = []
+    for msg in messages:
+        role = msg["role"]
+        if role == "assistant":
+            # "" rather than null: some servers reject null content next to tool_calls.
+            out: dict[str, Any] = {"role": "assistant", "content": msg.get("content") or ""}
+            calls = msg.get("tool_calls") or []
+            if calls:
+                out["tool_calls"] = [
+                    {"id": c["id"], "type": "function",
+                     "function": {"name": c["name"], "arguments": c.get("arguments") or "{}"}}
+                    for c in calls
+                ]
+            wire.append(out)
+        elif role == "tool":
+            wire.append({"role": "tool", "tool_call_id": msg["tool_call_id"], "content": msg["content"]})
+        else:
+            wire.append({"role": role, "content": msg["content"]})
+    return wire
+
+
+def to_wire_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        {"type": "function", "function": {
+            "name": t["name"], "description": t.get("description", ""),
+            "parameters": t.get("parameters") or {"type": "object", "properties": {}}}}
+        for t in tools
+    ]
+
+
+@dataclass
+class _PendingCall:
+    id: str | None = None
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Assembly:
+    """What one streamed answer has delivered so far."""
+
+    shown: list[str] = field(default_factory=list)  # text the user has seen
+    raw: list[str] = field(default_factory=list)  # content as the model wrote it
+    calls: dict[int, _PendingCall] = field(default_factory=dict)
+    usage: Any = None
+    finish_reason: str | None = None
+    text_calls: list[ToolCall] = field(default_factory=list)  # parsed by the text filter
+
+    @property
+    def text(self) -> str:
+        return "".join(self.shown)
+
+    def add_fragment(self, frag: Any) -> ToolCallPart:
+        index = frag.index if isinstance(getattr(frag, "index", None), int) else self._guess_index(frag)
+        pending = self.calls.setdefault(index, _PendingCall())
+        if frag.id and not pending.id:
+            pending.id = frag.id
+        name = frag.function.name if frag.function else None
+        if name and not pending.name:
+            pending.name = name
+        delta = (frag.function.arguments if frag.function else None) or ""
+        pending.arguments.append(delta)
+        return ToolCallPart(index=index, id=frag.id, name=name, arguments_delta=delta)
+
+    def _guess_index(self, frag: Any) -> int:
+        """For servers that omit ``index``: a new id starts a new call."""
+        if not self.calls:
+            return 0
+        last = max(self.calls)
+        if frag.id and self.calls[last].id not in (None, frag.id):
+            return last + 1
+        return last
+
+    def tool_calls(self) -> list[ToolCall]:
+        return [
+            ToolCall(id=p.id or f"call_{uuid.uuid4().hex[:24]}", name=p.name,
+                     arguments="".join(p.arguments) or "{}")
+            for _, p in sorted(self.calls.items())
+        ]
+
+
+class _StreamOptionsRejected(Exception):
+    pass
+
+
+class ChatProvider:
+    """One OpenAI-compatible Chat Completions endpoint (see ``Provider``)."""
+
+    def __init__(
+        self, *, name: str, model: str, base_url: str | None, api_key: str | None,
+        api_key_env: str | None = None, temperature: float | None = None,
+        max_tokens: int | None = None, timeout_s: float = 60, max_retries: int = 2,
+        context_window: int = 32768, tool_call_format: str = "native",
+    ) -> None:
+        if tool_call_format not in ("native", "text"):
+            raise ValueError(f"tool_call_format must be 'native' or 'text', not {tool_call_format!r}")
+        self.name = name
+        self.model = model
+        self.context_window = context_window
+        self.tool_call_format = tool_call_format
+        self._base_url = base_url
+        self._api_key = api_key
+        self._api_key_env = api_key_env
+        self._temperature = temperature
+        self._max_tokens = max_tokens
+        self._timeout_s = timeout_s
+        self._max_retries = max_retries
+        self._client: Any = None
+        self.stream_options_supported = True  # set False once the server rejects them
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def stream(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> Iterator[Part]:
+        self._get_client()  # the SDK import is start-up cost, not model latency
+        started = time.monotonic()
+        tools = tools or []
+        if self.tool_call_format == "text":
+            from repl.providers import textcalls
+
+            wire = textcalls.to_text_messages(messages, tools)
+            text_filter = textcalls.TextCallFilter([t["name"] for t in tools])
+            params = self._params(wire, [])
+        else:
+            wire, text_filter = to_wire_messages(messages), None
+            params = self._params(wire, tools)
+        sdk_stream = self._open(params)
+        try:
+            acc = _Assembly()
+            yield from self._read(sdk_stream, acc, text_filter)
+            retries = retries_taken(sdk_stream.response.request)
+        finally:
+            sdk_stream.close()  # also on GeneratorExit (Ctrl-C): drop the HTTP stream
+        yield self._completed(acc, text_filter, params, started, retries)
+
+    def _params(self, wire: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self.model, "messages": wire}
+        if tools:
+            params["tools"] = to_wire_tools(tools)
+        if self._temperature is not None:
+            params["temperature"] = self._temperature
+        if self._max_tokens is not None:
+            params["max_tokens"] = self._max_tokens
+        return params
+
+    def _open(self, params: dict[str, Any]) -> Any:
+        try:
+            return self._create(params)
+        except _StreamOptionsRejected:
+            self.stream_options_supported = False  # remembered for this provider
+            return self._create(params)
+
+    def _create(self, params: dict[str, Any]) -> Any:
+        import openai
+
+        client = self._get_client()
+        use_options = self.stream_options_supported
+        extra = {"stream_options": {"include_usage": True}} if use_options else {}
+        try:
+            return client.chat.completions.create(**params, **extra, stream=True)
+        except openai.APIStatusError as err:
+            if use_options and err.status_code in (400, 422) and _mentions_stream_options(err):
+                raise _StreamOptionsRejected from err
+            raise from_sdk_error(err, self._context()) from err
+        except openai.OpenAIError as err:
+            raise from_sdk_error(err, self._context()) from err
+
+    def _read(self, sdk_stream: Any, acc: _Assembly, text_filter: Any) -> Iterator[Part]:
+        import openai
+
+        try:
+            for chunk in sdk_stream:
+                yield from self._parts_of(chunk, acc, text_filter)
+        except openai.OpenAIError as err:
+            raise from_sdk_error(err, self._context(), streaming=True, partial_text=acc.text) from err
+        except ValueError as err:  # an SSE data line that is not JSON
+            msg = f"{self.name} sent malformed stream data"
+            raise make_error("server", msg, self._context(), acc.text) from err
+        if acc.finish_reason is None:
+            msg = f"{self.name}: the answer stream ended before it was finished"
+            raise ProviderError("stream_cut", msg, acc.text)
+        if text_filter is not None:
+            rest, calls = text_filter.finish()
+            if rest:
+                acc.shown.append(rest)
+                yield TextPart(rest)
+            acc.text_calls = list(calls)
+
+    def _parts_of(self, chunk: Any, acc: _Assembly, text_filter: Any) -> Iterator[Part]:
+        if getattr(chunk, "usage", None):
+            acc.usage = chunk.usage
+        for choice in chunk.choices or []:
+            if choice.index != 0:
+                continue
+            if choice.finish_reason:
+                acc.finish_reason = choice.finish_reason
+            delta = choice.delta
+            if delta is None:  # some servers send a bare final choice
+                continue
+            if delta.content:
+                acc.raw.append(delta.content)
+                shown = text_filter.feed(delta.content) if text_filter else delta.content
+                if shown:
+                    acc.shown.append(shown)
+                    yield TextPart(shown)
+            for frag in delta.tool_calls or []:
+                yield acc.add_fragment(frag)
+
+    def _completed(
+        self, acc: _Assembly, text_filter: Any, params: dict[str, Any], started: float, retries: int
+    ) -> Completed:
+        calls = acc.text_calls if text_filter is not None else acc.tool_calls()
+        finish = "tool_calls" if text_filter is not None and calls else acc.finish_reason
+        return Completed(
+            text=acc.text, tool_calls=calls, usage=self._usage(acc, params),
+            finish_reason=finish, latency_s=time.monotonic() - started, retries=retries,
+        )
+
+    def _usage(self, acc: _Assembly, params: dict[str, Any]) -> Usage:
+        u = acc.usage
+        if u is not None:
+            details = getattr(u, "prompt_tokens_details", None)
+            cached = getattr(details, "cached_tokens", None) or 0
+            return Usage(u.prompt_tokens or 0, cached, u.completion_tokens or 0)
+        request = json.dumps([params["messages"], params.get("tools", [])], ensure_ascii=False)
+        output = "".join(acc.raw) + "".join("".join(p.arguments) for p in acc.calls.values())
+        return Usage(estimate_tokens(request), 0, estimate_tokens(output), estimated=True)
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            import openai
+
+            self._client = openai.OpenAI(
+                base_url=self._base_url, api_key=self._api_key or NO_KEY,
+                max_retries=self._max_retries, timeout=self._timeout_s,
+            )
+        return self._client
+
+    def _context(self) -> ErrorContext:
+        base_url = self._base_url or (str(self._client.base_url) if self._client else "")
+        return ErrorContext(
+            provider=self.name, model=self.model, base_url=base_url, api_key_env=self._api_key_env,
+            timeout_s=self._timeout_s, secrets=(self._api_key or "",),
+        )
+
+
+def _mentions_stream_options(err: Any) -> bool:
+    return "stream_options" in f"{err.message} {err.body}".lower()

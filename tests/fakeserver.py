@@ -1,0 +1,494 @@
+"""A scripted OpenAI-compatible HTTP server for tests, end-to-end runs and benchmarks.
+
+    with FakeServer() as server:
+        server.script(text("hello world", chunk_size=3),
+                      tool_calls(call("get_todo", {"todo_id": "todo-002"})))
+        ...point an OpenAI client at server.base_url...
+
+Each chat request pops the next scripted reply (a ``Reply`` or a callable
+``(request_json) -> Reply``). When the script is empty the server answers 200
+with the text "(script exhausted)" and counts it in ``server.unscripted``, so a
+test that makes one call too many fails on its own assertions, not on an HTTP
+error. Routes live in ``server.routes`` ((method, path) -> handler), so other
+endpoints can be added next to the chat one with ``Exchange`` and ``next_reply``.
+
+Standalone: ``python -m tests.fakeserver --port N --script FILE.json`` where the
+file holds a JSON list of replies (keys = ``Reply`` fields, plus ``tool_calls``:
+``[{"name", "arguments", "id"?}]``); the base URL is printed on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from itertools import chain, zip_longest
+from typing import Any
+
+AUTO = "auto"
+UsageSpec = tuple[int, int, int] | None | str  # (prompt, completion, cached), None, AUTO
+
+
+@dataclass(frozen=True)
+class Call:
+    name: str
+    arguments: str  # raw text, sent as is (may be invalid JSON on purpose)
+    id: str | None = AUTO  # AUTO: server assigns call_N; None: no id is sent
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str = ""
+    calls: tuple[Call, ...] = ()
+    chunk_size: int = 8
+    usage: UsageSpec = AUTO  # AUTO: rough count from the request; None: no usage chunk
+    finish_reason: str | None = AUTO  # AUTO: "tool_calls" or "stop"; None: no final chunk
+    status: int = 200
+    error_message: str = ""
+    retry_after: float | None = None
+    first_byte_delay: float = 0.0
+    chunk_delay: float = 0.0
+    cut_after: int | None = None  # close the connection after n SSE events
+    reject_stream_options: bool = False  # 400 while the request has stream_options
+
+
+Scripted = Reply | Callable[[dict[str, Any]], Reply]
+
+
+def text(content: str, **opts: Any) -> Reply:
+    return Reply(text=content, **opts)
+
+
+def call(name: str, arguments: dict[str, Any] | str | None = None, *, id: str | None = AUTO) -> Call:
+    raw = arguments if isinstance(arguments, str) else json.dumps(arguments or {}, ensure_ascii=False)
+    return Call(name, raw, id)
+
+
+def tool_calls(*calls: Call, text: str = "", **opts: Any) -> Reply:
+    return Reply(text=text, calls=calls, **opts)
+
+
+def fault_status(status: int, *, retry_after: float | None = None, message: str = "") -> Reply:
+    return Reply(status=status, retry_after=retry_after, error_message=message)
+
+
+def slow_first_byte(seconds: float, reply: Reply | None = None) -> Reply:
+    return replace(reply or text("slow reply"), first_byte_delay=seconds)
+
+
+def slow_chunks(seconds: float, reply: Reply | None = None) -> Reply:
+    """Sleep between SSE events (interrupt tests)."""
+    return replace(reply or text("x" * 200, chunk_size=1), chunk_delay=seconds)
+
+
+def cut_stream_after(n_chunks: int, reply: Reply | None = None) -> Reply:
+    return replace(reply or text("this answer is cut short", chunk_size=2), cut_after=n_chunks)
+
+
+def malformed_arguments(name: str = "get_todo", raw: str = '{"todo_id": "todo-0') -> Reply:
+    return tool_calls(call(name, raw))
+
+
+def reject_stream_options(reply: Reply | None = None) -> Reply:
+    return replace(reply or text("ok without stream_options"), reject_stream_options=True)
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    method: str
+    path: str
+    headers: dict[str, str]  # lower-case names, nothing stripped
+    body: Any
+
+
+class ClientGone(Exception):
+    """The client closed the connection while we were writing."""
+
+
+def error_body(message: str, type_: str, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
+
+
+DEFAULT_ERRORS = {
+    400: ("bad request", "invalid_request_error", None),
+    401: ("Incorrect API key provided.", "invalid_request_error", "invalid_api_key"),
+    403: ("You are not allowed to use this model.", "invalid_request_error", "forbidden"),
+    404: ("The model `{model}` does not exist or you do not have access to it.",
+          "invalid_request_error", "model_not_found"),
+    429: ("Rate limit reached, please retry later.", "requests", "rate_limit_exceeded"),
+}
+
+
+class Exchange:
+    """One HTTP request/response, with JSON and SSE writers for route handlers."""
+
+    def __init__(self, handler: BaseHTTPRequestHandler) -> None:
+        self._h = handler
+
+    def send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(obj).encode()
+        self._h.send_response(status)
+        self._h.send_header("Content-Type", "application/json")
+        self._h.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self._h.send_header(name, value)
+        self._h.end_headers()
+        self._write(data)
+
+    def send_fault(self, reply: Reply, model: str) -> bool:
+        """Answer with the reply's error status; False when it is not a fault."""
+        if reply.status == 200:
+            return False
+        time.sleep(reply.first_byte_delay)
+        default, type_, code = DEFAULT_ERRORS.get(reply.status, ("server error", "server_error", None))
+        message = (reply.error_message or default).replace("{model}", model)
+        headers = {} if reply.retry_after is None else {"Retry-After": f"{reply.retry_after:g}"}
+        self.send_json(reply.status, error_body(message, type_, code), headers)
+        return True
+
+    def stream(self, events: Iterable[str | tuple[str, str]], reply: Reply) -> None:
+        """Send SSE events (data, or (event, data)) honouring the reply's delays and cut."""
+        time.sleep(reply.first_byte_delay)
+        self._h.send_response(200)
+        self._h.send_header("Content-Type", "text/event-stream")
+        self._h.send_header("Transfer-Encoding", "chunked")
+        self._h.end_headers()
+        for n, event in enumerate(events):
+            if reply.cut_after is not None and n >= reply.cut_after:
+                self._cut()
+                return
+            if n and reply.chunk_delay:
+                time.sleep(reply.chunk_delay)
+            name, data = event if isinstance(event, tuple) else (None, event)
+            payload = (f"event: {name}\n" if name else "") + f"data: {data}\n\n"
+            raw = payload.encode()
+            self._write(b"%x\r\n%s\r\n" % (len(raw), raw))
+        self._write(b"0\r\n\r\n")
+
+    def _cut(self) -> None:
+        self._h.close_connection = True
+        self._h.connection.shutdown(socket.SHUT_RDWR)
+
+    def _write(self, data: bytes) -> None:
+        try:
+            self._h.wfile.write(data)
+            self._h.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError) as err:
+            raise ClientGone from err
+
+
+Route = Callable[["FakeServer", Exchange, RecordedRequest], None]
+
+
+@dataclass
+class FakeServer:
+    """The server; a context manager. ``base_url`` ends with ``/v1``."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    model: str = "fake-model"
+    api_key: str | None = None  # when set, other bearer tokens get 401
+    reject_stream_options: bool = False  # behave like a server without stream_options
+    check_history: bool = True
+    requests: list[RecordedRequest] = field(default_factory=list)
+    history_errors: list[str] = field(default_factory=list)
+    disconnects: int = 0  # streams the client closed before the end
+    unscripted: int = 0  # requests answered with "(script exhausted)"
+    routes: dict[tuple[str, str], Route] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._queue: deque[Scripted] = deque()
+        self._lock = threading.Lock()
+        self._next_call = 0
+        self.routes.setdefault(("POST", "/v1/chat/completions"), handle_chat)
+        self.routes.setdefault(("GET", "/v1/models"), handle_models)
+        self._httpd = _HTTPServer((self.host, self.port), _Handler)
+        self._httpd.fake = self  # type: ignore[attr-defined]
+        self.port = self._httpd.server_address[1]
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.host}:{self.port}/v1"
+
+    def start(self) -> FakeServer:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+        return self
+
+    def serve_forever(self) -> None:
+        """Serve in the calling thread (standalone mode) until interrupted."""
+        try:
+            self._httpd.serve_forever(poll_interval=0.05)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self._httpd.server_close()
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def __enter__(self) -> FakeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def script(self, *replies: Scripted) -> None:
+        with self._lock:
+            self._queue.extend(replies)
+
+    def next_reply(self, body: dict[str, Any]) -> Reply:
+        with self._lock:
+            scripted = self._queue.popleft() if self._queue else None
+        if scripted is None:
+            self.unscripted += 1
+            return text("(script exhausted)")
+        return scripted(body) if callable(scripted) else scripted
+
+    def push_front(self, reply: Reply) -> None:
+        with self._lock:
+            self._queue.appendleft(reply)
+
+    def call_id(self) -> str:
+        with self._lock:
+            self._next_call += 1
+            return f"call_{self._next_call}"
+
+    def chat_requests(self) -> list[RecordedRequest]:
+        return [r for r in self.requests if r.path == "/v1/chat/completions"]
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if not isinstance(sys.exc_info()[1], ConnectionError):  # clients hanging up is normal
+            super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - keep stderr quiet
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._dispatch("GET")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._dispatch("POST")
+
+    def _dispatch(self, method: str) -> None:
+        fake: FakeServer = self.server.fake  # type: ignore[attr-defined]
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        ex = Exchange(self)
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            ex.send_json(400, error_body("body is not JSON", "invalid_request_error"))
+            return
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        req = RecordedRequest(method, self.path.split("?")[0], headers, body)
+        fake.requests.append(req)
+        route = fake.routes.get((method, req.path))
+        token = headers.get("authorization", "").removeprefix("Bearer ")
+        try:
+            if route is None:
+                ex.send_json(404, error_body(f"no route {method} {req.path}", "invalid_request_error"))
+            elif fake.api_key is not None and token != fake.api_key:
+                # Echo the key like real servers do: the client must not repeat it.
+                ex.send_json(401, error_body(f"Incorrect API key provided: {token}",
+                                             "invalid_request_error", "invalid_api_key"))
+            else:
+                route(fake, ex, req)
+        except ClientGone:
+            fake.disconnects += 1
+            self.close_connection = True
+
+
+def check_history(messages: list[dict[str, Any]]) -> list[str]:
+    """Chat wire history rules; returns one string per violation."""
+    errors: list[str] = []
+    pending: set[str] = set()
+    answered: set[str] = set()
+    prev_role = None
+    for i, msg in enumerate(messages):
+        role = msg.get("role")
+        if role == "tool":
+            cid = msg.get("tool_call_id")
+            if cid in pending:
+                pending.discard(cid)
+                answered.add(cid)
+            else:
+                kind = "second result" if cid in answered else "result without a call"
+                errors.append(f"message {i}: tool {kind} (tool_call_id={cid!r})")
+        else:
+            if pending:
+                errors.append(f"message {i} ({role}): unanswered tool calls {sorted(pending)}")
+                pending.clear()
+            if role == "user" and prev_role == "user":
+                errors.append(f"message {i}: two user messages side by side")
+            if role == "assistant":
+                errors += _check_assistant(i, msg, pending, answered)
+        prev_role = role
+    if pending:
+        errors.append(f"end of history: unanswered tool calls {sorted(pending)}")
+    return errors
+
+
+def _check_assistant(i: int, msg: dict[str, Any], pending: set[str], answered: set[str]) -> list[str]:
+    calls = msg.get("tool_calls") or []
+    errors = []
+    if msg.get("content") is None and not calls:
+        errors.append(f"message {i}: assistant message without content or tool_calls")
+    for c in calls:
+        cid = c.get("id")
+        if not cid or cid in pending or cid in answered:
+            errors.append(f"message {i}: missing or duplicate tool call id {cid!r}")
+        pending.add(cid)
+    return errors
+
+
+def _split(s: str, size: int) -> list[str]:
+    return [s[i : i + size] for i in range(0, len(s), max(1, size))]
+
+
+def _usage_json(reply: Reply, body: dict[str, Any]) -> dict[str, Any] | None:
+    if reply.usage is None:
+        return None
+    if reply.usage == AUTO:
+        output = len(reply.text) + sum(len(c.arguments) + len(c.name) for c in reply.calls)
+        usage = (len(json.dumps(body.get("messages", []))) // 4, output // 4 + 1, 0)
+    else:
+        usage = tuple(reply.usage)  # type: ignore[arg-type]
+    prompt, completion, cached = usage
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": cached}}
+
+
+def _finish_reason(reply: Reply) -> str | None:
+    if reply.finish_reason != AUTO:
+        return reply.finish_reason
+    return "tool_calls" if reply.calls else "stop"
+
+
+def _wire_calls(fake: FakeServer, calls: tuple[Call, ...]) -> list[dict[str, Any]]:
+    wire = []
+    for index, c in enumerate(calls):
+        item: dict[str, Any] = {"index": index, "type": "function",
+                                "function": {"name": c.name, "arguments": c.arguments}}
+        cid = fake.call_id() if c.id == AUTO else c.id
+        if cid is not None:
+            item["id"] = cid
+        wire.append(item)
+    return wire
+
+
+def _call_fragments(calls: list[dict[str, Any]], size: int) -> list[dict[str, Any]]:
+    """Each call: a head (id, name, no arguments) then argument pieces; calls interleaved."""
+    per_call = []
+    for c in calls:
+        head = {**c, "function": {"name": c["function"]["name"], "arguments": ""}}
+        pieces = [{"index": c["index"], "function": {"arguments": p}}
+                  for p in _split(c["function"]["arguments"], size)]
+        per_call.append([head, *pieces])
+    return [f for f in chain.from_iterable(zip_longest(*per_call)) if f is not None]
+
+
+def chat_events(fake: FakeServer, reply: Reply, body: dict[str, Any]) -> list[str]:
+    base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
+            "model": body.get("model") or fake.model}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    chunks += [chunk({"content": piece}) for piece in _split(reply.text, reply.chunk_size)]
+    fragments = _call_fragments(_wire_calls(fake, reply.calls), reply.chunk_size)
+    chunks += [chunk({"tool_calls": [f]}) for f in fragments]
+    if (finish := _finish_reason(reply)) is not None:
+        chunks.append(chunk({}, finish))
+    usage = _usage_json(reply, body)
+    if usage is not None and (body.get("stream_options") or {}).get("include_usage"):
+        chunks.append({**base, "choices": [], "usage": usage})
+    return [json.dumps(c, ensure_ascii=False) for c in chunks] + ["[DONE]"]
+
+
+def chat_completion(fake: FakeServer, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    if reply.calls:
+        message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"}
+                                 for c in _wire_calls(fake, reply.calls)]
+    return {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model") or fake.model, "usage": _usage_json(reply, body),
+            "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(reply)}]}
+
+
+def handle_chat(fake: FakeServer, ex: Exchange, req: RecordedRequest) -> None:
+    body = req.body if isinstance(req.body, dict) else {}
+    errors = check_history(body.get("messages") or []) if fake.check_history else []
+    if errors:
+        fake.history_errors.extend(errors)
+        ex.send_json(400, error_body("invalid history: " + "; ".join(errors), "invalid_request_error"))
+        return
+    has_options = "stream_options" in body
+    reply = None if has_options and fake.reject_stream_options else fake.next_reply(body)
+    if has_options and (reply is None or reply.reject_stream_options):
+        if reply is not None:
+            fake.push_front(reply)  # the retry without stream_options gets this reply
+        ex.send_json(400, error_body("Unrecognized request argument supplied: stream_options",
+                                     "invalid_request_error"))
+        return
+    assert reply is not None
+    if ex.send_fault(reply, str(body.get("model"))):
+        return
+    if body.get("stream"):
+        ex.stream(chat_events(fake, reply, body), reply)
+    else:
+        time.sleep(reply.first_byte_delay)
+        ex.send_json(200, chat_completion(fake, reply, body))
+
+
+def handle_models(fake: FakeServer, ex: Exchange, req: RecordedRequest) -> None:
+    data = [{"id": fake.model, "object": "model", "created": 0, "owned_by": "fakeserver"}]
+    ex.send_json(200, {"object": "list", "data": data})
+
+
+def reply_from_json(obj: dict[str, Any]) -> Reply:
+    fields = dict(obj)
+    calls = tuple(call(c["name"], c.get("arguments"), id=c.get("id", AUTO))
+                  for c in fields.pop("tool_calls", []))
+    if isinstance(fields.get("usage"), list):
+        fields["usage"] = tuple(fields["usage"])
+    return Reply(calls=calls, **fields)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Scripted OpenAI-compatible server")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--script", help="JSON file: a list of replies")
+    parser.add_argument("--model", default="fake-model")
+    parser.add_argument("--api-key", default=None)
+    parser.add_argument("--reject-stream-options", action="store_true")
+    args = parser.parse_args(argv)
+    server = FakeServer(host=args.host, port=args.port, model=args.model, api_key=args.api_key,
+                        reject_stream_options=args.reject_stream_options)
+    if args.script:
+        with open(args.script, encoding="utf-8") as f:
+            server.script(*(reply_from_json(r) for r in json.load(f)))
+    print(server.base_url, flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

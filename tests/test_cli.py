@@ -1,0 +1,132 @@
+"""The real ``glassloop`` command in a subprocess, against the scripted server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.fakeserver import call, fault_status, text, tool_calls
+from tests.test_agent import SEED_TODOS
+
+SECRET = "sk-test-DO-NOT-LEAK-1234567890"
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> dict[str, str]:
+    """An isolated environment: XDG dirs in tmp, a seed todo file, a fake key."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "GLASSLOOP_"))}
+    for name in ("DATA", "STATE", "CONFIG", "CACHE"):
+        env[f"XDG_{name}_HOME"] = str(tmp_path / name.lower())
+    todos = tmp_path / "todos.json"
+    todos.write_text(json.dumps(SEED_TODOS, ensure_ascii=False), encoding="utf-8")
+    env["GLASSLOOP_TODOS_FILE"] = str(todos)
+    env["GLASSLOOP_WEATHER"] = "sample"
+    env["OPENAI_API_KEY"] = SECRET
+    env["PYTHONIOENCODING"] = "utf-8"
+    return env
+
+
+def glassloop(*args: str, env: dict[str, str], cwd: Path | None = None, stdin: str | None = None):
+    return subprocess.run([sys.executable, "-m", "repl.cli", *args], env=env, cwd=cwd, input=stdin,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_ask_json_runs_list_get_answer(fake_server, home, tmp_path):
+    fake_server.script(tool_calls(call("list_todos", {"status": "todo"})),
+                       tool_calls(call("get_todo", {"todo_id": "todo-002"})),
+                       text("写周报优先级最高。"))
+    trace_file = tmp_path / "t.jsonl"
+    result = glassloop("ask", "今天还有哪些没完成？把优先级最高的一项展开说明。", "--json",
+                       "--base-url", fake_server.base_url, "--trace-file", str(trace_file), env=home)
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    assert payload["answer"] == "写周报优先级最高。"
+    assert payload["stopped_by"] == "answer" and payload["steps"] == 3
+    assert payload["usage"]["input_tokens"] > 0
+    calls = [e["name"] for e in payload["trace"] if e["type"] == "tool_call_started"]
+    assert calls == ["list_todos", "get_todo"]
+    assert "step 1 call list_todos" in result.stderr
+    records = [json.loads(line) for line in trace_file.read_text(encoding="utf-8").splitlines()]
+    assert [r["name"] for r in records if r["type"] == "tool_call_finished"] == calls
+    assert all({"run", "session", "turn", "time"} <= r.keys() for r in records)
+    # the key went over HTTP as a bearer token, but no file or output holds it
+    assert fake_server.requests[0].headers["authorization"] == f"Bearer {SECRET}"
+    for path in tmp_path.rglob("*"):
+        if path.is_file():
+            assert SECRET not in path.read_text(encoding="utf-8", errors="replace"), path
+    assert SECRET not in result.stdout + result.stderr
+    shown = glassloop("trace", str(trace_file), env=home)
+    assert "call list_todos" in shown.stdout and "stopped_by answer" in shown.stdout
+
+
+def test_ask_denies_side_effects_without_yes(fake_server, home):
+    fake_server.script(tool_calls(call("add_todo", {"title": "x"})), text("I could not add it."))
+    before = Path(home["GLASSLOOP_TODOS_FILE"]).read_bytes()
+    result = glassloop("ask", "add x", "--base-url", fake_server.base_url, env=home)
+    assert result.returncode == 0
+    assert "denied add_todo" in result.stderr and "--yes" in result.stderr
+    assert Path(home["GLASSLOOP_TODOS_FILE"]).read_bytes() == before
+    fake_server.script(tool_calls(call("add_todo", {"title": "x"})), text("Added."))
+    result = glassloop("ask", "add x", "--yes", "--base-url", fake_server.base_url, env=home)
+    assert result.returncode == 0 and "Added." in result.stdout
+    assert '"x"' in Path(home["GLASSLOOP_TODOS_FILE"]).read_text(encoding="utf-8")
+
+
+def test_ask_reads_stdin(fake_server, home):
+    fake_server.script(text("piped ok"))
+    result = glassloop("ask", "--base-url", fake_server.base_url, env=home, stdin="hello from a pipe\n")
+    assert result.stdout.strip() == "piped ok"
+    assert fake_server.chat_requests()[0].body["messages"][-1]["content"] == "hello from a pipe"
+
+
+@pytest.mark.parametrize("status, words", [(401, "OPENAI_API_KEY"), (404, "not found"), (500, "server")])
+def test_provider_failures_are_one_line(fake_server, home, status, words):
+    fake_server.script(*[fault_status(status)] * 4)
+    result = glassloop("ask", "hi", "--base-url", fake_server.base_url, env=home)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1 and words.lower() in error_lines[0].lower()
+    assert SECRET not in result.stderr
+
+
+def test_unreachable_server(home):
+    result = glassloop("ask", "hi", "--base-url", "http://127.0.0.1:9/v1", env=home)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "127.0.0.1:9" in result.stderr
+
+
+@pytest.mark.parametrize("content, words", [
+    ("provider = \n", "line"),
+    ("nonsense = 1\n", "nonsense"),
+    ("[guards]\nmax_steps = \"many\"\n", "guards.max_steps"),
+    ("approval = \"sometimes\"\n", "approval"),
+])
+def test_bad_config_exits_2_with_one_line(home, tmp_path, content, words):
+    project = tmp_path / "proj"
+    project.mkdir()
+    (project / "glassloop.toml").write_text(content, encoding="utf-8")
+    result = glassloop("config", env=home, cwd=project)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "glassloop.toml" in lines[0] and words in lines[0]
+
+
+def test_config_shows_sources_and_redacts_keys(home, tmp_path):
+    result = glassloop("config", "--model", "gpt-test", env=home, cwd=tmp_path)
+    assert result.returncode == 0
+    assert SECRET not in result.stdout
+    model_line = next(line for line in result.stdout.splitlines() if line.startswith("providers.openai.model"))
+    assert "gpt-test" in model_line and "--model" in model_line
+
+
+def test_version_and_help(home):
+    assert glassloop("--version", env=home).stdout.startswith("glassloop ")
+    help_text = glassloop("ask", "--help", env=home).stdout
+    assert "--json" in help_text and "Exit codes" in help_text

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional  # noqa: UP035 - Typer reads Optional
+from typing import Annotated
 
 import typer
 
@@ -24,14 +24,14 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", help="Extra config file (TOML), above the user and project files.")]
-ProviderOpt = Annotated[Optional[str], typer.Option("--provider", help="Provider profile: openai, deepseek, ollama, vllm, local, or your own.")]
-ModelOpt = Annotated[Optional[str], typer.Option("--model", help="Model name for the active provider.")]
-BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible base URL (e.g. http://localhost:8000/v1).")]
-ApiOpt = Annotated[Optional[str], typer.Option("--api", help="Wire API: chat or responses.")]
-MaxStepsOpt = Annotated[Optional[int], typer.Option("--max-steps", min=1, help="Most model calls per turn.")]
+ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Extra config file (TOML), above the user and project files.")]
+ProviderOpt = Annotated[str | None, typer.Option("--provider", help="Provider profile: openai, deepseek, ollama, vllm, local, or your own.")]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name for the active provider.")]
+BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible base URL (e.g. http://localhost:8000/v1).")]
+ApiOpt = Annotated[str | None, typer.Option("--api", help="Wire API: chat or responses.")]
+MaxStepsOpt = Annotated[int | None, typer.Option("--max-steps", min=1, help="Most model calls per turn.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Allow side effects without asking (approval mode auto).")]
-ApprovalOpt = Annotated[Optional[str], typer.Option("--approval", help="Approval mode: ask, auto or read-only.")]
+ApprovalOpt = Annotated[str | None, typer.Option("--approval", help="Approval mode: ask, auto or read-only.")]
 
 
 def _settings(config: Path | None, provider: str | None, model: str | None, base_url: str | None,
@@ -54,7 +54,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def main_callback(
     ctx: typer.Context,
-    resume: Annotated[Optional[str], typer.Option("--resume", help="Continue a saved session: an id, or 'last'.")] = None,
+    resume: Annotated[str | None, typer.Option("--resume", help="Continue a saved session: an id, or 'last'.")] = None,
     config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
     base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
     yes: YesOpt = False, approval: ApprovalOpt = None,
@@ -68,7 +68,7 @@ def main_callback(
 
 @app.command()
 def chat(
-    resume: Annotated[Optional[str], typer.Option("--resume", help="Continue a saved session: an id, or 'last'.")] = None,
+    resume: Annotated[str | None, typer.Option("--resume", help="Continue a saved session: an id, or 'last'.")] = None,
     config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
     base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
     yes: YesOpt = False, approval: ApprovalOpt = None,
@@ -85,9 +85,9 @@ def _run_chat(settings: Settings, resume: str | None) -> None:
 
 @app.command()
 def ask(
-    question: Annotated[Optional[str], typer.Argument(help="The question; '-' or omitted reads standard input.")] = None,
+    question: Annotated[str | None, typer.Argument(help="The question; '-' or omitted reads standard input.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: answer, stopped_by, steps, usage, trace.")] = False,
-    trace_file: Annotated[Optional[Path], typer.Option("--trace-file", help="Write this turn's trace (JSONL) here.")] = None,
+    trace_file: Annotated[Path | None, typer.Option("--trace-file", help="Write this turn's trace (JSONL) here.")] = None,
     config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
     base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
     yes: YesOpt = False, approval: ApprovalOpt = None,
@@ -132,7 +132,7 @@ def show_config(
 @app.command("trace")
 def show_trace(
     session: Annotated[str, typer.Argument(help="Session id, a trace file, or 'last'.")] = "last",
-    turn: Annotated[Optional[str], typer.Option("--turn", help="Turn number, or 'all' (default: the last turn).")] = None,
+    turn: Annotated[str | None, typer.Option("--turn", help="Turn number, or 'all' (default: the last turn).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw records as JSON lines.")] = False,
     config: ConfigOpt = None,
 ) -> None:

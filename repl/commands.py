@@ -39,6 +39,18 @@ def command(name: str, args: str = "", help: str = "",
     return register
 
 
+def specs(get_session: Callable[[], Any]) -> list[tuple[str, str, Callable[[str], list[str]] | None]]:
+    """(name, help, argument completer) for the prompt's completion."""
+    out = []
+    for cmd in REGISTRY.values():
+        complete = None
+        if cmd.complete is not None:
+            def complete(prefix: str, _fn=cmd.complete) -> list[str]:
+                return [c for c in _fn(get_session()) if c.startswith(prefix)]
+        out.append((cmd.name, cmd.help, complete))
+    return out
+
+
 def suggest(name: str) -> str | None:
     close = difflib.get_close_matches(name, REGISTRY, n=1, cutoff=0.5)
     return close[0] if close else None

@@ -23,7 +23,15 @@ from repl.history import History
 from repl.journal import Journal, find_session, load
 from repl.prompts import system_prompt
 from repl.providers.base import Provider, ProviderError
-from repl.runtime import LazyProvider, build_registry, limits_from, make_provider, new_id, open_trace, redactor_for
+from repl.runtime import (
+    LazyProvider,
+    build_registry,
+    limits_from,
+    make_provider,
+    new_id,
+    open_trace,
+    redactor_for,
+)
 from tools import store
 
 EXIT_WINDOW_S = 2.0
@@ -211,11 +219,13 @@ class ChatSession:
 
 
 def run_chat(settings: Settings, *, resume: str | None = None) -> int:
-    from repl.ui import Terminal
+    from repl.ui.terminal import Terminal
 
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    ui = Terminal.create(settings, interactive=interactive)
+    holder: list[ChatSession] = []
+    ui = Terminal.create(settings, interactive=interactive, commands=commands.specs(lambda: holder[0]))
     session = ChatSession(settings, ui, interactive)
+    holder.append(session)
     ui.attach(session)
     try:
         if resume:

@@ -53,11 +53,11 @@ def provider(fake_server):
     p.close()
 
 
-def turn(provider, registry, question, *, mode="ask", limits=Limits(), history=None):
+def turn(provider, registry, question, *, mode="ask", limits=None, history=None):
     history = history or History("You are a test assistant.")
     log = EventLog()
     finished = run_turn(history, question, provider=provider, registry=registry,
-                        approver=Approver(mode), limits=limits, emit=log)
+                        approver=Approver(mode), limits=limits or Limits(), emit=log)
     return finished, log, history
 
 

@@ -27,6 +27,7 @@ from repl.events import (
     GuardTripped,
     ModelRequest,
     ModelUsage,
+    Notice,
     StopReason,
     TextDelta,
     ToolCallFinished,
@@ -35,8 +36,15 @@ from repl.events import (
     TurnStarted,
     Usage,
 )
-from repl.history import History
-from repl.providers.base import Completed, Provider, ProviderError, TextPart, ToolCall
+from repl.history import History, fit_window
+from repl.providers.base import (
+    Completed,
+    Provider,
+    ProviderError,
+    TextPart,
+    ToolCall,
+    estimate_tokens,
+)
 from tools.registry import Registry, error_result
 
 FINAL_NOTE = (
@@ -140,7 +148,7 @@ def _check_limits(state: _Turn, limits: Limits) -> None:
 
 def _call_model(state, history, provider, tools, emit, final_note: str = "") -> Completed:
     step = state.steps
-    messages = history.for_request()
+    messages = _windowed(history.for_request(), provider, emit)
     if final_note and messages[-1]["role"] == "user":
         messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{final_note}"}
     elif final_note:
@@ -174,6 +182,18 @@ def _call_model(state, history, provider, tools, emit, final_note: str = "") -> 
     history.add_assistant(completed.text, calls)
     state.answer = completed.text
     return completed
+
+
+def _windowed(messages, provider, emit) -> list[dict[str, Any]]:
+    """The request cut to the provider's context window, leaving room for the answer."""
+    window = getattr(provider, "context_window", 0) or 0
+    if window <= 0:
+        return messages
+    reserve = min(getattr(provider, "max_tokens", None) or 2048, window // 4)
+    fitted, actions = fit_window(messages, window - reserve, estimate_tokens)
+    if actions:
+        emit(Notice(f"context window ({window} tokens): " + "; ".join(actions)))
+    return fitted
 
 
 def _final_answer(state, history, provider, emit, guard: _Guard) -> StopReason:

@@ -16,9 +16,11 @@ interrupted or failed turn left behind.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+NO_ANSWER = "[no answer: the session ended before the model replied]"
 INTERRUPTED_RESULT = {"ok": False, "error": {"type": "interrupted", "message": "the user interrupted this call before it finished"}}
 
 
@@ -33,6 +35,7 @@ class History:
         self.messages.append({"role": "user", "content": text})
 
     def add_assistant(self, text: str, tool_calls: list[dict[str, str]] | None = None) -> None:
+        self._answer_pending()
         message: dict[str, Any] = {"role": "assistant", "content": text}
         if tool_calls:
             message["tool_calls"] = [dict(c) for c in tool_calls]
@@ -63,13 +66,16 @@ class History:
         (the user sees the error and can ask again) so that two user messages
         never stand side by side.
         """
+        self._answer_pending()
+        if self.messages and self.messages[-1]["role"] == "user":
+            self.messages.pop()
+
+    def _answer_pending(self) -> None:
         pending = self.pending_call_ids()
         if pending:
             names = self._call_names()
             for call_id in pending:
                 self.add_tool_result(call_id, names.get(call_id, ""), json.dumps(INTERRUPTED_RESULT))
-        if self.messages and self.messages[-1]["role"] == "user":
-            self.messages.pop()
 
     # ---- whole turns -------------------------------------------------------
     def turn_starts(self) -> list[int]:
@@ -96,8 +102,11 @@ class History:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> History:
+        """A saved history, repaired: a turn cut off by a crash keeps its question."""
         history = cls(data.get("system_prompt", ""), [dict(m) for m in data.get("messages", [])])
-        history.end_turn()
+        history._answer_pending()
+        if history.messages and history.messages[-1]["role"] == "user":
+            history.add_assistant(NO_ANSWER)
         return history
 
     def _call_names(self) -> dict[str, str]:
@@ -135,3 +144,65 @@ def check(messages: list[dict[str, Any]]) -> list[str]:
     if pending:
         errors.append(f"end: calls {pending} were never answered")
     return errors
+
+
+# ---- context window -------------------------------------------------------------
+
+KEEP_RESULT_CHARS = 300  # head + tail kept of an old tool result when the window is tight
+
+
+def fit_window(
+    messages: list[dict[str, Any]], budget: int, estimate: Callable[[str], int]
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """``messages`` cut to fit ``budget`` tokens, and what was done (for a notice).
+
+    First old tool results are shortened (head and tail kept, marked), then
+    the oldest whole turns are dropped. The system prompt and the current
+    turn are never touched, and a call is never separated from its results.
+    The stored history is not changed: only the request is windowed.
+    """
+    texts = [_text_of(m) for m in messages]
+    if sum(map(len, texts)) <= budget:  # an estimate never exceeds the character count
+        return messages, []
+    sizes = [estimate(t) for t in texts]
+    total = sum(sizes)
+    if total <= budget:
+        return messages, []
+    out = [dict(m) for m in messages]
+    starts = [i for i, m in enumerate(out) if m["role"] == "user"]
+    current = starts[-1] if starts else len(out)
+    actions: list[str] = []
+    shortened = 0
+    for i in range(current):
+        if total <= budget:
+            break
+        content = out[i].get("content") or ""
+        if out[i]["role"] == "tool" and len(content) > 2 * KEEP_RESULT_CHARS:
+            cut = len(content) - 2 * KEEP_RESULT_CHARS
+            out[i]["content"] = (f"{content[:KEEP_RESULT_CHARS]} …[{cut} characters of an old result "
+                                 f"cut to fit the context window]… {content[-KEEP_RESULT_CHARS:]}")
+            new_size = estimate(_text_of(out[i]))
+            total += new_size - sizes[i]
+            sizes[i] = new_size
+            shortened += 1
+    if shortened:
+        actions.append(f"shortened {shortened} old tool results")
+    first = 1 if out and out[0]["role"] == "system" else 0
+    dropped = 0
+    turn_starts = [s for s in starts if s >= first]
+    cut_at = first
+    for nxt in turn_starts[1:]:
+        if total <= budget or nxt > current:
+            break
+        total -= sum(sizes[cut_at:nxt])
+        cut_at = nxt
+        dropped += 1
+    if dropped:
+        out = out[:first] + out[cut_at:]
+        actions.append(f"dropped the {dropped} oldest turns")
+    return out, actions
+
+
+def _text_of(message: dict[str, Any]) -> str:
+    calls = message.get("tool_calls") or []
+    return (message.get("content") or "") + "".join(c["name"] + c["arguments"] for c in calls)

@@ -1,0 +1,32 @@
+"""Local tools the model can call, and the registry that runs them safely."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tools.calculator import make_calculator_tool
+from tools.files import make_file_tools
+from tools.notes import make_note_tools
+from tools.registry import Registry, Tool, ToolError, error_result, tool
+from tools.todos import make_todo_tools
+from tools.weather import make_weather_tool
+
+__all__ = ["Registry", "Tool", "ToolError", "build_tools", "error_result", "tool"]
+
+
+def build_tools(
+    *,
+    todos_path: Path,
+    notes_path: Path,
+    files_root: Path,
+    weather: str = "open-meteo",
+    weather_urls: dict | None = None,
+) -> list[Tool]:
+    """Every local tool. ``weather_urls`` may hold geocode_url, forecast_url, timeout_s."""
+    return [
+        *make_todo_tools(todos_path),
+        *make_note_tools(notes_path),
+        make_calculator_tool(),
+        make_weather_tool(weather, **(weather_urls or {})),
+        *make_file_tools(files_root),
+    ]

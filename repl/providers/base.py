@@ -18,6 +18,12 @@ ErrorKind = Literal[
 ]
 
 
+def estimate_tokens(text: str) -> int:
+    """Rough count: ~4 ASCII characters per token, ~1 token per other character (CJK…)."""
+    ascii_chars = sum(1 for ch in text if ch.isascii())
+    return (ascii_chars + 3) // 4 + (len(text) - ascii_chars)
+
+
 @dataclass(frozen=True)
 class ToolCall:
     id: str

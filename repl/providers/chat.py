@@ -20,16 +20,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from repl.events import Usage
-from repl.providers.base import Completed, Part, ProviderError, TextPart, ToolCall, ToolCallPart
+from repl.providers.base import (
+    Completed,
+    Part,
+    ProviderError,
+    TextPart,
+    ToolCall,
+    ToolCallPart,
+    estimate_tokens,
+)
 from repl.providers.errors import ErrorContext, from_sdk_error, make_error, retries_taken
 
 NO_KEY = "no-key"  # sent when no key is configured, so the SDK never reads OPENAI_API_KEY
-
-
-def estimate_tokens(text: str) -> int:
-    """Rough count: ~4 ASCII characters per token, ~1 token per other character (CJK…)."""
-    ascii_chars = sum(1 for ch in text if ch.isascii())
-    return (ascii_chars + 3) // 4 + (len(text) - ascii_chars)
 
 
 def to_wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -138,7 +140,7 @@ class ChatProvider:
         self._api_key = api_key
         self._api_key_env = api_key_env
         self._temperature = temperature
-        self._max_tokens = max_tokens
+        self.max_tokens = max_tokens
         self._timeout_s = timeout_s
         self._max_retries = max_retries
         self._client: Any = None
@@ -179,8 +181,8 @@ class ChatProvider:
             params["tools"] = to_wire_tools(tools)
         if self._temperature is not None:
             params["temperature"] = self._temperature
-        if self._max_tokens is not None:
-            params["max_tokens"] = self._max_tokens
+        if self.max_tokens is not None:
+            params["max_tokens"] = self.max_tokens
         return params
 
     def _open(self, params: dict[str, Any]) -> Any:

@@ -1,0 +1,171 @@
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tools.calculator import MAX_BITS, calculator, make_calculator_tool
+from tools.registry import Registry, ToolError
+
+REG = Registry([make_calculator_tool()])
+
+
+def call(expression: str) -> dict:
+    return REG.call("calculator", {"expression": expression})
+
+
+@pytest.mark.parametrize(
+    ("expression", "value"),
+    [
+        ("1 + 2 * 3", 7),
+        ("(1 + 2) * 3", 9),
+        ("7 / 2", 3.5),
+        ("7 // 2", 3),
+        ("-7 % 3", 2),
+        ("2 ** 10", 1024),
+        ("2 ** -1", 0.5),
+        ("-(-3)", 3),
+        ("+4 - -4", 8),
+        ("1.5e3 + 0.25", 1500.25),
+        ("2 ** 3 ** 2", 512),
+        ("（1＋2）× 3 ÷ 2", 4.5),
+        ("10 ** 300 // 10 ** 299", 10),
+        ("2 ** -10000", 0.0),
+        ("0 ** 0", 1),
+        ("(-8) ** 2", 64),
+    ],
+)
+def test_values(expression: str, value: float) -> None:
+    result = call(expression)
+    assert result == {"ok": True, "expression": expression, "value": value}
+
+
+def test_exact_integers() -> None:
+    assert call("2 ** 100")["value"] == 2**100
+    assert call("99999999999999999999 * 3")["value"] == 299999999999999999997
+
+
+@pytest.mark.parametrize(
+    ("expression", "error_type"),
+    [
+        ("", "invalid_expression"),
+        ("x + 1", "invalid_expression"),
+        ("__import__('os')", "invalid_expression"),
+        ("(1).__class__", "invalid_expression"),
+        ("'a' * 3", "invalid_expression"),
+        ("[1, 2][0]", "invalid_expression"),
+        ("1 < 2", "invalid_expression"),
+        ("2 ^ 3", "invalid_expression"),
+        ("1 << 100000", "invalid_expression"),
+        ("~5", "invalid_expression"),
+        ("1j * 2", "invalid_expression"),
+        ("True + 1", "invalid_expression"),
+        ("lambda: 1", "invalid_expression"),
+        ("1 +", "invalid_expression"),
+        ("1 / 0", "division_by_zero"),
+        ("5 % 0", "division_by_zero"),
+        ("0 ** -1", "division_by_zero"),
+        ("(-8) ** 0.5", "math_error"),
+    ],
+)
+def test_refused(expression: str, error_type: str) -> None:
+    result = call(expression)
+    assert result["ok"] is False and result["error"]["type"] == error_type
+    assert result["error"]["message"]
+
+
+BOMBS = [
+    "9**9**9",
+    "4000000**4000000",
+    "-" * 100_000 + "4",
+    "+".join(["1"] * 5000),
+    "(" * 500 + "1" + ")" * 500,
+    "(" * 150 + "1" + ")" * 150,
+    "(" * 99 + "7" + ")" * 99 + "**" + "9" * 700,
+    "-" * 990 + "4",
+    "1e308 * 10",
+    "1e999",
+    "10.0 ** 400",
+    "(10 ** 3000) / 3",
+    "(10 ** 10000) / 3",
+    "(2 ** 5000) ** -1",
+    "2 ** 9999 * 2 ** 9999",
+    "(2 ** 9000) % 7.5",
+    "9" * 999,
+    "2**2**2**2**2**2",
+    "(((2**100)**100)**100)",
+]
+
+
+@pytest.mark.parametrize("bomb", BOMBS, ids=[b[:30] for b in BOMBS])
+def test_bombs_answer_fast(bomb: str) -> None:
+    start = time.perf_counter()
+    result = call(bomb)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 0.1, f"{elapsed:.3f}s"
+    if result["ok"]:  # a few are legitimately computable, but must stay in budget
+        value = result["value"]
+        assert not isinstance(value, int) or value.bit_length() <= MAX_BITS
+    else:
+        assert result["error"]["type"] in {"too_large", "invalid_expression"}
+
+
+def test_specific_bombs_are_refused_as_too_large() -> None:
+    for bomb in ("9**9**9", "4000000**4000000", "(10 ** 3000) / 3", "1e308 * 10"):
+        assert call(bomb)["error"]["type"] == "too_large", bomb
+
+
+def test_plain_function_raises_tool_error() -> None:
+    assert calculator("6 * 7") == {"expression": "6 * 7", "value": 42}
+    with pytest.raises(ToolError) as info:
+        calculator("import os")
+    assert info.value.type == "invalid_expression"
+
+
+TOKENS = st.sampled_from(
+    ["1", "0", "2", "9", "10", "0.5", "1e308", "3.25", "9" * 40, "+", "-", "*", "/", "//",
+     "%", "**", "(", ")", " ", "x", ".", "e", "j", "<<", "'", "[", "]", ",", "_"]
+)
+
+
+def _expression_tree() -> st.SearchStrategy[str]:
+    leaves = st.integers(-(10**6), 10**6).map(str) | st.floats(allow_nan=False).map(repr)
+    ops = st.sampled_from(["+", "-", "*", "/", "//", "%", "**"])
+
+    def extend(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        binary = st.tuples(children, ops, children).map(lambda t: f"({t[0]}{t[1]}{t[2]})")
+        unary = st.tuples(st.sampled_from(["-", "+"]), children).map("".join)
+        return binary | unary
+
+    return st.recursive(leaves, extend, max_leaves=40)
+
+
+def _assert_well_behaved(expression: str) -> None:
+    start = time.perf_counter()
+    result = call(expression)
+    assert time.perf_counter() - start < 0.1
+    assert isinstance(result["ok"], bool)
+    if not result["ok"]:
+        assert result["error"]["type"] in {
+            "invalid_expression", "too_large", "division_by_zero", "math_error"
+        }, result
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(TOKENS, max_size=60).map("".join))
+def test_fuzz_token_soup(expression: str) -> None:
+    _assert_well_behaved(expression)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_expression_tree())
+def test_fuzz_well_formed_trees(expression: str) -> None:
+    _assert_well_behaved(expression)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(max_size=200))
+def test_fuzz_arbitrary_text(expression: str) -> None:
+    _assert_well_behaved(expression)

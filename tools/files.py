@@ -1,0 +1,217 @@
+"""Read-only file tools confined to one root folder.
+
+Every path is resolved (symlinks included) and must stay inside the root;
+only regular, text, not-too-large files are opened, and a file's type is
+checked with ``stat`` before opening so a FIFO or device is never opened.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from tools.registry import Tool, ToolError, tool
+
+BINARY_SNIFF_BYTES = 8192
+MAX_LIST_ENTRIES = 500
+MAX_SEARCH_MATCHES = 100
+MAX_SEARCH_FILES = 5_000
+MAX_LINE_CHARS = 300
+SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv"}
+
+
+class Sandbox:
+    """Path checks and safe opening relative to ``root``."""
+
+    def __init__(self, root: Path, max_bytes: int) -> None:
+        self.root = Path(root).resolve()
+        self.max_bytes = max_bytes
+
+    def resolve(self, path: str) -> Path:
+        if "\x00" in path:
+            raise ToolError("invalid_path", "the path contains a NUL byte")
+        try:
+            resolved = (self.root / path).resolve()
+        except (RuntimeError, OSError) as exc:  # symlink loops
+            raise ToolError("invalid_path", f"cannot resolve {path!r}: {exc}") from exc
+        if not resolved.is_relative_to(self.root):
+            raise ToolError("outside_root", f"{path!r} is outside the workspace; use paths "
+                            "relative to the workspace root")
+        return resolved
+
+    def relative(self, path: Path) -> str:
+        return path.relative_to(self.root).as_posix() or "."
+
+    def stat(self, resolved: Path, shown: str) -> os.stat_result:
+        try:
+            return os.stat(resolved)
+        except FileNotFoundError as exc:
+            raise ToolError("not_found", f"{shown!r} does not exist") from exc
+        except OSError as exc:
+            raise ToolError("invalid_path", f"cannot access {shown!r}: {exc.strerror}") from exc
+
+    def read_text(self, resolved: Path, shown: str) -> str:
+        """The whole file as text, after the type, size and binary checks."""
+        info = self.stat(resolved, shown)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise ToolError("not_a_file", f"{shown!r} is {kind}")
+        if info.st_size > self.max_bytes:
+            raise ToolError("too_large", f"{shown!r} is {info.st_size:,} bytes; the limit is "
+                            f"{self.max_bytes:,}")
+        # O_NONBLOCK: even if the file were swapped for a FIFO, opening does not wait.
+        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(resolved, flags)
+        except OSError as exc:
+            raise ToolError("invalid_path", f"cannot open {shown!r}: {exc.strerror}") from exc
+        with os.fdopen(fd, "rb") as handle:
+            now = os.fstat(handle.fileno())
+            if (now.st_ino, now.st_dev) != (info.st_ino, info.st_dev) or not stat.S_ISREG(now.st_mode):
+                raise ToolError("not_a_file", f"{shown!r} changed while being opened")
+            data = handle.read(self.max_bytes + 1)
+        if len(data) > self.max_bytes:
+            raise ToolError("too_large", f"{shown!r} is larger than {self.max_bytes:,} bytes")
+        if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+            raise ToolError("binary_file", f"{shown!r} looks like a binary file")
+        return data.decode("utf-8", errors="replace")
+
+    def walk_files(self, top: Path) -> Iterator[Path]:
+        """Files under ``top`` (no symlinked folders, skipping VCS/venv folders)."""
+        if top.is_file():
+            yield top
+            return
+        for folder, dirs, files in os.walk(top):
+            dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS)
+            for name in sorted(files):
+                yield Path(folder) / name
+
+
+def _cap(text: str, limit: int) -> tuple[str, str | None]:
+    if len(text) <= limit:
+        return text, None
+    return text[:limit], f"output cut: showing {limit:,} of {len(text):,} characters"
+
+
+def _entry(sandbox: Sandbox, path: Path) -> dict | None:
+    try:
+        resolved = path.resolve()
+        info = os.stat(resolved)
+    except (RuntimeError, OSError):
+        return None
+    if not resolved.is_relative_to(sandbox.root):
+        return None
+    kind = "dir" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "other"
+    entry = {"path": sandbox.relative(path.absolute()), "type": kind}
+    if kind == "file":
+        entry["size"] = info.st_size
+    return entry
+
+
+def _search_file(sandbox: Sandbox, path: Path, needle: str) -> list[dict]:
+    try:
+        resolved = sandbox.resolve(str(path.relative_to(sandbox.root)))
+        text = sandbox.read_text(resolved, path.name)
+    except (ToolError, ValueError):
+        return []  # outside via symlink, binary, too large, FIFO...: skip quietly
+    rel = sandbox.relative(path)
+    return [
+        {"path": rel, "line": number, "text": line.strip()[:MAX_LINE_CHARS]}
+        for number, line in enumerate(text.splitlines(), start=1)
+        if needle in line.casefold()
+    ]
+
+
+def make_file_tools(root: Path, max_bytes: int = 1_000_000,
+                    max_output_chars: int = 20_000) -> list[Tool]:
+    """read_file, list_files and search_files confined to ``root``."""
+    sandbox = Sandbox(root, max_bytes)
+
+    @tool
+    def read_file(path: str, offset: int = 0, limit: int = 200) -> dict:
+        """Read lines of a text file inside the workspace.
+
+        Use list_files or search_files first if you do not know the exact path.
+
+        Args:
+            path: File path relative to the workspace root, e.g. "notes/plan.md".
+            offset: Number of lines to skip from the start (0 = first line).
+            limit: Maximum number of lines to return (1-2000).
+        """
+        if offset < 0 or not 1 <= limit <= 2000:
+            raise ToolError("invalid_arguments", "offset must be >= 0 and limit 1-2000")
+        resolved = sandbox.resolve(path)
+        lines = sandbox.read_text(resolved, path).splitlines()
+        chosen = lines[offset : offset + limit]
+        content, cut = _cap("\n".join(chosen), max_output_chars)
+        result = {"path": sandbox.relative(resolved), "first_line": offset + 1,
+                  "lines_returned": len(chosen), "total_lines": len(lines), "content": content}
+        if offset + limit < len(lines):
+            result["more"] = f"{len(lines) - offset - limit} more lines; use offset={offset + limit}"
+        if cut:
+            result["note"] = cut
+        return result
+
+    @tool
+    def list_files(path: str = ".", glob: str = "*") -> dict:
+        """List files and folders in a workspace folder.
+
+        Args:
+            path: Folder relative to the workspace root.
+            glob: Pattern such as "*.md" or "**/*.py" (recursive).
+        """
+        if "\x00" in glob or Path(glob).is_absolute() or ".." in Path(glob).parts:
+            raise ToolError("invalid_arguments", "glob must be a relative pattern without '..'")
+        folder = sandbox.resolve(path)
+        if not stat.S_ISDIR(sandbox.stat(folder, path).st_mode):
+            raise ToolError("not_a_directory", f"{path!r} is not a folder")
+        entries: list[dict] = []
+        try:
+            for found in folder.glob(glob):
+                entry = _entry(sandbox, found)
+                if entry is not None:
+                    entries.append(entry)
+                if len(entries) > MAX_LIST_ENTRIES:
+                    break
+        except (ValueError, NotImplementedError) as exc:
+            raise ToolError("invalid_arguments", f"bad glob {glob!r}: {exc}") from exc
+        entries.sort(key=lambda e: e["path"])
+        result = {"path": sandbox.relative(folder), "count": min(len(entries), MAX_LIST_ENTRIES),
+                  "entries": entries[:MAX_LIST_ENTRIES]}
+        if len(entries) > MAX_LIST_ENTRIES:
+            result["note"] = f"listing cut at {MAX_LIST_ENTRIES} entries; narrow the glob"
+        return result
+
+    @tool
+    def search_files(pattern: str, path: str = ".") -> dict:
+        """Find lines containing a text (case-insensitive, plain substring) in workspace files.
+
+        Args:
+            pattern: Text to look for (not a regular expression).
+            path: Folder or file to search, relative to the workspace root.
+        """
+        needle = pattern.casefold()
+        if not needle.strip():
+            raise ToolError("invalid_arguments", "pattern must not be empty")
+        top = sandbox.resolve(path)
+        sandbox.stat(top, path)
+        matches: list[dict] = []
+        for scanned, file in enumerate(sandbox.walk_files(top)):
+            if scanned >= MAX_SEARCH_FILES or len(matches) > MAX_SEARCH_MATCHES:
+                break
+            matches += _search_file(sandbox, file, needle)
+        result: dict = {"pattern": pattern, "count": min(len(matches), MAX_SEARCH_MATCHES),
+                        "matches": matches[:MAX_SEARCH_MATCHES]}
+        if len(matches) > MAX_SEARCH_MATCHES:
+            result["note"] = f"results cut at {MAX_SEARCH_MATCHES} matches; narrow the search"
+        size = sum(len(m["text"]) + len(m["path"]) + 20 for m in result["matches"])
+        while size > max_output_chars and result["matches"]:
+            dropped = result["matches"].pop()
+            size -= len(dropped["text"]) + len(dropped["path"]) + 20
+            result["note"] = f"results cut to fit {max_output_chars:,} characters"
+        result["count"] = len(result["matches"])
+        return result
+
+    return [read_file, list_files, search_files]

@@ -1,0 +1,241 @@
+"""Todo tools over one JSON file: list, read, add, update, complete, delete.
+
+File format: ``{"version": 1, "todos": [...]}``. A bare list of todo objects
+(the older format) is read as-is and only rewritten on the next change.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from tools.registry import Tool, ToolError, tool
+from tools.store import collection_validator, read_json, update_json
+
+Status = Literal["todo", "done"]
+Priority = Literal["low", "medium", "high"]
+
+DEFAULT: dict[str, Any] = {"version": 1, "todos": []}
+_validate = collection_validator("todos", ("id", "title"))
+_ID_NUMBER = re.compile(r"(?i)^\s*(?:todo[-_ ]?)?0*(\d+)\s*$")
+
+
+class Outcome(NamedTuple):
+    data: dict[str, Any] | None  # None: nothing to write
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    result: dict[str, Any]
+
+
+def _now() -> str:
+    return datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def _number(todo_id: Any) -> int | None:
+    if isinstance(todo_id, bool):
+        return None
+    if isinstance(todo_id, int):
+        return todo_id
+    match = _ID_NUMBER.match(str(todo_id))
+    return int(match.group(1)) if match else None
+
+
+def normalize_id(todo_id: str | int) -> str:
+    """``2``, ``"2"``, ``"todo-2"`` -> ``"todo-002"``; other text is kept as given."""
+    number = _number(todo_id)
+    return f"todo-{number:03d}" if number is not None else str(todo_id).strip()
+
+
+def _index(todos: list[dict[str, Any]], todo_id: str | int) -> int:
+    wanted, number = normalize_id(todo_id), _number(todo_id)
+    for i, item in enumerate(todos):
+        if item["id"] == wanted:
+            return i
+    for i, item in enumerate(todos):
+        if number is not None and _number(item["id"]) == number:
+            return i
+    existing = ", ".join(item["id"] for item in todos) or "none (the list is empty)"
+    raise ToolError("not_found", f"no todo {wanted}; existing ids: {existing}")
+
+
+def _next_id(todos: list[dict[str, Any]]) -> str:
+    numbers = [n for n in (_number(item["id"]) for item in todos) if n is not None]
+    return f"todo-{max(numbers, default=0) + 1:03d}"
+
+
+def _summary(item: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": item["id"],
+        "title": item["title"],
+        "status": item.get("status", "todo"),
+        "priority": item.get("priority", "medium"),
+        "due": item.get("due"),
+    }
+
+
+def _require_text(field: str, value: str) -> str:
+    if not value.strip():
+        raise ToolError("invalid_arguments", f"{field} must not be empty")
+    return value.strip()
+
+
+def _add(data: dict, *, title: str, detail: str = "", priority: Priority = "medium",
+         due: str | None = None, tag: str | None = None) -> Outcome:
+    todos = data["todos"]
+    stamp = _now()
+    item = {
+        "id": _next_id(todos), "title": _require_text("title", title), "detail": detail,
+        "status": "todo", "priority": priority, "due": due or None, "tag": tag or None,
+        "created_at": stamp, "updated_at": stamp,
+    }
+    return Outcome({**data, "todos": [*todos, item]}, None, item, {"todo": item})
+
+
+def _update(data: dict, *, todo_id: str | int, **fields: Any) -> Outcome:
+    changes = {k: v for k, v in fields.items() if v is not None}
+    if not changes:
+        names = ", ".join(fields)
+        raise ToolError("invalid_arguments", f"nothing to update; pass at least one of {names}")
+    if "title" in changes:
+        changes["title"] = _require_text("title", changes["title"])
+    for clearable in ("due", "tag"):  # an empty string clears the field
+        if changes.get(clearable) == "":
+            changes[clearable] = None
+    todos = copy.deepcopy(data["todos"])
+    index = _index(todos, todo_id)
+    before = data["todos"][index]
+    after = {**todos[index], **changes, "updated_at": _now()}
+    todos[index] = after
+    return Outcome({**data, "todos": todos}, before, after, {"todo": after})
+
+
+def _complete(data: dict, *, todo_id: str | int) -> Outcome:
+    item = data["todos"][_index(data["todos"], todo_id)]
+    if item.get("status") == "done":
+        return Outcome(None, item, item, {"todo": item, "already_done": True})
+    return _update(data, todo_id=todo_id, status="done")
+
+
+def _delete(data: dict, *, todo_id: str | int) -> Outcome:
+    index = _index(data["todos"], todo_id)
+    before = data["todos"][index]
+    todos = [t for i, t in enumerate(data["todos"]) if i != index]
+    return Outcome({**data, "todos": todos}, before, None, {"deleted": before})
+
+
+Operation = Callable[..., Outcome]
+
+
+def _commit(path: Path, op: Operation, args: dict[str, Any]) -> dict[str, Any]:
+    def change(data: dict) -> tuple[dict | None, dict]:
+        outcome = op(data, **args)
+        return outcome.data, outcome.result
+
+    return update_json(path, change, DEFAULT, _validate)
+
+
+def _previewer(path: Path, op: Operation) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    def preview(args: dict[str, Any]) -> dict[str, Any]:
+        outcome = op(read_json(path, DEFAULT, _validate), **args)
+        return {"before": outcome.before, "after": outcome.after}
+
+    return preview
+
+
+def make_todo_tools(path: Path) -> list[Tool]:
+    """The six todo tools bound to the store at ``path``."""
+    path = Path(path)
+
+    def load() -> list[dict[str, Any]]:
+        return read_json(path, DEFAULT, _validate)["todos"]
+
+    @tool
+    def list_todos(status: Status | None = None, priority: Priority | None = None) -> dict:
+        """List todo summaries (id, title, status, priority, due) and a count.
+
+        Use it to see what exists or to find an id. It leaves out each item's
+        detail: use get_todo for one item's full text.
+
+        Args:
+            status: Only items with this status ("todo" = not finished yet).
+            priority: Only items with this priority.
+        """
+        items = [_summary(t) for t in load()]
+        items = [t for t in items if status in (None, t["status"])]
+        items = [t for t in items if priority in (None, t["priority"])]
+        return {"count": len(items), "todos": items}
+
+    @tool
+    def get_todo(todo_id: str | int) -> dict:
+        """Get one todo with all its fields, including the detail text.
+
+        Use it after list_todos when you need an item's detail; do not call it
+        for every item just to list them.
+
+        Args:
+            todo_id: The id, e.g. "todo-002" (a bare number like 2 also works).
+        """
+        todos = load()
+        return {"todo": todos[_index(todos, todo_id)]}
+
+    @tool(side_effects=True, preview=_previewer(path, _add))
+    def add_todo(title: str, detail: str = "", priority: Priority = "medium",
+                 due: str | None = None, tag: str | None = None) -> dict:
+        """Add a new todo (status "todo"). Use only when the user asks to add or remember something.
+
+        Check list_todos first if the item might already exist.
+
+        Args:
+            title: Short title, e.g. "Write the weekly report".
+            detail: Longer notes about the task.
+            priority: How important it is.
+            due: When it is due, preferably ISO like "2025-05-01" or "2025-05-01T15:00".
+            tag: One optional label, e.g. "work".
+        """
+        return _commit(path, _add, dict(title=title, detail=detail, priority=priority,
+                                         due=due, tag=tag))
+
+    @tool(side_effects=True, preview=_previewer(path, _update))
+    def update_todo(todo_id: str | int, title: str | None = None, detail: str | None = None,
+                    priority: Priority | None = None, due: str | None = None,
+                    tag: str | None = None, status: Status | None = None) -> dict:
+        """Change fields of an existing todo; fields you leave out stay as they are.
+
+        To mark an item finished prefer complete_todo. Pass "" for due or tag to clear it.
+
+        Args:
+            todo_id: The id, e.g. "todo-002" (a bare number like 2 also works).
+            title: New title.
+            detail: New detail text (replaces the old one).
+            priority: New priority.
+            due: New due date, preferably ISO like "2025-05-01".
+            tag: New label.
+            status: New status ("todo" reopens a finished item).
+        """
+        return _commit(path, _update, dict(todo_id=todo_id, title=title, detail=detail,
+                                            priority=priority, due=due, tag=tag, status=status))
+
+    @tool(side_effects=True, preview=_previewer(path, _complete))
+    def complete_todo(todo_id: str | int) -> dict:
+        """Mark a todo as done. Use when the user says a task is finished.
+
+        Args:
+            todo_id: The id, e.g. "todo-002" (a bare number like 2 also works).
+        """
+        return _commit(path, _complete, {"todo_id": todo_id})
+
+    @tool(side_effects=True, preview=_previewer(path, _delete))
+    def delete_todo(todo_id: str | int) -> dict:
+        """Delete a todo for good. Only when the user asks to remove it; finished items
+        should be completed with complete_todo, not deleted.
+
+        Args:
+            todo_id: The id, e.g. "todo-002" (a bare number like 2 also works).
+        """
+        return _commit(path, _delete, {"todo_id": todo_id})
+
+    return [list_todos, get_todo, add_todo, update_todo, complete_todo, delete_todo]

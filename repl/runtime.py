@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from repl.agent import Limits
 from repl.config import ProviderSettings, Settings
@@ -57,11 +58,16 @@ def make_provider(profile: ProviderSettings, settings: Settings,
                   on_wait: Callable[[float], None] | None = None) -> Provider:
     """A provider for ``profile``; for ``local`` this starts the model server."""
     from repl.providers.chat import ChatProvider  # imports openai: keep off start-up
+    from repl.providers.responses import ResponsesProvider
 
+    if profile.api == "responses" and profile.tool_call_format != "native":
+        raise ProviderError("other", f"provider '{profile.name}': tool_call_format = "
+                            f"\"{profile.tool_call_format}\" works only with api = \"chat\"")
     base_url = profile.base_url
     if profile.name == "local":
         base_url = _start_local(profile, settings, on_wait)
-    return ChatProvider(
+    adapter = ResponsesProvider if profile.api == "responses" else ChatProvider
+    return adapter(
         name=profile.name, model=profile.model, base_url=base_url,
         api_key=profile.api_key, api_key_env=profile.api_key_env,
         temperature=profile.temperature, max_tokens=profile.max_tokens,
@@ -111,3 +117,25 @@ class LazyProvider:
             raise self._result
         assert self._result is not None
         return self._result
+
+
+def start_mcp(settings: Settings, registry: Registry, notify: Callable[[str], None]) -> Any:
+    """Connect to the configured MCP servers in the background and register their tools
+    as ``SERVER__tool``; returns the ``McpManager`` (None when no server is configured).
+    The mcp SDK is imported on the manager's own thread, never here."""
+    if not settings.mcp_servers:
+        return None
+    from tools.mcp_client import McpManager, ServerConfig
+    from tools.mcp_convert import tool_name
+
+    def register(server: str, tools: list) -> None:
+        registry.remove(tool_name(server, ""))
+        clash = [t.name for t in tools if registry.get(t.name) is not None]
+        if clash:
+            notify(f"MCP server {server!r}: skipped tools whose names are taken: {', '.join(clash)}")
+        registry.add(t for t in tools if t.name not in clash)
+
+    configs = [ServerConfig.from_table(name, table) for name, table in settings.mcp_servers.items()]
+    return McpManager(configs, on_notice=notify, on_tools=register,
+                      call_timeout_s=settings.guards.tool_timeout_s,
+                      log_dir=settings.state_dir / "mcp").start()

@@ -209,6 +209,9 @@ class FakeServer:
         self._next_call = 0
         self.routes.setdefault(("POST", "/v1/chat/completions"), handle_chat)
         self.routes.setdefault(("GET", "/v1/models"), handle_models)
+        from tests.fake_responses import handle_responses  # that module imports this one
+
+        self.routes.setdefault(("POST", "/v1/responses"), handle_responses)
         self._httpd = _HTTPServer((self.host, self.port), _Handler)
         self._httpd.fake = self  # type: ignore[attr-defined]
         self.port = self._httpd.server_address[1]

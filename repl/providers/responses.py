@@ -1,0 +1,305 @@
+"""Responses API adapter (``api = "responses"``): neutral history in, neutral parts out.
+
+glassloop keeps the conversation itself and sends it whole on every request
+(``store=False``, no ``previous_response_id``), so any server offering
+``/v1/responses`` works and nothing is left stored on the server. Neutral
+messages become input items: the leading system prompt becomes
+``instructions``; user and assistant text become messages; every assistant
+tool call becomes a ``function_call`` item and every tool result a
+``function_call_output`` item with the same ``call_id``.
+
+Tools go out in the Responses format (top-level ``name``/``parameters``). The
+API treats ``strict`` as on unless told otherwise, and strict mode rejects
+schemas with optional properties, so ``strict`` is set only for schemas that
+already meet its rules (see ``is_strict_compatible``); the schema is never
+rewritten.
+
+As in ``chat.py``, ``openai`` is imported on the first request, retries are the
+SDK's own, and errors go through ``repl.providers.errors``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from repl.events import Usage
+from repl.providers.base import Completed, Part, ProviderError, TextPart, ToolCall, ToolCallPart
+from repl.providers.chat import NO_KEY, estimate_tokens
+from repl.providers.errors import ErrorContext, from_sdk_error, make_error, retries_taken
+
+TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
+_NOT_STRICT_KEYWORDS = ("default",)  # accepted by plain JSON Schema, refused in strict mode
+
+
+def to_input_items(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+    """Neutral history → (instructions, input items)."""
+    leading = []
+    for msg in messages:
+        if msg["role"] != "system":
+            break
+        leading.append(msg["content"])
+    items: list[dict[str, Any]] = []
+    for msg in messages[len(leading):]:
+        role = msg["role"]
+        if role == "tool":
+            items.append({"type": "function_call_output", "call_id": msg["tool_call_id"],
+                          "output": msg["content"]})
+        elif role == "assistant":
+            if msg.get("content"):
+                items.append({"type": "message", "role": "assistant", "content": msg["content"]})
+            items += [{"type": "function_call", "call_id": c["id"], "name": c["name"],
+                       "arguments": c.get("arguments") or "{}"}
+                      for c in msg.get("tool_calls") or []]
+        else:  # user, or a system note later in the conversation
+            items.append({"type": "message", "role": role, "content": msg["content"]})
+    return ("\n\n".join(leading) if leading else None), items
+
+
+def is_strict_compatible(schema: Any) -> bool:
+    """True when strict mode accepts the schema as it is.
+
+    Every object lists all its properties in ``required`` and sets
+    ``additionalProperties: false``, at every depth; no keyword strict mode
+    refuses (``default``) appears.
+    """
+    if isinstance(schema, list):
+        return all(is_strict_compatible(s) for s in schema)
+    if not isinstance(schema, dict):
+        return True
+    if any(k in schema for k in _NOT_STRICT_KEYWORDS):
+        return False
+    props = schema.get("properties")
+    if schema.get("type") == "object" or props is not None:
+        if schema.get("additionalProperties") is not False:
+            return False
+        if set(props or {}) != set(schema.get("required") or []):
+            return False
+    nested = [*(props or {}).values(), schema.get("items"), *(schema.get("$defs") or {}).values(),
+              *(schema.get("anyOf") or [])]
+    return all(is_strict_compatible(s) for s in nested if s is not None)
+
+
+def to_wire_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    wire = []
+    for t in tools:
+        params = t.get("parameters") or {"type": "object", "properties": {}}
+        wire.append({"type": "function", "name": t["name"], "description": t.get("description", ""),
+                     "parameters": params, "strict": is_strict_compatible(params)})
+    return wire
+
+
+@dataclass
+class _PendingCall:
+    index: int
+    call_id: str
+    name: str
+    arguments: list[str] = field(default_factory=list)
+    final: str | None = None  # the whole arguments from the item's done event
+
+    def to_call(self) -> ToolCall:
+        return ToolCall(self.call_id, self.name, self.final or "".join(self.arguments) or "{}")
+
+
+@dataclass
+class _Assembly:
+    """What one streamed response has delivered so far."""
+
+    shown: list[str] = field(default_factory=list)
+    streamed_items: set[str] = field(default_factory=set)  # message items that sent deltas
+    calls: dict[str, _PendingCall] = field(default_factory=dict)  # by item id
+    response: Any = None  # the final Response object
+    finish_reason: str | None = None
+    reasoning_tokens: int = 0
+
+    @property
+    def text(self) -> str:
+        return "".join(self.shown)
+
+    def tool_calls(self) -> list[ToolCall]:
+        return [p.to_call() for p in sorted(self.calls.values(), key=lambda p: p.index)]
+
+
+class ResponsesProvider:
+    """One endpoint spoken to through ``/v1/responses`` (see ``Provider``)."""
+
+    def __init__(
+        self, *, name: str, model: str, base_url: str | None, api_key: str | None,
+        api_key_env: str | None = None, temperature: float | None = None,
+        max_tokens: int | None = None, timeout_s: float = 60, max_retries: int = 2,
+        context_window: int = 32768, tool_call_format: str = "native",
+    ) -> None:
+        if tool_call_format != "native":
+            raise ValueError("the Responses API needs tool_call_format = 'native'")
+        self.name = name
+        self.model = model
+        self.context_window = context_window
+        self.last_reasoning_tokens = 0  # of the last call; already counted in output tokens
+        self._base_url = base_url
+        self._api_key = api_key
+        self._api_key_env = api_key_env
+        self._temperature = temperature
+        self._max_tokens = max_tokens
+        self._timeout_s = timeout_s
+        self._max_retries = max_retries
+        self._client: Any = None
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def stream(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> Iterator[Part]:
+        self._get_client()  # the SDK import is start-up cost, not model latency
+        started = time.monotonic()
+        params = self.request_params(messages, tools)
+        sdk_stream = self._open(params)
+        try:
+            acc = _Assembly()
+            yield from self._read(sdk_stream, acc)
+            retries = retries_taken(sdk_stream.response.request)
+        finally:
+            sdk_stream.close()  # also on GeneratorExit (Ctrl-C): drop the HTTP stream
+        usage = self._usage(acc, params)
+        self.last_reasoning_tokens = acc.reasoning_tokens
+        yield Completed(
+            text=acc.text, tool_calls=acc.tool_calls(), usage=usage,
+            finish_reason=acc.finish_reason, latency_s=time.monotonic() - started, retries=retries,
+        )
+
+    def request_params(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+    ) -> dict[str, Any]:
+        """The body sent for ``messages`` (without ``stream``)."""
+        instructions, items = to_input_items(messages)
+        params: dict[str, Any] = {"model": self.model, "input": items, "store": False}
+        if instructions is not None:
+            params["instructions"] = instructions
+        if tools:
+            params["tools"] = to_wire_tools(tools)
+        if self._temperature is not None:
+            params["temperature"] = self._temperature
+        if self._max_tokens is not None:
+            params["max_output_tokens"] = self._max_tokens
+        return params
+
+    def _open(self, params: dict[str, Any]) -> Any:
+        import openai
+
+        try:
+            return self._get_client().responses.create(**params, stream=True)
+        except openai.OpenAIError as err:
+            raise from_sdk_error(err, self._context()) from err
+
+    def _read(self, sdk_stream: Any, acc: _Assembly) -> Iterator[Part]:
+        import openai
+
+        try:
+            for event in sdk_stream:
+                yield from self._parts_of(event, acc)
+                if event.type in TERMINAL:
+                    break
+        except openai.OpenAIError as err:
+            raise from_sdk_error(err, self._context(), streaming=True, partial_text=acc.text) from err
+        except ValueError as err:  # an SSE data line that is not JSON
+            msg = f"{self.name} sent malformed stream data"
+            raise make_error("server", msg, self._context(), acc.text) from err
+        if acc.finish_reason is None:
+            msg = f"{self.name}: the answer stream ended before it was finished"
+            raise ProviderError("stream_cut", msg, acc.text)
+
+    def _parts_of(self, event: Any, acc: _Assembly) -> Iterator[Part]:
+        kind = event.type
+        if kind in ("response.output_text.delta", "response.refusal.delta") and event.delta:
+            acc.streamed_items.add(event.item_id)
+            acc.shown.append(event.delta)
+            yield TextPart(event.delta)
+        elif kind == "response.function_call_arguments.delta":
+            pending = acc.calls.get(event.item_id)
+            if pending is not None:
+                pending.arguments.append(event.delta)
+                yield ToolCallPart(pending.index, None, None, event.delta)
+        elif kind in ("response.output_item.added", "response.output_item.done"):
+            yield from self._item_event(event.item, kind.endswith(".done"), acc)
+        elif kind in ("response.completed", "response.incomplete"):
+            yield from self._finish(event.response, acc)
+        elif kind in ("response.failed", "error"):
+            raise self._stream_failure(event, acc)
+
+    def _item_event(self, item: Any, done: bool, acc: _Assembly) -> Iterator[Part]:
+        item_id = getattr(item, "id", None) or getattr(item, "call_id", None) or ""
+        if item.type == "function_call":
+            pending = acc.calls.get(item_id)
+            if pending is None:
+                call_id = getattr(item, "call_id", None) or f"call_{uuid.uuid4().hex[:24]}"
+                pending = acc.calls[item_id] = _PendingCall(len(acc.calls), call_id, item.name)
+                yield ToolCallPart(pending.index, call_id, item.name, "")
+            if done and item.arguments:
+                pending.final = item.arguments
+        elif item.type == "message" and done and item_id not in acc.streamed_items:
+            if not item_id and acc.shown:
+                return  # no id to tell whether its text was streamed: assume it was
+            acc.streamed_items.add(item_id)  # a server that sent the text only whole
+            whole = _message_text(item)
+            if whole:
+                acc.shown.append(whole)
+                yield TextPart(whole)
+
+    def _finish(self, response: Any, acc: _Assembly) -> Iterator[Part]:
+        """The final response: pick up items the deltas did not deliver, then the reason."""
+        for item in getattr(response, "output", None) or []:
+            if item.type in ("function_call", "message"):
+                yield from self._item_event(item, True, acc)
+        acc.response = response
+        details = getattr(response, "incomplete_details", None)
+        if getattr(response, "status", None) == "incomplete" or details is not None:
+            reason = getattr(details, "reason", None)
+            acc.finish_reason = "length" if reason == "max_output_tokens" else (reason or "incomplete")
+        else:
+            acc.finish_reason = "tool_calls" if acc.calls else "stop"
+
+    def _stream_failure(self, event: Any, acc: _Assembly) -> ProviderError:
+        error = event if event.type == "error" else getattr(event.response, "error", None)
+        detail = getattr(error, "message", None) or "the response failed"
+        msg = f"{self.name}: error reported during the answer: {detail}"
+        return make_error("server", msg, self._context(), acc.text)
+
+    def _usage(self, acc: _Assembly, params: dict[str, Any]) -> Usage:
+        u = getattr(acc.response, "usage", None)
+        if u is not None:
+            cached = getattr(getattr(u, "input_tokens_details", None), "cached_tokens", None) or 0
+            reasoning = getattr(getattr(u, "output_tokens_details", None), "reasoning_tokens", None)
+            acc.reasoning_tokens = reasoning or 0
+            return Usage(u.input_tokens or 0, cached, u.output_tokens or 0)
+        request = json.dumps([params.get("instructions"), params["input"], params.get("tools", [])],
+                             ensure_ascii=False)
+        output = acc.text + "".join(c.arguments for c in acc.tool_calls())
+        return Usage(estimate_tokens(request), 0, estimate_tokens(output), estimated=True)
+
+    def _get_client(self) -> Any:
+        if self._client is None:
+            import openai
+
+            self._client = openai.OpenAI(
+                base_url=self._base_url, api_key=self._api_key or NO_KEY,
+                max_retries=self._max_retries, timeout=self._timeout_s,
+            )
+        return self._client
+
+    def _context(self) -> ErrorContext:
+        base_url = self._base_url or (str(self._client.base_url) if self._client else "")
+        return ErrorContext(
+            provider=self.name, model=self.model, base_url=base_url, api_key_env=self._api_key_env,
+            timeout_s=self._timeout_s, secrets=(self._api_key or "",),
+        )
+
+
+def _message_text(item: Any) -> str:
+    parts = getattr(item, "content", None) or []
+    return "".join(getattr(p, "text", None) or getattr(p, "refusal", None) or "" for p in parts)

@@ -25,6 +25,7 @@ class Usage:
     cached_tokens: int = 0
     output_tokens: int = 0
     estimated: bool = False  # True when any part was estimated, not reported
+    reasoning_tokens: int = 0  # part of output_tokens, when the server reports it
 
     @property
     def total(self) -> int:
@@ -36,6 +37,7 @@ class Usage:
             self.cached_tokens + other.cached_tokens,
             self.output_tokens + other.output_tokens,
             self.estimated or other.estimated,
+            self.reasoning_tokens + other.reasoning_tokens,
         )
 
 

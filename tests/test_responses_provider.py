@@ -122,7 +122,7 @@ def test_usage_with_cached_and_reasoning_tokens(fake_server: FakeServer, provide
     _, done = run(provider)
     assert (done.usage.input_tokens, done.usage.cached_tokens, done.usage.output_tokens) == (520, 256, 38)
     assert done.usage.estimated is False
-    assert provider.last_reasoning_tokens == 30
+    assert done.usage.reasoning_tokens == 30
 
 
 def test_missing_usage_is_estimated(fake_server: FakeServer, provider: ResponsesProvider) -> None:

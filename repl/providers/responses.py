@@ -138,7 +138,6 @@ class ResponsesProvider:
         self.name = name
         self.model = model
         self.context_window = context_window
-        self.last_reasoning_tokens = 0  # of the last call; already counted in output tokens
         self._base_url = base_url
         self._api_key = api_key
         self._api_key_env = api_key_env
@@ -167,7 +166,6 @@ class ResponsesProvider:
         finally:
             sdk_stream.close()  # also on GeneratorExit (Ctrl-C): drop the HTTP stream
         usage = self._usage(acc, params)
-        self.last_reasoning_tokens = acc.reasoning_tokens
         yield Completed(
             text=acc.text, tool_calls=acc.tool_calls(), usage=usage,
             finish_reason=acc.finish_reason, latency_s=time.monotonic() - started, retries=retries,
@@ -276,7 +274,8 @@ class ResponsesProvider:
             cached = getattr(getattr(u, "input_tokens_details", None), "cached_tokens", None) or 0
             reasoning = getattr(getattr(u, "output_tokens_details", None), "reasoning_tokens", None)
             acc.reasoning_tokens = reasoning or 0
-            return Usage(u.input_tokens or 0, cached, u.output_tokens or 0)
+            return Usage(u.input_tokens or 0, cached, u.output_tokens or 0,
+                         reasoning_tokens=acc.reasoning_tokens)
         request = json.dumps([params.get("instructions"), params["input"], params.get("tools", [])],
                              ensure_ascii=False)
         output = acc.text + "".join(c.arguments for c in acc.tool_calls())

@@ -197,8 +197,8 @@ def _model(session, args):
     if not args:
         session.ui.info(f"model: {session.settings.active.model} (provider {session.settings.active.name})")
         return
-    session.switch(model=args[0])
-    session.ui.info(f"model is now {args[0]} for the next turn")
+    if session.switch(model=args[0]):
+        session.ui.info(f"model is now {args[0]} for the next turn")
 
 
 @command("provider", args="[NAME]", help="Show or switch the provider profile.",
@@ -211,8 +211,8 @@ def _provider(session, args):
     if args[0] not in session.settings.providers:
         session.ui.error(f"no provider profile {args[0]!r}; known: {', '.join(sorted(session.settings.providers))}")
         return
-    session.switch(provider=args[0])
-    session.ui.info(f"provider is now {args[0]} ({session.settings.active.model}) for the next turn")
+    if session.switch(provider=args[0]):
+        session.ui.info(f"provider is now {args[0]} ({session.settings.active.model}) for the next turn")
 
 
 @command("approve", args="[ask|auto|read-only]", help="Show or set the approval mode.",
@@ -224,8 +224,8 @@ def _approve(session, args):
     if args[0] not in MODES:
         session.ui.error(f"approval mode must be one of {', '.join(MODES)}")
         return
-    session.switch(approval=args[0])
-    session.ui.info(f"approval mode is now {args[0]}")
+    if session.switch(approval=args[0]):
+        session.ui.info(f"approval mode is now {args[0]}")
 
 
 @command("save", args="[PATH]", help="Save the transcript as Markdown (.md) or JSON (.json).")
@@ -273,3 +273,40 @@ def _resume(session, args):
 @command("system", help="Show the system prompt.")
 def _system(session, args):
     session.ui.lines(session.history.system_prompt.splitlines())
+
+
+def _mcp_completions(session) -> list[str]:
+    return ["restart"] + [f"restart {name}" for name in (session.mcp.servers if session.mcp else {})]
+
+
+@command("mcp", args="[restart NAME]", help="MCP servers: status and tools; restart one.", complete=_mcp_completions)
+def _mcp(session, args):
+    manager = session.mcp
+    if manager is None:
+        session.ui.info("no MCP servers configured (add [mcp.servers.NAME] to the config)")
+        return
+    if args and args[0] == "restart":
+        if len(args) != 2 or args[1] not in manager.servers:
+            session.ui.error(f"usage: /mcp restart NAME (servers: {', '.join(manager.servers)})")
+            return
+        session.ui.info(f"restarting MCP server {args[1]!r}…")
+        try:
+            manager.restart(args[1]).result(manager.connect_timeout_s + 10)
+        except Exception as exc:  # noqa: BLE001 - report, never crash the REPL
+            session.ui.error(f"restart of {args[1]!r} did not finish: {type(exc).__name__}")
+            return
+        state = manager.servers[args[1]]
+        session.ui.info(f"MCP server {args[1]!r}: {state.status}, {len(state.tools)} tools"
+                        + (f" ({state.error})" if state.error else ""))
+        return
+    if args:
+        session.ui.error("usage: /mcp [restart NAME]")
+        return
+    manager.ping()
+    rows = []
+    for name, state in manager.servers.items():
+        tools = ", ".join(t.name.split("__", 1)[-1] + ("" if t.side_effects else " (ro)") for t in state.tools)
+        where = state.config.url or " ".join([state.config.command, *state.config.args])
+        where = where if len(where) <= 48 else "…" + where[-47:]
+        rows.append((name, state.status, where, tools or "—", state.error or ""))
+    session.ui.table("MCP servers", ["server", "status", "command / url", "tools (ro = read-only)", "problem"], rows)

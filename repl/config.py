@@ -136,7 +136,9 @@ GUARDS_SCHEMA: dict[str, _Field] = {
 MCP_SCHEMA: dict[str, _Field] = {
     "command": _STR, "args": _Field("list"), "env": _Field("table"),
     "cwd": _STR, "url": _STR, "headers": _Field("table"),
+    "read_only_tools": _Field("list"), "timeout_s": _num(),
 }
+_MCP_OPTIONAL = ("read_only_tools", "timeout_s")  # present in Settings only when set
 SCHEMA: dict[str, Any] = {
     "provider": _STR,
     "approval": _enum("ask", "auto", "read-only"),
@@ -387,6 +389,8 @@ def _mcp_servers(flat: dict) -> dict[str, dict[str, Any]]:
         empty: dict[str, Any] = {"command": "", "args": [], "env": {}, "cwd": "", "url": "",
                                  "headers": {}}
         servers[name] = {k: flat.get(f"mcp.servers.{name}.{k}", v) for k, v in empty.items()}
+        servers[name].update({k: flat[f"mcp.servers.{name}.{k}"] for k in _MCP_OPTIONAL
+                              if f"mcp.servers.{name}.{k}" in flat})
     return servers
 
 

@@ -33,7 +33,15 @@ from repl.events import (
 from repl.history import History
 from repl.prompts import system_prompt
 from repl.providers.base import ProviderError
-from repl.runtime import build_registry, limits_from, make_provider, new_id, open_trace
+from repl.runtime import (
+    MCP_READY_WAIT_S,
+    build_registry,
+    limits_from,
+    make_provider,
+    new_id,
+    open_trace,
+    start_mcp,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
@@ -93,11 +101,17 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
     except ProviderError as exc:
         print(f"error: {exc.message}", file=stderr)
         return EXIT_FAILED
+    registry = build_registry(settings)
+    mcp = start_mcp(settings, registry, lambda text: emit(Notice(text)))
     try:
-        finished = run_turn(history, question, provider=provider, registry=build_registry(settings),
+        if mcp is not None:
+            mcp.wait_ready(MCP_READY_WAIT_S)
+        finished = run_turn(history, question, provider=provider, registry=registry,
                             approver=Approver(mode), limits=limits_from(settings), emit=emit)
     finally:
         provider.close()
+        if mcp is not None:
+            mcp.close()
         if trace:
             trace.writer.close()
     denied = [e for e in log.of(ApprovalDecided) if not e.allowed]

@@ -23,6 +23,8 @@ from repl.trace import JsonlWriter, Redactor, Trace
 from tools import build_tools
 from tools.registry import Registry
 
+MCP_READY_WAIT_S = 10.0  # how long a turn waits for MCP servers still connecting
+
 
 def new_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)

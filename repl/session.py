@@ -17,13 +17,14 @@ from typing import Any
 from repl import commands
 from repl.agent import run_turn
 from repl.approval import Approver
-from repl.config import Settings, with_overrides
+from repl.config import ConfigError, Settings, with_overrides
 from repl.events import Event, ModelUsage, Notice, TurnFinished, Usage
 from repl.history import History
 from repl.journal import Journal, find_session, load
 from repl.prompts import system_prompt
 from repl.providers.base import Provider, ProviderError
 from repl.runtime import (
+    MCP_READY_WAIT_S,
     LazyProvider,
     build_registry,
     limits_from,
@@ -31,6 +32,7 @@ from repl.runtime import (
     new_id,
     open_trace,
     redactor_for,
+    start_mcp,
 )
 from tools import store
 
@@ -67,6 +69,7 @@ class ChatSession:
         self.trace = open_trace(self.settings, self.session_id)
         self.journal: Journal | None = None
         store.set_write_observer(self._on_write)
+        self.mcp: Any = None  # tools.mcp_client.McpManager once started
 
     # ---- lifecycle ---------------------------------------------------------
     def open_journal(self, path: Path | None = None) -> None:
@@ -108,16 +111,23 @@ class ChatSession:
         profile, settings = self.settings.active, self.settings
         self._provider = LazyProvider(lambda: make_provider(profile, settings, self.ui.waiting)).start()
 
-    def switch(self, **changes: Any) -> None:
+    def switch(self, **changes: Any) -> bool:
         """Change provider/model/approval for the next turn."""
-        self.settings = with_overrides(self.settings, **changes)
+        try:
+            self.settings = with_overrides(self.settings, **changes)
+        except ConfigError as exc:
+            self.ui.error(str(exc))
+            return False
         self.approver.mode = self.settings.approval
         if "provider" in changes or "model" in changes:
             self._close_provider()
             self.start_provider()
+        return True
 
     def close(self) -> None:
         self._close_provider()
+        if self.mcp is not None:
+            self.mcp.close()
         store.set_write_observer(None)
         if self.journal:
             self.journal.close()
@@ -131,6 +141,17 @@ class ChatSession:
             except BaseException:  # a provider that never started has nothing to close
                 pass
         self._provider = None
+
+    def start_mcp(self) -> None:
+        """Connect the configured MCP servers in the background (no-op without any)."""
+        self.mcp = start_mcp(self.settings, self.registry, self._background_notice)
+
+    def _background_notice(self, text: str) -> None:
+        """A notice from another thread: shown and traced, the journal is left alone."""
+        event = Notice(text)
+        self.ui.render(event)
+        if self.trace:
+            self.trace(event)
 
     def _system_prompt(self) -> str:
         return system_prompt(extra=self.settings.system_prompt,
@@ -154,6 +175,11 @@ class ChatSession:
             self.ui.error(exc.message)
             self._provider = None
             return None
+        except KeyboardInterrupt:
+            self.ui.info("cancelled while the model was starting")
+            return None
+        if self.mcp is not None and not self.turns:
+            self.mcp.wait_ready(MCP_READY_WAIT_S)  # the first turn sees every server's tools
         self._writes, self._model_calls = [], []
         try:
             finished = run_turn(self.history, text, provider=provider, registry=self.registry,
@@ -238,6 +264,7 @@ def run_chat(settings: Settings, *, resume: str | None = None) -> int:
             session.emit(Notice("no API key or base URL configured: using the embedded local model "
                                 "(set OPENAI_API_KEY or pass --provider/--base-url for a hosted one)"))
         session.start_provider()
+        session.start_mcp()
         code = session.loop()
         ui.goodbye(session)
         return code

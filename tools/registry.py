@@ -372,6 +372,25 @@ class Registry:
             n: jsonschema.Draft202012Validator(t.parameters) for n, t in self._tools.items()
         }
 
+    def add(self, tools: Iterable[Tool]) -> None:
+        """Register more tools (e.g. from an MCP server), appended after the others."""
+        new = list(tools)
+        names = [t.name for t in new]
+        clash = sorted({n for n in names if n in self._tools or names.count(n) > 1})
+        if clash:
+            raise ValueError(f"duplicate tool name: {', '.join(clash)}")
+        # Copy-on-write: other threads may be reading the registry; validators go first.
+        validators = {t.name: jsonschema.Draft202012Validator(t.parameters) for t in new}
+        self._validators = {**self._validators, **validators}
+        self._tools = {**self._tools, **{t.name: t for t in new}}
+
+    def remove(self, prefix: str) -> list[str]:
+        """Unregister every tool whose name starts with ``prefix``; returns their names."""
+        gone = [n for n in self._tools if n.startswith(prefix)]
+        self._tools = {n: t for n, t in self._tools.items() if n not in gone}
+        self._validators = {n: v for n, v in self._validators.items() if n not in gone}
+        return gone
+
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
 

@@ -13,19 +13,10 @@ from typing import Any
 
 from repl.approval import ApprovalRequest, UserChoice
 from repl.config import Settings
+from repl.cost import Cost, price_for, usd
 from repl.events import Event, Usage
 
 CommandSpec = tuple[str, str, Callable[[str], list[str]] | None]  # name, help, argument completer
-
-
-def price_of(usage: Usage, profile: Any) -> float | None:
-    """USD for ``usage`` at the profile's prices (per million tokens); None when unpriced."""
-    if not (profile.price_input or profile.price_output):
-        return None
-    fresh = usage.input_tokens - usage.cached_tokens
-    cached_price = profile.price_cached_input or profile.price_input
-    return (fresh * profile.price_input + usage.cached_tokens * cached_price
-            + usage.output_tokens * profile.price_output) / 1_000_000
 
 
 class _Asker:
@@ -113,11 +104,11 @@ class Terminal:
         self.renderer.table(title, columns, rows)
 
     def cost(self, usage: Usage) -> float | None:
-        return price_of(usage, self.session.settings.active if self.session else self.settings.active)
+        """USD of ``usage`` at the active model's price; None when unknown."""
+        return usd(usage, price_for(self.session.settings if self.session else self.settings))
 
     def cost_text(self, usage: Usage) -> str:
-        value = self.cost(usage)
-        return "" if value is None else f"${value:.4f}"
+        return Cost.of(usage, price_for(self.session.settings if self.session else self.settings)).text()
 
     def toolbar(self) -> str:
         s = self.session
@@ -128,13 +119,11 @@ class Terminal:
                  f"session {s.usage.total} tokens"]
         if active.context_window:
             parts.append(f"context {100 * s.last_prompt_tokens / active.context_window:.0f}%")
-        cost = self.cost_text(s.usage)
-        if cost:
-            parts.append(cost)
+        parts.append(s.cost.text())
         return " · ".join(parts)
 
     def goodbye(self, session: Any) -> None:
         u = session.usage
         self.renderer.notice(f"session {session.session_id}: {len(session.turns)} turns · "
-                             f"{u.total} tokens {self.cost_text(u)} · resume with glassloop --resume "
+                             f"{u.total} tokens · {session.cost.text()} · resume with glassloop --resume "
                              f"{session.session_id}")

@@ -1,0 +1,196 @@
+"""The approval dialog: what a side-effecting call will change, and the user's choice.
+
+``ask()`` shows a panel (a before → after preview when the tool gives one,
+then the arguments) and reads one key: y / n / a / r / e. ``n`` asks for an
+optional reason; ``e`` opens the arguments as editable JSON, validates them
+and shows the panel again. Ctrl-C raises KeyboardInterrupt (the caller denies
+the call and cancels the turn). Input and output are injectable for tests.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.formatted_text import FormattedText
+from prompt_toolkit.input import Input
+from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.output import Output
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from repl.approval import ApprovalRequest, UserChoice
+from repl.ui.escape import clean
+from repl.ui.render import arguments_text
+
+Validate = Callable[[dict[str, Any]], "str | None"]
+ACTIONS = {"y": "yes", "n": "no", "a": "always", "r": "rest"}
+CONTEXT_FIELDS = ("title", "name")  # shown unchanged next to a change, so it is clear what changes
+EDIT_HINT = "Edit the arguments: Esc-Enter (or Alt-Enter) accepts, Ctrl-C cancels."
+
+
+class ApprovalDialog:
+    def __init__(
+        self, console: Console, *, input: Input | None = None, output: Output | None = None
+    ) -> None:
+        self.console = console
+        self._input = input
+        self._output = output
+
+    def ask(self, request: ApprovalRequest, validate: Validate) -> UserChoice:
+        arguments, edited = dict(request.arguments), False
+        while True:
+            self.console.print(approval_panel(request, arguments, edited))
+            key = self._read_key(_choice_prompt(request), "ynare")
+            if key == "e":
+                new_arguments = self._edit(arguments, validate)
+                if new_arguments is not None:
+                    arguments, edited = new_arguments, True
+                continue
+            reason = self._read_reason() if key == "n" else ""
+            return UserChoice(ACTIONS[key], reason, arguments if edited else None)  # type: ignore[arg-type]
+
+    def confirm(self, question: str) -> bool:
+        """A yes/no question; Ctrl-C or Ctrl-D mean no."""
+        try:
+            return self._read_key([("bold", clean(question)), ("", " [y]es [n]o › ")], "yn") == "y"
+        except KeyboardInterrupt:
+            return False
+
+    # ----- prompts -----
+
+    def _session(self, **kwargs: Any) -> PromptSession[str]:
+        return PromptSession(input=self._input, output=self._output, **kwargs)
+
+    def _read_key(self, message: list[tuple[str, str]], keys: str) -> str:
+        """One of ``keys`` (either case), shown after the prompt; other keys are ignored."""
+        bindings = KeyBindings()
+        for key in keys:
+            for variant in {key, key.upper()}:
+                bindings.add(variant)(_choose(key))
+        bindings.add("<any>")(lambda event: None)
+        bindings.add("enter")(lambda event: None)
+        bindings.add("c-d")(lambda event: event.app.exit(exception=KeyboardInterrupt()))
+        return self._session(key_bindings=bindings).prompt(FormattedText(message))
+
+    def _read_reason(self) -> str:
+        try:
+            return self._session().prompt("Reason (optional, Enter to skip) › ").strip()
+        except EOFError:
+            return ""
+
+    def _edit(self, arguments: dict[str, Any], validate: Validate) -> dict[str, Any] | None:
+        """Edited arguments that pass validation, or None when the user cancels."""
+        text = json.dumps(arguments, ensure_ascii=False, indent=2)
+        self.console.print(Text(EDIT_HINT, "dim"))
+        while True:
+            try:
+                text = self._session(multiline=True).prompt("", default=text)
+            except (KeyboardInterrupt, EOFError):
+                self.console.print(Text("edit cancelled; arguments unchanged", "dim"))
+                return None
+            parsed, error = check_arguments(text, validate)
+            if error is None:
+                return parsed
+            self.console.print(Text(f"✗ {clean(error)}", "red"))
+            self.console.print(Text("fix them, or Ctrl-C to cancel the edit", "dim"))
+
+
+def _choose(key: str) -> Callable[[Any], None]:
+    def handler(event: Any) -> None:
+        event.app.current_buffer.text = key  # leaves the answer visible after the prompt
+        event.app.exit(result=key)
+
+    return handler
+
+
+def _choice_prompt(request: ApprovalRequest) -> list[tuple[str, str]]:
+    rest = " [r]est of step" if request.index < request.count else ""
+    return [("bold", "Allow?"), ("", f" [y]es [n]o [a]lways{rest} [e]dit › ")]
+
+
+def check_arguments(text: str, validate: Validate) -> tuple[dict[str, Any], str | None]:
+    """(arguments, None) when ``text`` is a JSON object that ``validate`` accepts, else ({}, error)."""
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        return {}, f"not valid JSON: {exc}"
+    if not isinstance(parsed, dict):
+        return {}, "the arguments must be a JSON object"
+    error = validate(parsed)
+    return (parsed, None) if error is None else ({}, error)
+
+
+# ----- the panel -----
+
+
+def approval_panel(request: ApprovalRequest, arguments: dict[str, Any], edited: bool) -> Panel:
+    title = Text.assemble((clean(request.name), "bold"), " — needs approval")
+    if request.count > 1:
+        title.append(f" ({request.index}/{request.count})")
+    parts: list[RenderableType] = []
+    if request.preview is not None:
+        before, after = request.preview.get("before"), request.preview.get("after")
+        if edited and isinstance(after, dict):  # the preview was made for the original arguments
+            after = {**after, **{k: v for k, v in arguments.items() if k in after}}
+        parts.append(preview_view(before, after))
+    label = "arguments (edited)" if edited else "arguments"
+    parts.append(Text(label, "dim italic"))
+    parts.append(arguments_text(arguments))
+    return Panel(Group(*parts), title=title, title_align="left", border_style="yellow", expand=False)
+
+
+def preview_view(before: Any, after: Any) -> RenderableType:
+    """What will change: a new item, changed fields old → new, or a deletion."""
+    if before is None and after is None:
+        return Text("no change", "dim")
+    if not isinstance(before, dict | None) or not isinstance(after, dict | None):
+        return Text.assemble((_value(before), "red"), " → ", (_value(after), "green"))
+    if before is None:
+        return _fields(Text("+ new item", "bold green"), after, "green")
+    if after is None:
+        return _fields(Text(f"- delete {_ident(before)}", "bold red"), before, "red")
+    grid = _grid()
+    changed = [key for key in list(before) + [k for k in after if k not in before]
+               if before.get(key) != after.get(key)]
+    for key in [k for k in CONTEXT_FIELDS if k in after and k not in changed] + changed:
+        old, new = before.get(key), after.get(key)
+        if key not in changed:
+            grid.add_row(Text(clean(str(key)), "dim"), Text(_value(new), "dim"))
+        else:
+            grid.add_row(Text(clean(str(key))), Text.assemble(
+                (_value(old), "red"), " → ", (_value(new), "bold green")))
+    heading = Text(f"~ change {_ident(before)}" if changed else "no change", "bold yellow")
+    return Group(heading, grid)
+
+
+def _fields(heading: Text, item: dict[str, Any], colour: str) -> RenderableType:
+    grid = _grid()
+    for key, value in item.items():
+        if value in (None, "", [], {}):
+            continue  # an empty field says nothing about the change
+        grid.add_row(Text(clean(str(key)), "dim"), Text(_value(value), colour))
+    return Group(heading, grid)
+
+
+def _grid() -> Table:
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    return grid
+
+
+def _ident(item: dict[str, Any]) -> str:
+    return clean(str(item.get("id", ""))) or "item"
+
+
+def _value(value: Any, limit: int = 200) -> str:
+    if value is None:
+        return "—"
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = clean(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,128 @@
+"""The input line: prompt_toolkit with history, slash-command completion and a toolbar.
+
+Enter submits; Alt-Enter or Esc-Enter inserts a newline; a bracketed paste
+stays one message however many lines it has. ``read()`` raises EOFError on
+Ctrl-D (empty line) and KeyboardInterrupt on Ctrl-C; the session decides
+what they mean.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from prompt_toolkit import PromptSession
+from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.document import Document
+from prompt_toolkit.history import FileHistory, History, InMemoryHistory
+from prompt_toolkit.input import Input
+from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.output import Output
+
+from repl.ui.escape import clean
+
+ArgCompleter = Callable[[str], list[str]]
+CommandSpec = tuple[str, str, "ArgCompleter | None"]  # name, help, argument completer
+
+
+class SlashCompleter(Completer):
+    """Completes ``/command`` names (with their help) and then the command's arguments."""
+
+    def __init__(self, commands: Iterable[CommandSpec] = ()) -> None:
+        self.set_commands(commands)
+
+    def set_commands(self, commands: Iterable[CommandSpec]) -> None:
+        self.commands = {name.lstrip("/"): (help_text, args) for name, help_text, args in commands}
+
+    def get_completions(self, document: Document, event: CompleteEvent) -> Iterator[Completion]:
+        text = document.text_before_cursor
+        if not text.startswith("/") or "\n" in text:
+            return
+        name, space, rest = text[1:].partition(" ")
+        if not space:
+            for candidate in sorted(self.commands):
+                if candidate.startswith(name):
+                    yield Completion("/" + candidate, -len(text),
+                                     display_meta=clean(self.commands[candidate][0]))
+            return
+        yield from self._arguments(name, rest)
+
+    def _arguments(self, name: str, rest: str) -> Iterator[Completion]:
+        spec = self.commands.get(name)
+        if spec is None or spec[1] is None:
+            return
+        word = rest.rpartition(" ")[2]
+        try:
+            candidates = spec[1](rest)
+        except Exception:  # a broken completer must not break typing
+            return
+        for candidate in candidates:
+            if candidate.startswith(word):
+                yield Completion(candidate, -len(word))
+
+
+def key_bindings() -> KeyBindings:
+    bindings = KeyBindings()
+
+    @bindings.add("enter")
+    @bindings.add("c-j")  # a bare line feed (pexpect's sendline, some terminals) submits too
+    def _submit(event: Any) -> None:
+        event.current_buffer.validate_and_handle()
+
+    @bindings.add("escape", "enter")  # also Alt-Enter, which terminals send as Esc Enter
+    def _newline(event: Any) -> None:
+        event.current_buffer.insert_text("\n")
+
+    return bindings
+
+
+class PromptInput:
+    def __init__(
+        self,
+        history_path: Path | str | None = None,
+        commands: Sequence[CommandSpec] = (),
+        toolbar: Callable[[], str] | None = None,
+        *,
+        message: str = "> ",
+        input: Input | None = None,
+        output: Output | None = None,
+    ) -> None:
+        self.completer = SlashCompleter(commands)
+        self._toolbar = toolbar
+        self.session: PromptSession[str] = PromptSession(
+            message,
+            history=_history(history_path),
+            completer=self.completer,
+            complete_while_typing=True,
+            auto_suggest=AutoSuggestFromHistory(),
+            multiline=True,  # Enter is re-bound to submit; the buffer may hold newlines
+            prompt_continuation=lambda width, line_number, wrap_count: "." * (width - 1) + " ",
+            key_bindings=key_bindings(),
+            bottom_toolbar=self._toolbar_text if toolbar else None,
+            enable_open_in_editor=False,
+            input=input,
+            output=output,
+        )
+
+    def set_commands(self, commands: Iterable[CommandSpec]) -> None:
+        self.completer.set_commands(commands)
+
+    def read(self) -> str:
+        """The next message (may span lines). EOFError on Ctrl-D, KeyboardInterrupt on Ctrl-C."""
+        return self.session.prompt()
+
+    def _toolbar_text(self) -> str:
+        try:
+            return clean(self._toolbar()) if self._toolbar else ""
+        except Exception:  # the toolbar is decoration; never let it break input
+            return ""
+
+
+def _history(path: Path | str | None) -> History:
+    if path is None:
+        return InMemoryHistory()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileHistory(str(path))

@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
 from repl.approval import Allow, ApprovalRequest, Approver
+from repl.context import ContextWindow
 from repl.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -36,14 +38,13 @@ from repl.events import (
     TurnStarted,
     Usage,
 )
-from repl.history import History, fit_window
+from repl.history import History
 from repl.providers.base import (
     Completed,
     Provider,
     ProviderError,
     TextPart,
     ToolCall,
-    estimate_tokens,
 )
 from tools.registry import Registry, error_result
 
@@ -51,6 +52,9 @@ FINAL_NOTE = (
     "Stop calling tools now ({reason}). Answer the user with what you have, "
     "and say briefly what is missing."
 )
+
+# Given the turn's usage so far: why the session's budget is spent, or None.
+SessionBudget = Callable[[Usage], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,8 @@ class _Turn:
     usage: Usage = field(default_factory=Usage)
     answer: str = ""
     seen: Counter[str] = field(default_factory=Counter)
+    context: ContextWindow = field(default_factory=ContextWindow)
+    budget: SessionBudget | None = None
 
 
 class _Guard(Exception):
@@ -94,8 +100,12 @@ def run_turn(
     limits: Limits,
     emit: Emit,
     turn: int = 1,
+    context: ContextWindow | None = None,
+    budget: SessionBudget | None = None,
 ) -> TurnFinished:
-    state = _Turn(turn)
+    """One turn. ``context`` carries request sizes across turns (the session's);
+    ``budget`` stops the turn before a model call once the session's budget is spent."""
+    state = _Turn(turn, context=context or ContextWindow(), budget=budget)
     approver.new_turn()
     history.begin_turn(user_text)
     emit(TurnStarted(turn, user_text))
@@ -121,12 +131,14 @@ def run_turn(
 
 
 def _loop(state, history, provider, registry, approver, limits, emit) -> StopReason:
-    tools = registry.schemas()
+    tools = request_tools(registry.schemas())
     while True:
         try:
             _check_limits(state, limits)
         except _Guard as guard:
             return _final_answer(state, history, provider, emit, guard)
+        if _over_session_budget(state, emit):
+            return "budget"
         state.steps += 1
         completed = _call_model(state, history, provider, tools, emit)
         if not completed.tool_calls:
@@ -135,6 +147,22 @@ def _loop(state, history, provider, registry, approver, limits, emit) -> StopRea
             _run_tools(state, history, completed.tool_calls, registry, approver, limits, emit)
         except _Guard as guard:
             return _final_answer(state, history, provider, emit, guard)
+
+
+def request_tools(schemas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tools in a fixed order, so the request prefix stays byte-identical for prompt caches:
+    local tools as registered, then MCP tools (``server__tool``) by name, whichever
+    server connected or restarted first. An MCP server whose tools arrive after the
+    first request changes the list once (one cache miss), as does ``/mcp restart``
+    when the server's tools changed."""
+    return sorted(schemas, key=lambda s: ("__" in s["name"], s["name"] if "__" in s["name"] else ""))
+
+
+def _over_session_budget(state: _Turn, emit: Emit) -> bool:
+    reason = state.budget(state.usage) if state.budget else None
+    if reason:
+        emit(GuardTripped(state.steps, "budget", reason))
+    return bool(reason)
 
 
 def _check_limits(state: _Turn, limits: Limits) -> None:
@@ -148,11 +176,12 @@ def _check_limits(state: _Turn, limits: Limits) -> None:
 
 def _call_model(state, history, provider, tools, emit, final_note: str = "") -> Completed:
     step = state.steps
-    messages = _windowed(history.for_request(), provider, emit)
+    messages = history.for_request()
     if final_note and messages[-1]["role"] == "user":
         messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{final_note}"}
     elif final_note:
         messages.append({"role": "user", "content": final_note})
+    messages = _windowed(messages, tools, provider, emit, state.context)
     emit(ModelRequest(step, provider.model, bool(tools)))
     completed: Completed | None = None
     text: list[str] = []
@@ -177,6 +206,7 @@ def _call_model(state, history, provider, tools, emit, final_note: str = "") -> 
     if completed is None:
         raise ProviderError("stream_cut", "the model's answer ended without a final message", "".join(text))
     state.usage += completed.usage
+    state.context.reported(completed.usage)
     emit(ModelUsage(step, completed.usage, completed.latency_s, completed.finish_reason, completed.retries))
     calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in completed.tool_calls]
     history.add_assistant(completed.text, calls)
@@ -184,13 +214,13 @@ def _call_model(state, history, provider, tools, emit, final_note: str = "") -> 
     return completed
 
 
-def _windowed(messages, provider, emit) -> list[dict[str, Any]]:
+def _windowed(messages, tools, provider, emit, context: ContextWindow) -> list[dict[str, Any]]:
     """The request cut to the provider's context window, leaving room for the answer."""
     window = getattr(provider, "context_window", 0) or 0
     if window <= 0:
         return messages
     reserve = min(getattr(provider, "max_tokens", None) or 2048, window // 4)
-    fitted, actions = fit_window(messages, window - reserve, estimate_tokens)
+    fitted, actions = context.fit(messages, tools, window - reserve)
     if actions:
         emit(Notice(f"context window ({window} tokens): " + "; ".join(actions)))
     return fitted
@@ -198,6 +228,8 @@ def _windowed(messages, provider, emit) -> list[dict[str, Any]]:
 
 def _final_answer(state, history, provider, emit, guard: _Guard) -> StopReason:
     emit(GuardTripped(state.steps, guard.reason, guard.detail))
+    if _over_session_budget(state, emit):
+        return "budget"
     state.steps += 1
     note = FINAL_NOTE.format(reason=guard.detail)
     _call_model(state, history, provider, None, emit, final_note=note)
@@ -248,12 +280,14 @@ def _execute(step, calls, registry, approver, limits, emit, results) -> None:
         if tool is not None and tool.side_effects:
             effectful.append(call)
         else:  # read-only and invalid calls run at once, concurrently
-            futures[call.id] = (call, _pool.submit(registry.call, call.name, call.arguments), time.monotonic())
+            futures[call.id] = (call, _pool.submit(_timed, registry.call, call.name, call.arguments),
+                                time.monotonic())
+    # read-only results first: their panels complete before any approval dialog opens
+    for call, future, started in futures.values():
+        results[call.id], ended = _wait(call, future, started, registry, limits)
+        _emit_finished(emit, step, call, results[call.id], started, ended)
     for index, call in enumerate(effectful, 1):
         _run_effectful(step, call, index, len(effectful), registry, approver, limits, emit, results)
-    for call, future, started in futures.values():
-        results[call.id] = _wait(call, future, started, registry, limits)
-        _emit_finished(emit, step, call, results[call.id], started)
 
 
 def _run_effectful(step, call, index, count, registry, approver, limits, emit, results) -> None:
@@ -273,8 +307,9 @@ def _run_effectful(step, call, index, count, registry, approver, limits, emit, r
         emit(ApprovalDecided(step, call.id, call.name, isinstance(decision, Allow), decision.by, getattr(decision, "reason", "")))
         if isinstance(decision, Allow):
             edited = decision.arguments
-            future = _pool.submit(registry.call, call.name, edited if edited is not None else arguments)
-            error = _wait(call, future, started, registry, limits)
+            started = time.monotonic()  # the duration shown is the call's, not the user's
+            future = _pool.submit(_timed, registry.call, call.name, edited if edited is not None else arguments)
+            error, _ = _wait(call, future, started, registry, limits)
             if edited is not None and edited != arguments:
                 error["arguments_edited_by_user"] = edited
         else:
@@ -284,7 +319,12 @@ def _run_effectful(step, call, index, count, registry, approver, limits, emit, r
     _emit_finished(emit, step, call, error, started)
 
 
-def _wait(call, future: Future, started: float, registry, limits) -> dict[str, Any]:
+def _timed(fn, *args) -> tuple[dict[str, Any], float]:
+    """Run in a worker: the result and when it was ready (so durations exclude waiting)."""
+    return fn(*args), time.monotonic()
+
+
+def _wait(call, future: Future, started: float, registry, limits) -> tuple[dict[str, Any], float]:
     tool = registry.get(call.name)
     timeout = (tool.timeout_s if tool and tool.timeout_s else limits.tool_timeout_s)
     remaining = max(0.0, timeout - (time.monotonic() - started))
@@ -292,13 +332,14 @@ def _wait(call, future: Future, started: float, registry, limits) -> dict[str, A
         return future.result(timeout=remaining)
     except FutureTimeout:
         future.cancel()
-        return error_result("timeout", f"{call.name} did not finish within {timeout:g} s")
+        return error_result("timeout", f"{call.name} did not finish within {timeout:g} s"), time.monotonic()
 
 
-def _emit_finished(emit, step, call, result, started) -> None:
+def _emit_finished(emit, step, call, result, started, ended: float | None = None) -> None:
     ok = bool(result.get("ok"))
     error_type = None if ok else result.get("error", {}).get("type")
-    emit(ToolCallFinished(step, call.id, call.name, ok, result, round(time.monotonic() - started, 4), error_type))
+    duration = round((ended or time.monotonic()) - started, 4)
+    emit(ToolCallFinished(step, call.id, call.name, ok, result, duration, error_type))
 
 
 def _preview(tool, arguments) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from repl.approval import MODES
 from repl.journal import list_sessions
+from repl.providers.base import ProviderError
 from repl.timeline import format_turn
 from repl.trace import read_records, turns
 
@@ -99,10 +100,14 @@ def _reset(session, args):
     session.ui.info("new conversation; todos and notes are kept")
 
 
-@command("undo", help="Revert the last turn's todo and note changes and remove the turn.")
+@command("undo", help="Revert the last turn's todo and note changes and remove the turn (or undo /compact).")
 def _undo(session, args):
     if not session.turns:
         session.ui.info("nothing to undo")
+        return
+    if session.turns[-1].restore is not None:
+        session.undo()
+        session.ui.info(f"undid /compact: the conversation has its {len(session.history.turn_starts())} turns back")
         return
     reverted = session.undo()
     changed = ", ".join(reverted) if reverted else "no files changed"
@@ -155,18 +160,47 @@ def _pick_turns(grouped, which):
     return chosen or None
 
 
-@command("usage", help="Tokens per turn and for the session, with cost when prices are set.")
+@command("usage", help="Tokens and cost per turn and for the session, and the context in use.")
 def _usage(session, args):
     rows = []
     for t in session.turns:
         u = t.finished.usage
         mark = "~" if u.estimated else ""
-        rows.append((str(t.number), str(len(t.model_calls)), f"{mark}{u.input_tokens}", str(u.cached_tokens),
-                     f"{mark}{u.output_tokens}", session.ui.cost_text(u), t.finished.stopped_by))
+        compacted = t.restore is not None
+        rows.append(("compact" if compacted else str(t.number), str(len(t.model_calls)),
+                     f"{mark}{u.input_tokens}", str(u.cached_tokens), f"{mark}{u.output_tokens}",
+                     t.cost.text(), "" if compacted else t.finished.stopped_by))
     u = session.usage
     rows.append(("all", str(sum(len(t.model_calls) for t in session.turns)), str(u.input_tokens),
-                 str(u.cached_tokens), str(u.output_tokens), session.ui.cost_text(u), ""))
+                 str(u.cached_tokens), str(u.output_tokens), session.cost.text(), ""))
     session.ui.table("usage", ["turn", "calls", "in", "cached", "out", "cost", "stopped by"], rows)
+    window = session.settings.active.context_window
+    if window and session.last_prompt_tokens:
+        session.ui.info(f"context: {session.last_prompt_tokens:,} of {window:,} tokens "
+                        f"({100 * session.last_prompt_tokens / window:.0f}%)")
+
+
+@command("compact", args="[instructions]",
+         help="Summarise the older turns into one message to free context (/undo restores them).")
+def _compact(session, args):
+    instructions = " ".join(args)
+    session.ui.info("summarising the older turns…")
+    try:
+        done = session.compact(instructions)
+    except ProviderError as exc:
+        session.ui.error(f"/compact failed, nothing changed: {exc.message}")
+        return
+    except KeyboardInterrupt:
+        session.ui.info("/compact cancelled, nothing changed")
+        return
+    finally:
+        session.ui.stop_live()
+    if done is None:
+        session.ui.info("nothing to compact: the conversation has fewer than two turns")
+        return
+    turns = f"{done.turns} turn" + ("" if done.turns == 1 else "s")
+    session.ui.info(f"compacted {turns} into a summary: ~{done.before:,} → ~{done.after:,} "
+                    "tokens of context (estimated); /undo restores them")
 
 
 @command("tools", help="Each tool, whether it has side effects, and its approval rule.")

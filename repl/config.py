@@ -10,6 +10,7 @@ this module is on the start-up path.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import tomllib
@@ -62,6 +63,17 @@ class Guards:
     turn_timeout_s: float = 300.0
     tool_timeout_s: float = 30.0
     max_tool_result_chars: int = 8000
+    session_budget_usd: float = 0.0  # 0 = no budget
+    session_budget_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    """USD per million tokens (``[pricing."MODEL"]``)."""
+
+    input: float
+    cached_input: float
+    output: float
 
 
 @dataclass(frozen=True)
@@ -83,6 +95,7 @@ class Settings:
     mcp_servers: dict[str, dict[str, Any]]
     sources: dict[str, str]  # dotted key -> "default" | file path | "env X" | "flag --x"
     config_files: tuple[Path, ...] = ()  # files read, lowest layer first
+    pricing: dict[str, ModelPrice] = field(default_factory=dict)  # by model name
 
     @property
     def active(self) -> ProviderSettings:
@@ -101,9 +114,14 @@ class _Field:
 
 @dataclass(frozen=True)
 class _Named:
-    """A table of user-named tables, each following ``schema``."""
+    """A table of user-named tables, each following ``schema``.
+
+    ``quoted``: names may hold dots (model names); dotted keys then quote them
+    the TOML way: ``pricing."gpt-4.1-mini".input``.
+    """
 
     schema: dict[str, _Field]
+    quoted: bool = False
 
 
 _STR, _BOOL = _Field("str"), _Field("bool")
@@ -132,7 +150,9 @@ PROFILE_SCHEMA: dict[str, _Field] = {
 GUARDS_SCHEMA: dict[str, _Field] = {
     "max_steps": _int(1), "max_turn_tokens": _int(1), "repeat_limit": _int(1),
     "turn_timeout_s": _num(), "tool_timeout_s": _num(), "max_tool_result_chars": _int(1),
+    "session_budget_usd": _num(), "session_budget_tokens": _int(0),
 }
+PRICE_SCHEMA: dict[str, _Field] = {"input": _num(), "cached_input": _num(), "output": _num()}
 MCP_SCHEMA: dict[str, _Field] = {
     "command": _STR, "args": _Field("list"), "env": _Field("table"),
     "cwd": _STR, "url": _STR, "headers": _Field("table"),
@@ -149,6 +169,7 @@ SCHEMA: dict[str, Any] = {
     "trace": {"enabled": _BOOL, "dir": _STR},
     "providers": _Named(PROFILE_SCHEMA),
     "mcp": {"servers": _Named(MCP_SCHEMA)},
+    "pricing": _Named(PRICE_SCHEMA, quoted=True),
 }
 _EXPECTED = {"str": "a string", "int": "an integer", "float": "a number",
              "bool": "true or false", "list": "a list of strings",
@@ -206,9 +227,9 @@ def _flatten(table: dict, schema: Any, prefix: str, origin: str, out: dict) -> N
     so that a profile with no keys still exists.
     """
     for key, value in table.items():
-        dotted = prefix + key
+        dotted = prefix + (_quote(key) if isinstance(schema, _Named) and schema.quoted else key)
         if isinstance(schema, _Named):
-            if "." in key or not key:
+            if not key or ("." in key and not schema.quoted):
                 raise _error(origin, dotted, "expected a name without dots")
             spec: Any = schema.schema
             out[dotted] = True
@@ -222,6 +243,12 @@ def _flatten(table: dict, schema: Any, prefix: str, origin: str, out: dict) -> N
             raise _error(origin, dotted, f"expected a table, got {_show(value)}")
         else:
             _flatten(value, spec, dotted + ".", origin, out)
+
+
+def _quote(name: str) -> str:
+    """A TOML key: bare when it can be, else a quoted string."""
+    bare = all(c.isascii() and (c.isalnum() or c in "_-") for c in name)
+    return name if bare and name else json.dumps(name, ensure_ascii=False)
 
 
 def _spec_for(dotted: str) -> _Field:
@@ -394,6 +421,18 @@ def _mcp_servers(flat: dict) -> dict[str, dict[str, Any]]:
     return servers
 
 
+def _pricing(flat: dict, sources: dict) -> dict[str, ModelPrice]:
+    prices: dict[str, ModelPrice] = {}
+    for key in [k for k, v in flat.items() if k.startswith("pricing.") and v is True]:
+        quoted = key.removeprefix("pricing.")
+        name = json.loads(quoted) if quoted.startswith('"') else quoted
+        given = {f: flat[f"{key}.{f}"] for f in PRICE_SCHEMA if f"{key}.{f}" in flat}
+        if "input" not in given or "output" not in given:
+            raise _error(sources[key], key, "expected input and output prices (cached_input is optional)")
+        prices[name] = ModelPrice(given["input"], given.get("cached_input", given["input"]), given["output"])
+    return prices
+
+
 def _build(flat: dict, sources: dict, env: Mapping[str, str], cwd: Path, provider: str,
            auto: bool, read: tuple[Path, ...]) -> Settings:
     data_dir, state_dir = platformdirs.user_data_path(APP), platformdirs.user_state_path(APP)
@@ -420,6 +459,7 @@ def _build(flat: dict, sources: dict, env: Mapping[str, str], cwd: Path, provide
         mcp_servers=servers,
         sources=sources,
         config_files=read,
+        pricing=_pricing(flat, sources),
     )
 
 
@@ -463,6 +503,10 @@ def describe(settings: Settings) -> list[tuple[str, str, str]]:
                 rows.append((key, redact(value), src.get(key, "(none)")))
             elif f.name != "name":
                 rows.append((key, _fmt(value), src.get(key, "default")))
+    for name, price in settings.pricing.items():
+        for f in PRICE_SCHEMA:
+            key = f"pricing.{_quote(name)}.{f}"
+            rows.append((key, _fmt(getattr(price, f)), src.get(key, "= input")))
     for name, server in settings.mcp_servers.items():
         for k, value in server.items():
             key = f"mcp.servers.{name}.{k}"

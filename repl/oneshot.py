@@ -17,6 +17,7 @@ from typing import Any, TextIO
 from repl.agent import run_turn
 from repl.approval import Approver
 from repl.config import Settings
+from repl.cost import Cost, price_for, session_budget, usd
 from repl.events import (
     ApprovalDecided,
     ErrorEvent,
@@ -28,6 +29,7 @@ from repl.events import (
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
+    Usage,
     to_dict,
 )
 from repl.history import History
@@ -107,7 +109,8 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
         if mcp is not None:
             mcp.wait_ready(MCP_READY_WAIT_S)
         finished = run_turn(history, question, provider=provider, registry=registry,
-                            approver=Approver(mode), limits=limits_from(settings), emit=emit)
+                            approver=Approver(mode), limits=limits_from(settings), emit=emit,
+                            budget=session_budget(settings, Usage(), Cost()))
     finally:
         provider.close()
         if mcp is not None:
@@ -118,19 +121,21 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
     if denied and not assume_yes and not as_json:
         print(f"note: {len(denied)} side-effecting call(s) denied; rerun with --yes to allow them",
               file=stderr)
-    _print_result(finished, log, as_json, stdout)
+    _print_result(finished, log, as_json, stdout, usd(finished.usage, price_for(settings)))
     if finished.stopped_by == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_FAILED if finished.stopped_by == "error" else EXIT_OK
 
 
-def _print_result(finished: TurnFinished, log: EventLog, as_json: bool, out: TextIO) -> None:
+def _print_result(finished: TurnFinished, log: EventLog, as_json: bool, out: TextIO,
+                  cost_usd: float | None = None) -> None:
     if as_json:
         payload = {
             "answer": finished.answer,
             "stopped_by": finished.stopped_by,
             "steps": finished.steps,
             "usage": asdict(finished.usage),
+            "cost_usd": cost_usd,  # null when the model has no price
             "trace": [to_dict(e) for e in log.events],
         }
         print(json.dumps(payload, ensure_ascii=False), file=out)

@@ -17,7 +17,10 @@ from typing import Any
 from repl import commands
 from repl.agent import run_turn
 from repl.approval import Approver
+from repl.compaction import Compacted, compact
 from repl.config import ConfigError, Settings, with_overrides
+from repl.context import ContextWindow, messages_tokens
+from repl.cost import Cost, price_for, session_budget
 from repl.events import Event, ModelUsage, Notice, TurnFinished, Usage
 from repl.history import History
 from repl.journal import Journal, find_session, load
@@ -45,6 +48,8 @@ class TurnRecord:
     finished: TurnFinished
     model_calls: list[ModelUsage]
     writes: list[tuple[Path, bytes | None]]  # what each store write replaced, in order
+    cost: Cost = Cost()
+    restore: list[dict[str, Any]] | None = None  # /compact: the messages it replaced (undo puts them back)
 
 
 @dataclass
@@ -56,10 +61,13 @@ class ChatSession:
     history: History = field(default_factory=History)
     turns: list[TurnRecord] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    cost: Cost = field(default_factory=Cost)
+    context: ContextWindow = field(default_factory=ContextWindow)  # request sizes across turns
     last_prompt_tokens: int = 0
     _provider: LazyProvider | None = None
     _writes: list[tuple[Path, bytes | None]] = field(default_factory=list)
     _model_calls: list[ModelUsage] = field(default_factory=list)
+    _turn_cost: Cost = field(default_factory=Cost)
 
     def __post_init__(self) -> None:
         self.registry = build_registry(self.settings)
@@ -95,6 +103,7 @@ class ChatSession:
         self.history = History.from_json({"system_prompt": meta.get("system_prompt") or self._system_prompt(),
                                           "messages": messages})
         self.turns.clear()
+        self.context = ContextWindow()
         self.open_journal(path)
         self.journal.sync(self.history)  # records the repair of a turn cut off mid-way
         users = sum(1 for m in self.history.messages if m["role"] == "user")
@@ -109,7 +118,14 @@ class ChatSession:
 
     def start_provider(self) -> None:
         profile, settings = self.settings.active, self.settings
-        self._provider = LazyProvider(lambda: make_provider(profile, settings, self.ui.waiting)).start()
+
+        def build() -> Provider:
+            try:
+                return make_provider(profile, settings, self.ui.waiting)
+            finally:
+                self.ui.waiting(None)
+
+        self._provider = LazyProvider(build).start()
 
     def switch(self, **changes: Any) -> bool:
         """Change provider/model/approval for the next turn."""
@@ -122,6 +138,7 @@ class ChatSession:
         if "provider" in changes or "model" in changes:
             self._close_provider()
             self.start_provider()
+            self.context = ContextWindow()  # another model counts tokens its own way
         return True
 
     def close(self) -> None:
@@ -164,6 +181,7 @@ class ChatSession:
             self.trace(event)
         if isinstance(event, ModelUsage):
             self._model_calls.append(event)
+            self._turn_cost += Cost.of(event.usage, price_for(self.settings))
             self.last_prompt_tokens = event.usage.input_tokens
         if self.journal:
             self.journal.sync(self.history)
@@ -180,27 +198,66 @@ class ChatSession:
             return None
         if self.mcp is not None and not self.turns:
             self.mcp.wait_ready(MCP_READY_WAIT_S)  # the first turn sees every server's tools
-        self._writes, self._model_calls = [], []
+        self._writes, self._model_calls, self._turn_cost = [], [], Cost()
+        budget = session_budget(self.settings, self.usage, self.cost)
+        if budget is not None and budget.max_usd and budget.price is None and not self.turns:
+            self.emit(Notice(f"session_budget_usd is set but {self.settings.active.model} has no price: "
+                             "only the token budget applies"))
+        number = sum(1 for t in self.turns if t.restore is None) + 1
         try:
             finished = run_turn(self.history, text, provider=provider, registry=self.registry,
                                 approver=self.approver, limits=limits_from(self.settings),
-                                emit=self.emit, turn=len(self.turns) + 1)
+                                emit=self.emit, turn=number, context=self.context, budget=budget)
         finally:
             self.ui.stop_live()
             if self.journal:
                 self.journal.sync(self.history)
         self.usage += finished.usage
-        self.turns.append(TurnRecord(finished.turn, finished, self._model_calls, self._writes))
+        self.cost += self._turn_cost
+        self.turns.append(TurnRecord(finished.turn, finished, self._model_calls, self._writes, self._turn_cost))
         return finished
+
+    def compact(self, instructions: str = "") -> Compacted | None:
+        """Replace all but the last turn with the model's summary (``/compact``); ``undo()`` reverts it.
+
+        None when there is too little to compact. Raises ProviderError and
+        KeyboardInterrupt with the conversation unchanged.
+        """
+        done = compact(self.history.system_prompt, self.history.messages, self.provider(), instructions)
+        if done is None:
+            return None
+        before = list(self.history.messages)
+        self.history.messages[:] = done.messages
+        if self.journal:
+            self.journal.sync(self.history)
+        call = ModelUsage(1, done.usage, done.latency_s, "stop")
+        self.ui.render(call)
+        if self.trace:
+            self.trace(call)
+        cost = Cost.of(done.usage, price_for(self.settings))
+        self.usage += done.usage
+        self.cost += cost
+        number = sum(1 for t in self.turns if t.restore is None)
+        finished = TurnFinished(number, "answer", 1, 0, done.usage, round(done.latency_s, 3))
+        self.turns.append(TurnRecord(number, finished, [call], [], cost, restore=before))
+        self.last_prompt_tokens = done.after
+        return done
 
     def _on_write(self, path: Path, previous: bytes | None) -> None:
         self._writes.append((Path(path), previous))
 
     def undo(self) -> list[str]:
-        """Revert the last turn's store writes and remove it from the conversation."""
+        """Revert the last turn's store writes and remove it from the conversation
+        (after ``/compact``: put the summarised turns back instead)."""
         if not self.turns:
             return []
         record = self.turns.pop()
+        if record.restore is not None:  # a /compact: the summarised turns come back
+            self.history.messages[:] = record.restore
+            self.last_prompt_tokens = messages_tokens(self.history.for_request())
+            if self.journal:
+                self.journal.sync(self.history)
+            return []
         reverted = []
         restored: set[Path] = set()
         for path, previous in record.writes:  # the first write of each file holds its state before the turn

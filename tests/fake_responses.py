@@ -44,6 +44,7 @@ from tests.fakeserver import (
     RecordedRequest,
     Reply,
     error_body,
+    prompt_bytes,
 )
 
 PATH = "/v1/responses"
@@ -112,10 +113,14 @@ def _split(s: str, size: int) -> list[str]:
     return [s[i : i + size] for i in range(0, len(s), max(1, size))]
 
 
-def usage_json(reply: Reply, body: dict[str, Any]) -> dict[str, Any] | None:
+def usage_json(reply: Reply, body: dict[str, Any], fake: FakeServer | None = None) -> dict[str, Any] | None:
     if reply.usage is None:
         return None
-    if reply.usage == AUTO:
+    if reply.usage == AUTO and fake is not None and fake.prefix_cache:
+        output = len(reply.text) + sum(len(c.arguments) + len(c.name) for c in reply.calls)
+        prompt, cached = fake.prefix_usage(prompt_bytes(body))
+        numbers = (prompt, output // 4 + 1, cached, 0)
+    elif reply.usage == AUTO:
         sent = [body.get("instructions"), body.get("input"), body.get("tools")]
         output = len(reply.text) + sum(len(c.arguments) + len(c.name) for c in reply.calls)
         numbers = (len(json.dumps(sent)) // 4, output // 4 + 1, 0, 0)
@@ -190,7 +195,7 @@ def _terminal(fake: FakeServer, reply: Reply, body: dict[str, Any], output: list
     message = reply.error_message or "The model failed to generate a response."
     if finish == "error":
         return {"type": "error", "code": "server_error", "message": message, "param": None}
-    usage = usage_json(reply, body)
+    usage = usage_json(reply, body, fake)
     if finish == "failed":
         failed = response_object(fake, body, "failed", output, usage)
         failed["error"] = {"code": "server_error", "message": message}
@@ -242,4 +247,4 @@ def handle_responses(fake: FakeServer, ex: Exchange, req: RecordedRequest, *, in
         return
     time.sleep(reply.first_byte_delay)
     output = ([message_item(reply.text)] if reply.text else []) + call_items(fake, reply.calls)
-    ex.send_json(200, response_object(fake, body, "completed", output, usage_json(reply, body)))
+    ex.send_json(200, response_object(fake, body, "completed", output, usage_json(reply, body, fake)))

@@ -12,6 +12,12 @@ test that makes one call too many fails on its own assertions, not on an HTTP
 error. Routes live in ``server.routes`` ((method, path) -> handler), so other
 endpoints can be added next to the chat one with ``Exchange`` and ``next_reply``.
 
+With ``FakeServer(prefix_cache=True)`` automatic usage works like a provider
+with prefix caching: the prompt is the request's tools then its messages
+(Responses: tools, instructions, input) serialised as JSON, ~4 bytes a token,
+and ``cached_tokens`` is the longest prefix shared with any earlier request,
+rounded down to ``cache_block``-token blocks.
+
 Standalone: ``python -m tests.fakeserver --port N --script FILE.json`` where the
 file holds a JSON list of replies (keys = ``Reply`` fields, plus ``tool_calls``:
 ``[{"name", "arguments", "id"?}]``); the base URL is printed on stdout.
@@ -20,6 +26,7 @@ file holds a JSON list of replies (keys = ``Reply`` fields, plus ``tool_calls``:
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import socket
 import sys
@@ -106,6 +113,7 @@ class RecordedRequest:
     path: str
     headers: dict[str, str]  # lower-case names, nothing stripped
     body: Any
+    raw: bytes = b""  # the body's bytes as received
 
 
 class ClientGone(Exception):
@@ -202,9 +210,12 @@ class FakeServer:
     disconnects: int = 0  # streams the client closed before the end
     unscripted: int = 0  # requests answered with "(script exhausted)"
     routes: dict[tuple[str, str], Route] = field(default_factory=dict)
+    prefix_cache: bool = False  # report cached_tokens like a provider with prefix caching
+    cache_block: int = 64  # tokens per cache block
 
     def __post_init__(self) -> None:
         self._queue: deque[Scripted] = deque()
+        self._cached_prefixes: set[bytes] = set()
         self._lock = threading.Lock()
         self._next_call = 0
         self.routes.setdefault(("POST", "/v1/chat/completions"), handle_chat)
@@ -269,6 +280,32 @@ class FakeServer:
     def chat_requests(self) -> list[RecordedRequest]:
         return [r for r in self.requests if r.path == "/v1/chat/completions"]
 
+    def prefix_usage(self, prompt: bytes) -> tuple[int, int]:
+        """(prompt tokens, cached tokens) of a prompt, remembering its blocks for later requests."""
+        block = self.cache_block * BYTES_PER_TOKEN
+        chain, digests = b"", []
+        for start in range(0, len(prompt) - block + 1, block):
+            chain = hashlib.sha256(chain + prompt[start : start + block]).digest()
+            digests.append(chain)  # stands for the whole prefix up to this block's end
+        with self._lock:
+            hits = next((n for n, d in enumerate(digests) if d not in self._cached_prefixes), len(digests))
+            self._cached_prefixes.update(digests)
+        tokens = len(prompt) // BYTES_PER_TOKEN
+        return tokens, min(tokens, hits * self.cache_block)
+
+
+BYTES_PER_TOKEN = 4
+
+
+def prompt_bytes(body: dict[str, Any]) -> bytes:
+    """What a provider's prompt cache would see: tools first, then the conversation."""
+    parts: list[Any] = [body.get("tools") or []]
+    if "messages" in body:
+        parts += body.get("messages") or []
+    else:  # Responses API
+        parts += [body.get("instructions") or ""] + list(body.get("input") or [])
+    return b"".join(json.dumps(p, ensure_ascii=False).encode() for p in parts)
+
 
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
@@ -300,7 +337,7 @@ class _Handler(BaseHTTPRequestHandler):
             ex.send_json(400, error_body("body is not JSON", "invalid_request_error"))
             return
         headers = {k.lower(): v for k, v in self.headers.items()}
-        req = RecordedRequest(method, self.path.split("?")[0], headers, body)
+        req = RecordedRequest(method, self.path.split("?")[0], headers, body, raw)
         fake.requests.append(req)
         route = fake.routes.get((method, req.path))
         token = headers.get("authorization", "").removeprefix("Bearer ")
@@ -365,10 +402,14 @@ def _split(s: str, size: int) -> list[str]:
     return [s[i : i + size] for i in range(0, len(s), max(1, size))]
 
 
-def _usage_json(reply: Reply, body: dict[str, Any]) -> dict[str, Any] | None:
+def _usage_json(reply: Reply, body: dict[str, Any], fake: FakeServer | None = None) -> dict[str, Any] | None:
     if reply.usage is None:
         return None
-    if reply.usage == AUTO:
+    if reply.usage == AUTO and fake is not None and fake.prefix_cache:
+        prompt, cached = fake.prefix_usage(prompt_bytes(body))
+        output = len(reply.text) + sum(len(c.arguments) + len(c.name) for c in reply.calls)
+        usage = (prompt, output // 4 + 1, cached)
+    elif reply.usage == AUTO:
         output = len(reply.text) + sum(len(c.arguments) + len(c.name) for c in reply.calls)
         usage = (len(json.dumps(body.get("messages", []))) // 4, output // 4 + 1, 0)
     else:
@@ -420,7 +461,7 @@ def chat_events(fake: FakeServer, reply: Reply, body: dict[str, Any]) -> list[st
     chunks += [chunk({"tool_calls": [f]}) for f in fragments]
     if (finish := _finish_reason(reply)) is not None:
         chunks.append(chunk({}, finish))
-    usage = _usage_json(reply, body)
+    usage = _usage_json(reply, body, fake)
     if usage is not None and (body.get("stream_options") or {}).get("include_usage"):
         chunks.append({**base, "choices": [], "usage": usage})
     return [json.dumps(c, ensure_ascii=False) for c in chunks] + ["[DONE]"]
@@ -432,7 +473,7 @@ def chat_completion(fake: FakeServer, reply: Reply, body: dict[str, Any]) -> dic
         message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"}
                                  for c in _wire_calls(fake, reply.calls)]
     return {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
-            "model": body.get("model") or fake.model, "usage": _usage_json(reply, body),
+            "model": body.get("model") or fake.model, "usage": _usage_json(reply, body, fake),
             "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(reply)}]}
 
 

@@ -367,6 +367,56 @@ def test_not_utf8(home: Path) -> None:
         load(home)
 
 
+# ---- pricing and the session budget ------------------------------------------------
+
+
+def test_default_prices_and_budget(home: Path) -> None:
+    s = load(home)
+    assert s.pricing["gpt-4.1-mini"] == config.ModelPrice(0.40, 0.10, 1.60)  # a name with a dot
+    assert s.pricing["gpt-4o"] == config.ModelPrice(2.50, 1.25, 10.00)
+    assert (s.guards.session_budget_usd, s.guards.session_budget_tokens) == (0.0, 0)
+    rows = {key: (value, source) for key, value, source in describe(s)}
+    assert rows['pricing."gpt-4.1-mini".output'] == ("1.6", "default")
+    assert rows["pricing.gpt-4o.input"] == ("2.5", "default")
+    assert rows["guards.session_budget_usd"] == ("0.0", "default")
+
+
+def test_pricing_layers_merge_per_key_and_cached_defaults_to_input(home: Path) -> None:
+    path = project_file(home, '[pricing."gpt-4.1-mini"]\noutput = 2.0\n'
+                              '[pricing."acme/model.v2"]\ninput = 1.0\noutput = 3.0\n'
+                              "[guards]\nsession_budget_usd = 0.5\nsession_budget_tokens = 100000\n")
+    s = load(home)
+    assert s.pricing["gpt-4.1-mini"] == config.ModelPrice(0.40, 0.10, 2.0)
+    assert s.pricing["acme/model.v2"] == config.ModelPrice(1.0, 1.0, 3.0)
+    assert s.sources['pricing."gpt-4.1-mini".output'] == str(path)
+    assert s.sources['pricing."gpt-4.1-mini".input'] == "default"
+    assert (s.guards.session_budget_usd, s.guards.session_budget_tokens) == (0.5, 100000)
+
+
+def test_price_lookup_order(home: Path) -> None:
+    from repl.cost import price_for
+
+    s = load(home, env={"OPENAI_API_KEY": SECRET})
+    assert price_for(s) == s.pricing["gpt-4o-mini"]  # the table wins over the profile's keys
+    routed = with_overrides(s, model="openai/gpt-4o")
+    assert price_for(routed) == s.pricing["gpt-4o"]  # "vendor/model" as routers spell it
+    own = with_overrides(s, model="in-house", price_input=1.0, price_cached_input=0.0, price_output=2.0)
+    assert price_for(own) == config.ModelPrice(1.0, 1.0, 2.0)  # the profile's keys as a fallback
+    assert price_for(with_overrides(s, provider="ollama")) is None  # no price: "cost unknown"
+
+
+@pytest.mark.parametrize("text, expected", [
+    ('[pricing."m.1"]\ninput = 1.0\n', 'pricing."m.1": expected input and output prices'),
+    ('[pricing."m.1"]\ninput = 1.0\noutput = 1.0\ncached = 0.5\n',
+     'pricing."m.1".cached: unknown key (expected one of input, cached_input, output); did you mean cached_input?'),
+    ('[pricing."m.1"]\ninput = "cheap"\noutput = 1.0\n', 'pricing."m.1".input: expected a number, got "cheap"'),
+    ("[guards]\nsession_budget_tokens = -1\n", "guards.session_budget_tokens: expected an integer >= 0, got -1"),
+    ("[guards]\nsession_budget_usd = true\n", "guards.session_budget_usd: expected a number, got true"),
+])
+def test_bad_pricing_and_budget(home: Path, text: str, expected: str) -> None:
+    assert expected in config_error(home, text)
+
+
 # ---- describe and runtime overrides ----------------------------------------------
 
 

@@ -63,7 +63,8 @@ class Terminal:
     # ---- input ---------------------------------------------------------------
     def read(self) -> str:
         if self.prompt is not None:
-            return self.prompt.read()
+            with self.renderer.suspended():  # no spinner drawn over the input line
+                return self.prompt.read()
         line = sys.stdin.readline()
         if not line:
             raise EOFError
@@ -83,9 +84,9 @@ class Terminal:
     def stop_live(self) -> None:
         self.renderer.close()
 
-    def waiting(self, elapsed: float) -> None:
-        """Called while a local model server starts (from a background thread)."""
-        self.renderer.waiting(f"starting the local model… {elapsed:.0f} s")
+    def waiting(self, elapsed: float | None) -> None:
+        """Called while a local model server starts (from a background thread); None when ready."""
+        self.renderer.waiting(None if elapsed is None else f"starting the local model… {elapsed:.0f} s")
 
     def header(self, provider: str, model: str, approval: str, session_id: str) -> None:
         self.renderer.header(provider, model, approval, session_id)

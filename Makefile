@@ -22,6 +22,9 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check repl tools tests bench
 
+reliability: $(STAMP)
+	GLASSLOOP_RELIABILITY_FULL=1 $(PY) -m pytest tests/reliability
+
 bench: $(STAMP)
 	$(PY) -m bench all
 

@@ -83,6 +83,19 @@ def _progress_line(event: Event) -> str | None:
     return None
 
 
+def _phase_printer(out: TextIO):
+    """Status lines for scripts: each phase once (``preparing …``, ``starting …``), not every tick."""
+    seen: set[str] = set()
+
+    def status(text: str | None) -> None:
+        phase = (text or "").split("…")[0]
+        if text and phase not in seen:
+            seen.add(phase)
+            print(phase.strip() + "…", file=out, flush=True)
+
+    return status
+
+
 def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: bool,
             trace_file: Path | None, stdout: TextIO = sys.stdout,
             stderr: TextIO = sys.stderr) -> int:
@@ -99,7 +112,7 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
     history = History(system_prompt(extra=settings.system_prompt,
                                     compact=settings.active.name == "local"))
     try:
-        provider = make_provider(settings.active, settings)
+        provider = make_provider(settings.active, settings, _phase_printer(stderr))
     except ProviderError as exc:
         print(f"error: {exc.message}", file=stderr)
         return EXIT_FAILED

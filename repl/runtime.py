@@ -57,39 +57,70 @@ def open_trace(settings: Settings, session_id: str, path: Path | None = None) ->
 
 
 def make_provider(profile: ProviderSettings, settings: Settings,
-                  on_wait: Callable[[float], None] | None = None) -> Provider:
-    """A provider for ``profile``; for ``local`` this starts the model server."""
+                  status: Callable[[str | None], None] | None = None) -> Provider:
+    """A provider for ``profile``; for ``local`` this starts the model server.
+
+    ``status`` receives progress text while a local model is prepared and
+    started (None when done).
+    """
     from repl.providers.chat import ChatProvider  # imports openai: keep off start-up
     from repl.providers.responses import ResponsesProvider
 
     if profile.api == "responses" and profile.tool_call_format != "native":
         raise ProviderError("other", f"provider '{profile.name}': tool_call_format = "
                             f"\"{profile.tool_call_format}\" works only with api = \"chat\"")
-    base_url = profile.base_url
-    if profile.name == "local":
-        base_url = _start_local(profile, settings, on_wait)
+    server = _start_local(profile, settings, status or (lambda text: None)) if profile.name == "local" else None
     adapter = ResponsesProvider if profile.api == "responses" else ChatProvider
-    return adapter(
-        name=profile.name, model=profile.model, base_url=base_url,
+    provider = adapter(
+        name=profile.name, model=profile.model, base_url=server.base_url if server else profile.base_url,
         api_key=profile.api_key, api_key_env=profile.api_key_env,
         temperature=profile.temperature, max_tokens=profile.max_tokens,
         timeout_s=profile.timeout_s, max_retries=profile.max_retries,
         context_window=profile.context_window, tool_call_format=profile.tool_call_format,
     )
+    return _WithServer(provider, server) if server else provider
+
+
+class _WithServer:
+    """A provider that owns the local model server it talks to: closing stops both."""
+
+    def __init__(self, provider: Provider, server: Any) -> None:
+        self._provider = provider
+        self._server = server
+
+    def __getattr__(self, name: str) -> Any:  # name, model, context_window, stream, ...
+        return getattr(self._provider, name)
+
+    def close(self) -> None:
+        try:
+            self._provider.close()
+        finally:
+            self._server.stop()
 
 
 def _start_local(profile: ProviderSettings, settings: Settings,
-                 on_wait: Callable[[float], None] | None) -> str:
-    from repl.providers.local import LocalServer, missing_extra_message
-    from repl.providers.weights import ensure_model
+                 status: Callable[[str | None], None]) -> Any:
+    from repl.providers.local import LocalServer, LocalServerError, missing_extra_message
+    from repl.providers.weights import MissingExtra, ModelIntegrityError, ensure_model
 
     problem = missing_extra_message()
-    if problem and not profile.model_path:
+    if problem and not (profile.model_path and "weights" in problem):
         raise ProviderError("missing_extra", problem)
-    model_path = Path(profile.model_path) if profile.model_path else ensure_model(settings.data_dir)
-    server = LocalServer(model_path, n_ctx=profile.n_ctx, threads=profile.threads,
-                         log_path=settings.state_dir / "local-server.log", on_wait=on_wait)
-    return server.start()
+
+    def assembling(done: int, total: int) -> None:
+        status(f"preparing the model weights (first run)… {100 * done // max(total, 1)}%")
+
+    try:
+        model_path = (Path(profile.model_path).expanduser() if profile.model_path
+                      else ensure_model(settings.data_dir, assembling))
+        server = LocalServer(model_path, n_ctx=profile.n_ctx, threads=profile.threads,
+                             log_path=settings.state_dir / "local-server.log",
+                             on_wait=lambda s: status(f"starting the local model… {s:.0f} s"))
+        server.start()
+    except (MissingExtra, ModelIntegrityError, LocalServerError, OSError) as exc:
+        raise ProviderError("missing_extra" if isinstance(exc, MissingExtra) else "other",
+                            str(exc).splitlines()[0]) from None
+    return server
 
 
 @dataclass

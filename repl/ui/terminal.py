@@ -84,9 +84,9 @@ class Terminal:
     def stop_live(self) -> None:
         self.renderer.close()
 
-    def waiting(self, elapsed: float | None) -> None:
-        """Called while a local model server starts (from a background thread); None when ready."""
-        self.renderer.waiting(None if elapsed is None else f"starting the local model… {elapsed:.0f} s")
+    def waiting(self, status: str | None) -> None:
+        """Progress while a local model is prepared (from a background thread); None when ready."""
+        self.renderer.waiting(status)
 
     def header(self, provider: str, model: str, approval: str, session_id: str) -> None:
         self.renderer.header(provider, model, approval, session_id)

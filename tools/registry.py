@@ -17,9 +17,10 @@ import types
 import typing
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import jsonschema
+if TYPE_CHECKING:  # jsonschema costs ~50 ms to import: loaded on the first validation instead
+    import jsonschema
 
 
 class ToolError(Exception):
@@ -203,13 +204,15 @@ def tool(
     def build(func: Callable[..., Any]) -> Tool:
         summary, arg_docs = parse_docstring(inspect.getdoc(func) or "")
         target = func
-        if parameters is None:
+        if parameters is None:  # generated schemas are valid by construction
             schema, fill_none = schema_from_signature(func, arg_docs, scope)
             if fill_none:
                 target = _with_none_defaults(func, fill_none)
         else:
+            from jsonschema import Draft202012Validator
+
             schema = parameters
-        jsonschema.Draft202012Validator.check_schema(schema)
+            Draft202012Validator.check_schema(schema)
         return Tool(
             name=name or func.__name__,
             description=description if description is not None else summary,
@@ -368,9 +371,7 @@ class Registry:
             if t.name in self._tools:
                 raise ValueError(f"duplicate tool name: {t.name}")
             self._tools[t.name] = t
-        self._validators = {
-            n: jsonschema.Draft202012Validator(t.parameters) for n, t in self._tools.items()
-        }
+        self._validators: dict[str, Any] = {}  # built on a tool's first call (see _validator)
 
     def add(self, tools: Iterable[Tool]) -> None:
         """Register more tools (e.g. from an MCP server), appended after the others."""
@@ -379,9 +380,8 @@ class Registry:
         clash = sorted({n for n in names if n in self._tools or names.count(n) > 1})
         if clash:
             raise ValueError(f"duplicate tool name: {', '.join(clash)}")
-        # Copy-on-write: other threads may be reading the registry; validators go first.
-        validators = {t.name: jsonschema.Draft202012Validator(t.parameters) for t in new}
-        self._validators = {**self._validators, **validators}
+        # Copy-on-write: other threads may be reading the registry.
+        self._validators = {n: v for n, v in self._validators.items() if n not in names}
         self._tools = {**self._tools, **{t.name: t for t in new}}
 
     def remove(self, prefix: str) -> list[str]:
@@ -390,6 +390,15 @@ class Registry:
         self._tools = {n: t for n, t in self._tools.items() if n not in gone}
         self._validators = {n: v for n, v in self._validators.items() if n not in gone}
         return gone
+
+    def _validator(self, name: str, tool_: Tool) -> Any:
+        validator = self._validators.get(name)
+        if validator is None:
+            from jsonschema import Draft202012Validator
+
+            validator = Draft202012Validator(tool_.parameters)
+            self._validators = {**self._validators, name: validator}  # copy-on-write, as in add()
+        return validator
 
     def get(self, name: str) -> Tool | None:
         return self._tools.get(name)
@@ -411,7 +420,7 @@ class Registry:
             return None, self._unknown(name)
         try:
             value = decode_arguments(raw)
-        except (json.JSONDecodeError, RecursionError) as exc:
+        except (ValueError, RecursionError) as exc:  # ValueError: also an integer too long to convert
             snippet = str(raw)[:120]
             return None, error_result(
                 "invalid_json",
@@ -423,7 +432,7 @@ class Registry:
             return None, error_result(
                 "invalid_arguments", f"arguments for {name} must be a JSON object, got {kind}"
             )
-        errors = list(self._validators[name].iter_errors(value))
+        errors = list(self._validator(name, tool_).iter_errors(value))
         if errors:
             message = describe_errors(name, errors, tool_.parameters)
             return None, error_result("invalid_arguments", message)

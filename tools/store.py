@@ -15,11 +15,12 @@ import os
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
-
-import filelock
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tools.registry import ToolError
+
+if TYPE_CHECKING:  # filelock is imported on the first write, off the start-up path
+    import filelock
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +84,8 @@ def read_json(path: Path | str, default: Any, validate: Validator | None = None)
 
 
 def _lock(path: Path) -> filelock.FileLock:
+    import filelock
+
     return filelock.FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S)
 
 
@@ -141,6 +144,8 @@ def update_json(
     ``change`` returns ``(new_data, result)``; ``new_data`` of None means "nothing
     to write". A corrupt file raises :class:`StoreError` and is left untouched.
     """
+    import filelock
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     try:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import re
 from datetime import date as Date
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from tools.registry import Tool, ToolError, tool
+
+if TYPE_CHECKING:  # httpx is imported on the first live call: it is start-up cost otherwise
+    import httpx
 
 GEOCODE_URL = "https://geocoding-api.open-meteo.com/v1/search"
 FORECAST_URL = "https://api.open-meteo.com/v1/forecast"
@@ -88,6 +89,8 @@ def _resolve_date(text: str | None) -> tuple[int | None, str | None]:
 
 
 def _get_json(client: httpx.Client, url: str, params: dict[str, Any]) -> dict[str, Any]:
+    import httpx
+
     try:
         response = client.get(url, params=params)
     except httpx.HTTPError as exc:
@@ -153,6 +156,8 @@ def _open_meteo(city: str, when: str | None, urls: tuple[str, str], timeout_s: f
     days_ahead, iso = _resolve_date(when)
     if days_ahead is not None and days_ahead > MAX_DAYS_AHEAD:
         raise ToolError("invalid_arguments", f"forecasts reach {MAX_DAYS_AHEAD} days ahead")
+    import httpx
+
     with httpx.Client(timeout=timeout_s) as client:
         place = _geocode(client, urls[0], city)
         body = _get_json(client, urls[1], _forecast_params(place, days_ahead, iso))

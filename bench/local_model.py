@@ -1,0 +1,268 @@
+"""Benchmark of the embedded local model (a script, not a test).
+
+Measures on this machine: server cold start, time to first token, prompt and
+decode speed, and the full turn time of the todo question, then prints the
+figures (and writes bench/results/local_model.json).
+
+    .venv/bin/python bench/local_model.py
+    .venv/bin/python bench/local_model.py --collect tests/data/textcall_corpus.json
+
+``--collect`` records real replies of the model (several prompts, low and high
+temperature, up to three steps each with the real tools run on a fixture) as
+the parser test corpus; review the ``expected`` parses before committing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from repl.prompts import system_prompt  # noqa: E402
+from repl.providers.local import LocalServer  # noqa: E402
+from repl.providers.textcalls import parse_text_calls, to_text_messages  # noqa: E402
+from repl.providers.weights import ensure_model  # noqa: E402
+from tools.calculator import make_calculator_tool  # noqa: E402
+from tools.notes import make_note_tools  # noqa: E402
+from tools.registry import Registry  # noqa: E402
+from tools.todos import make_todo_tools  # noqa: E402
+
+QUESTION = "Which todos are not done yet? Explain the highest-priority one."
+FIXTURE_TODOS = [
+    {"id": "todo-001", "title": "Buy groceries", "detail": "Milk, eggs, rice.",
+     "status": "done", "priority": "low"},
+    {"id": "todo-002", "title": "Write the weekly report",
+     "detail": "Summarise the release, the two incidents and next week's plan; send it to the team by Friday 17:00.",
+     "status": "todo", "priority": "high", "due": "2025-05-02"},
+    {"id": "todo-003", "title": "Reply to Alice's email", "detail": "She asked about the budget.",
+     "status": "todo", "priority": "medium"},
+    {"id": "todo-004", "title": "Book a dentist appointment", "detail": "",
+     "status": "todo", "priority": "low"},
+]
+DECODE_PROMPT = "Count from 1 to 200, one number per line."
+COLLECT_PROMPTS = [
+    QUESTION,
+    "今天还有哪些没完成？把优先级最高的一项展开说明。",
+    "提醒我明天下午三点开会",
+    "Remind me to call the plumber on Friday, high priority.",
+    "Add two todos: buy milk, and pay the rent.",
+    "Mark todo 3 as done.",
+    "Show me the details of todo-002.",
+    "What is 17.5% of 2480?",
+    "Search my notes for invoice.",
+    "Write a Python function that reverses a string.",
+    "Hi! Who are you?",
+]
+
+
+def fixture_registry(folder: Path) -> Registry:
+    todos = folder / "todos.json"
+    todos.write_text(json.dumps({"version": 1, "todos": FIXTURE_TODOS}), encoding="utf-8")
+    tools = make_todo_tools(todos) + make_note_tools(folder / "notes.json")
+    return Registry([*tools, make_calculator_tool()])
+
+
+def stream_chat(url: str, messages: list[dict], **options: Any) -> dict[str, Any]:
+    """One streamed chat request: the text and when each content chunk arrived."""
+    body = {"messages": messages, "stream": True, "stream_options": {"include_usage": True},
+            **options}
+    started, stamps, parts, usage = time.perf_counter(), [], [], {}
+    with httpx.stream("POST", f"{url}/chat/completions", json=body, timeout=600) as reply:
+        reply.raise_for_status()
+        for line in reply.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[6:])
+            usage = event.get("usage") or usage
+            for choice in event.get("choices") or []:
+                text = (choice.get("delta") or {}).get("content")
+                if text:
+                    stamps.append(time.perf_counter() - started)
+                    parts.append(text)
+    return {"text": "".join(parts), "stamps": stamps, "usage": usage,
+            "total_s": time.perf_counter() - started}
+
+
+def raw_turn(url: str, registry: Registry, question: str, *, temperature: float = 0.1,
+             seed: int | None = None, max_steps: int = 4, record: list | None = None) -> dict:
+    """The model → tools → model loop without the CLI: steps, calls, answer, seconds."""
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": system_prompt(compact=True)},
+        {"role": "user", "content": question},
+    ]
+    started, calls_made = time.perf_counter(), []
+    for step in range(1, max_steps + 1):
+        tools = registry.schemas() if step < max_steps else None
+        options = {"temperature": temperature, "max_tokens": 512}
+        if seed is not None:
+            options["seed"] = seed + step
+        reply = stream_chat(url, to_text_messages(history, tools), **options)
+        text, calls = parse_text_calls(reply["text"], registry.names() if tools else [])
+        if record is not None:
+            record.append({"prompt": question, "step": step, "temperature": temperature,
+                           "seed": options.get("seed"), "tools": tools is not None,
+                           "output": reply["text"]})
+        history.append({"role": "assistant", "content": text, "tool_calls": [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls]})
+        if not calls:
+            break
+        for call in calls:
+            calls_made.append(call.name)
+            result = registry.call(call.name, call.arguments)
+            history.append({"role": "tool", "tool_call_id": call.id, "name": call.name,
+                            "content": json.dumps(result, ensure_ascii=False)})
+    return {"steps": step, "calls": calls_made, "answer": history[-1].get("content", ""),
+            "seconds": time.perf_counter() - started}
+
+
+def cli_turn(model: Path, work: Path) -> dict[str, Any] | None:
+    """``glassloop ask`` on the question over the fixture (server start included)."""
+    exe = shutil.which("glassloop", path=str(Path(sys.executable).parent))
+    if exe is None:
+        return None
+    fixture_registry(work)  # a fresh todos.json
+    config = work / "bench.toml"
+    config.write_text(f"[providers.local]\nmodel_path = {json.dumps(str(model))}\n", "utf-8")
+    env = {**os.environ, "XDG_DATA_HOME": str(work / "xdg"), "XDG_STATE_HOME": str(work / "xdg"),
+           "XDG_CONFIG_HOME": str(work / "xdg"), "GLASSLOOP_TODOS_FILE": str(work / "todos.json")}
+    for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "GLASSLOOP_BASE_URL", "GLASSLOOP_PROVIDER"):
+        env.pop(key, None)
+    started = time.perf_counter()
+    done = subprocess.run([exe, "ask", QUESTION, "--json", "--config", str(config)], env=env,
+                          capture_output=True, text=True, timeout=900, cwd=work)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        return {"error": (done.stderr or done.stdout).strip()[-600:], "seconds": seconds}
+    result = json.loads(done.stdout)
+    result.pop("trace", None)
+    return {"wall_s": seconds, "result": result}
+
+
+_PERF = re.compile(r"(prompt eval|eval) time =\s*([\d.]+) ms /\s*(\d+) (?:tokens|runs)")
+
+
+def server_perf(log: Path, offset: int) -> dict[str, float]:
+    """llama.cpp's own timing of the last request, read from the server log."""
+    text = log.read_bytes()[offset:].decode("utf-8", "replace")
+    found = {kind: (float(ms), int(count)) for kind, ms, count in _PERF.findall(text)}
+    prompt_ms, prompt_tokens = found.get("prompt eval", (0.0, 0))
+    eval_ms, eval_runs = found.get("eval", (0.0, 0))
+    return {"prompt_tokens_evaluated": prompt_tokens,
+            "prompt_tok_s": prompt_tokens / prompt_ms * 1000 if prompt_ms else 0.0,
+            "decode_tokens": eval_runs + 1,
+            "decode_tok_s": eval_runs / eval_ms * 1000 if eval_ms else 0.0}
+
+
+def measured(url: str, log: Path, messages: list[dict], **options: Any) -> dict[str, Any]:
+    offset = log.stat().st_size
+    reply = stream_chat(url, messages, **options)
+    time.sleep(0.2)  # the timing lines are printed just after the last chunk
+    ttft = reply["stamps"][0] if reply["stamps"] else reply["total_s"]
+    return {"ttft_s": ttft, "total_s": reply["total_s"], **server_perf(log, offset)}
+
+
+def todo_prompt(registry: Registry, fresh: bool) -> list[dict[str, Any]]:
+    messages = to_text_messages([
+        {"role": "system", "content": system_prompt(compact=True)},
+        {"role": "user", "content": QUESTION},
+    ], registry.schemas())
+    if fresh:  # a different first token: nothing of the prompt can come from the cache
+        messages[0]["content"] = f"[{time.time():.0f}] " + messages[0]["content"]
+    return messages
+
+
+def start_seconds(model: Path, log: Path, evict: bool, threads: int = 0) -> tuple[LocalServer, float]:
+    """A started server and how long it took (evict: drop the model from the page cache)."""
+    if evict:
+        with model.open("rb") as handle:
+            os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+    server = LocalServer(model, log_path=log, threads=threads)
+    started = time.perf_counter()
+    server.start()
+    return server, time.perf_counter() - started
+
+
+def benchmark(model: Path, work: Path, threads: int = 0, with_cli: bool = True) -> dict[str, Any]:
+    figures: dict[str, Any] = {"load_avg_1m_before": os.getloadavg()[0]}
+    started = time.perf_counter()
+    ensure_model(work / "fresh-data")
+    figures["assemble_weights_s"] = time.perf_counter() - started
+    server, figures["start_cold_cache_s"] = start_seconds(model, work / "cold.log", evict=True)
+    server.stop()
+    log = work / "server.log"
+    server, figures["start_warm_cache_s"] = start_seconds(model, log, evict=False, threads=threads)
+    figures.update(threads=server.threads, n_ctx=server.n_ctx)
+    url = server.base_url or ""
+    try:
+        prompt = todo_prompt(fixture_registry(work), fresh=True)
+        figures["todo_prompt_uncached"] = measured(url, log, prompt, temperature=0.1, max_tokens=64)
+        figures["todo_prompt_cached"] = measured(url, log, prompt, temperature=0.1, max_tokens=64)
+        figures["decode"] = measured(url, log, [{"role": "user", "content": DECODE_PROMPT}],
+                                     temperature=0.1, max_tokens=200, seed=1)
+        figures["raw_turn"] = raw_turn(url, fixture_registry(work), QUESTION)
+    finally:
+        server.stop()
+    if with_cli:
+        (work / "cli").mkdir()
+        figures["glassloop_ask"] = cli_turn(model, work / "cli")
+    figures["load_avg_1m_after"] = os.getloadavg()[0]
+    return figures
+
+
+def collect(model: Path, work: Path, target: Path) -> None:
+    records: list[dict[str, Any]] = []
+    with LocalServer(model, log_path=work / "server.log") as server:
+        for prompt in COLLECT_PROMPTS:
+            for temperature, seed in ((0.1, 7), (0.9, 21)):
+                raw_turn(server.base_url or "", fixture_registry(work), prompt, max_steps=3,
+                         temperature=temperature, seed=seed, record=records)
+                print(f"{len(records):3d} records  ({prompt[:40]!r} t={temperature})", flush=True)
+    names = fixture_registry(work).names()
+    for number, record in enumerate(records, 1):
+        text, calls = parse_text_calls(record["output"], names if record["tools"] else [])
+        record["id"] = f"r{number:03d}"
+        record["expected"] = {"text": text, "calls": [
+            {"name": c.name, "arguments": c.arguments} for c in calls]}
+    target.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"model": model.name, "tool_names": names, "records": records}
+    target.write_text(json.dumps(payload, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(f"wrote {len(records)} records to {target}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--collect", type=Path, help="write a corpus of real replies here")
+    parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0 = all CPUs)")
+    parser.add_argument("--no-cli", action="store_true", help="skip the `glassloop ask` turn")
+    parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "glassloop-bench")
+    args = parser.parse_args()
+    model = ensure_model(args.data_dir)
+    with tempfile.TemporaryDirectory() as folder:
+        if args.collect:
+            collect(model, Path(folder), args.collect)
+            return
+        figures = benchmark(model, Path(folder), args.threads, not args.no_cli)
+    figures["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),
+                          "python": platform.python_version()}
+    out = ROOT / "bench" / "results" / "local_model.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(figures, indent=1, ensure_ascii=False), encoding="utf-8")
+    print(json.dumps(figures, indent=1, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""The benchmark harness runs end to end with tiny counts (figures are not checked: CI is noisy)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench import __main__ as bench_main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+EXPECTED_TARGETS = {
+    "time_to_prompt": {"prompt"},
+    "loop_overhead": {"ratio", "ratio_fresh"},
+    "parallel_tools": {"turn"},
+    "memory_resume": {"growth", "resume"},
+}
+
+
+def check_shape(result: dict, name: str) -> None:
+    assert result["name"] == name
+    assert result["quick"] is True
+    assert {"nproc", "cpu", "python"} <= set(result["machine"])
+    assert isinstance(result["rows"], list) and isinstance(result["targets"], dict)
+    for row in result["rows"]:
+        assert {"what", "value", "unit"} <= set(row)
+    for target in result["targets"].values():
+        assert {"value", "limit", "met", "text"} <= set(target)
+        assert isinstance(target["met"], bool)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("name", sorted(EXPECTED_TARGETS))
+def test_each_benchmark_runs_quick(name: str) -> None:
+    result = bench_main.run_one(name, quick=True)
+    check_shape(result, name)
+    assert set(result["targets"]) == EXPECTED_TARGETS[name]
+    assert result["rows"], "a benchmark with no rows measured nothing"
+    assert all(math.isfinite(r["value"]) and r["value"] >= 0 for r in result["rows"])
+
+
+def test_parallel_tools_quick_is_faster_than_serial() -> None:
+    """The one figure robust enough for CI: 4 concurrent sleeps beat 4 serial ones."""
+    result = bench_main.run_one("parallel_tools", quick=True)
+    samples = result["samples"]
+    assert max(samples["concurrent"]) < min(samples["serial"])
+
+
+def test_memory_resume_reports_the_journal() -> None:
+    result = bench_main.run_one("memory_resume", quick=True)
+    rows = {r["what"]: r for r in result["rows"]}
+    assert rows["journal size"]["value"] > 0
+    assert len(result["rss_curve"]) == 10, "RSS is sampled ten times along the session"
+
+
+def test_other_benchmarks_are_dispatched() -> None:
+    local = bench_main.run_one("local_model", quick=True)
+    check_shape(local, "local_model")
+    assert local.get("skipped")  # minutes of CPU: never part of a quick run
+    for name in ("render_stream", "context_window"):  # written alongside this harness
+        if importlib.util.find_spec(f"bench.{name}") is not None:
+            check_shape(bench_main.run_one(name, quick=True), name)
+
+
+def test_command_line_writes_json_and_prints_the_table(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    done = subprocess.run([sys.executable, "-m", "bench", "parallel_tools", "--quick", "--out", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "== parallel_tools" in done.stdout and "target" in done.stdout
+    saved = json.loads((tmp_path / "parallel_tools.json").read_text(encoding="utf-8"))
+    check_shape(saved, "parallel_tools")
+    assert bench_main.main(["report", "--out", str(tmp_path)]) == 0
+    markdown = capsys.readouterr().out
+    assert "### parallel_tools" in markdown and "| measure | value | note |" in markdown
+
+
+def test_unknown_benchmark_is_a_usage_error() -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        bench_main.main(["no_such_benchmark"])
+    assert exit_info.value.code == 2

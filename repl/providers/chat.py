@@ -199,7 +199,12 @@ class ChatProvider:
         use_options = self.stream_options_supported
         extra = {"stream_options": {"include_usage": True}} if use_options else {}
         try:
-            return client.chat.completions.create(**params, **extra, stream=True)
+            # The body goes out as extra_body: the SDK's typed-parameter transform costs
+            # ~0.25 ms per message (145 ms for a 600-message request); the JSON is the same.
+            body = {**params, **extra}
+            model = body.pop("model")
+            return client.chat.completions.create(model=model, messages=[], stream=True,
+                                                  extra_body=body)
         except openai.APIStatusError as err:
             if use_options and err.status_code in (400, 422) and _mentions_stream_options(err):
                 raise _StreamOptionsRejected from err

@@ -50,8 +50,8 @@ def to_input_items(messages: list[dict[str, Any]]) -> tuple[str | None, list[dic
             items.append({"type": "function_call_output", "call_id": msg["tool_call_id"],
                           "output": msg["content"]})
         elif role == "assistant":
-            if msg.get("content"):
-                items.append({"type": "message", "role": "assistant", "content": msg["content"]})
+            if msg.get("content") or not msg.get("tool_calls"):  # an empty answer still separates two questions
+                items.append({"type": "message", "role": "assistant", "content": msg.get("content") or ""})
             items += [{"type": "function_call", "call_id": c["id"], "name": c["name"],
                        "arguments": c.get("arguments") or "{}"}
                       for c in msg.get("tool_calls") or []]
@@ -191,7 +191,10 @@ class ResponsesProvider:
         import openai
 
         try:
-            return self._get_client().responses.create(**params, stream=True)
+            # extra_body skips the SDK's per-item parameter transform (see chat.py)
+            body = dict(params)
+            return self._get_client().responses.create(model=body.pop("model"), stream=True,
+                                                       extra_body=body)
         except openai.OpenAIError as err:
             raise from_sdk_error(err, self._context()) from err
 

@@ -141,6 +141,7 @@ class ChatProvider:
         self._api_key_env = api_key_env
         self._temperature = temperature
         self.max_tokens = max_tokens
+        self._text_tools: list[dict[str, Any]] = []  # the last tool list sent in text mode
         self._timeout_s = timeout_s
         self._max_retries = max_retries
         self._client: Any = None
@@ -160,7 +161,12 @@ class ChatProvider:
         if self.tool_call_format == "text":
             from repl.providers import textcalls
 
-            wire = textcalls.to_text_messages(messages, tools)
+            # The final no-tools call keeps the last tool block in the system text:
+            # the prompt prefix then matches the previous request, and the local
+            # server reuses its evaluated tokens instead of re-reading ~1,500 tokens.
+            # With no names to recognise, anything call-shaped stays visible text.
+            self._text_tools = tools or self._text_tools
+            wire = textcalls.to_text_messages(messages, self._text_tools)
             text_filter = textcalls.TextCallFilter([t["name"] for t in tools])
             params = self._params(wire, [])
         else:

@@ -70,9 +70,10 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
     if not sys.platform.startswith("linux") or not on_main_thread:
         return None
 
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before fork: arm() stays minimal
+
     def arm() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         if os.getppid() != parent_pid:  # the parent died before prctl took effect
             os._exit(1)
 
@@ -80,10 +81,17 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
 
 
 def _default_threads() -> int:
+    """Half the usable CPUs (llama-cpp-python's own default; physical cores on SMT).
+
+    On the 2-core benchmark machine one thread decoded 3-10x faster than two
+    whenever anything else ran (the REPL rendering, a test): llama.cpp's
+    threads wait for each other, so one preempted thread stalls them all.
+    """
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        usable = len(os.sched_getaffinity(0))
     except AttributeError:
-        return max(1, os.cpu_count() or 1)
+        usable = os.cpu_count() or 1
+    return max(1, usable // 2)
 
 
 def _log_tail(path: Path, lines: int = 12) -> str:

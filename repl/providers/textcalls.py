@@ -1,25 +1,25 @@
 """Text tool-call protocol for small local models (``tool_call_format = "text"``).
 
-Wire format, as measured against llama-cpp-python 0.3.36 serving the
+Wire format, measured against llama-cpp-python 0.3.36 serving the
 Qwen2.5-Coder-0.5B-Instruct GGUF (details and figures: docs/LOCAL_MODEL.md):
 
-- The server renders the GGUF's own Jinja chat template (ChatML:
-  ``<|im_start|>role ... <|im_end|>``). Generation stops at ``<|im_end|>``,
-  which the server strips; no extra stop strings are needed.
-- We do not send ``tools=`` to the server: the tool descriptions go into the
-  system message exactly as Qwen2.5 was trained on (``<tools>`` JSON lines,
-  then ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``).
-- Earlier calls go back as assistant TEXT holding those ``<tool_call>`` blocks
-  with ``arguments`` as a JSON object (a JSON string inside JSON confuses the
-  model into double-encoding its next call).
-- Tool results go back as ``{"role": "tool", "tool_call_id", "content"}``: the
-  server requires ``tool_call_id`` and the template renders consecutive tool
+- The server renders the GGUF's own Jinja template (ChatML); generation stops
+  at ``<|im_end|>``, which the server strips: no stop strings needed.
+- We do not send ``tools=``; the tool list goes into the system message in the
+  form Qwen2.5 was trained on (``<tools>`` JSON lines + the ``<tool_call>``
+  instruction), exactly as the template itself would render it.
+- Earlier calls go back as assistant TEXT with ``<tool_call>`` blocks whose
+  ``arguments`` is a JSON object (the template's own ``tool_calls`` path
+  applies ``tojson`` to the OpenAI argument *string*: double encoding).
+- Tool results go back as ``{"role": "tool", "tool_call_id", "content"}``; the
+  server requires ``tool_call_id``, and the template renders consecutive tool
   messages as one user turn of ``<tool_response>`` blocks.
-- An assistant message with ``content: null`` is rejected (HTTP 500, the
-  template concatenates it as a string), so content is always a string.
-- The model does not always follow the format: it also writes a fenced
-  ```json block, a bare ``{"name": ...}`` object, several objects in one
-  ``<tool_call>``, or forgets ``</tool_call>``. TextCallFilter accepts these.
+- ``content: null`` on an assistant message is rejected (HTTP 500): always str.
+- After tool results a short user nudge is appended (AFTER_RESULTS); without
+  it this model echoes its call and invents a result instead of answering.
+- The model itself rarely follows the format: it writes fenced ```json blocks
+  or bare JSON objects (several, comma-separated, sometimes broken), never
+  ``<tool_call>`` tags in our corpus. TextCallFilter accepts all of these.
 """
 
 from __future__ import annotations
@@ -258,6 +258,7 @@ class TextCallFilter:
         self._prefix = id_prefix or f"call_text_{secrets.token_hex(3)}_"
         self._buf = ""
         self._in_code = False  # inside a fenced block that is not JSON
+        self._after_call = False  # the model sometimes separates bare calls with commas
         self._calls: list[ToolCall] = []
 
     def feed(self, chunk: str) -> str:
@@ -270,12 +271,17 @@ class TextCallFilter:
     def _drain(self, final: bool) -> str:
         shown: list[str] = []
         while self._buf:
+            if self._after_call and self._buf[0] == ",":
+                self._buf, self._after_call = self._buf[1:], False
+                continue
+            calls_before = len(self._calls)
             step = self._code_step(final) if self._in_code else self._step(final)
             if step is None:
                 break
             visible, consumed = step
             shown.append(visible)
             self._buf = self._buf[consumed:]
+            self._after_call = len(self._calls) > calls_before
         return "".join(shown)
 
     def _add(self, calls: list[tuple[str, str]]) -> None:

@@ -1,0 +1,119 @@
+"""The embedded model end to end: real llama.cpp inference through the real CLI and REPL.
+
+Assertions are on structure and data (tool calls, approvals, files, processes),
+never on the model's wording.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from importlib import util
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from repl.providers.weights import ensure_model
+from tests.test_agent import SEED_TODOS
+from tests.test_local_server import _alive
+
+pytestmark = pytest.mark.skipif(
+    util.find_spec("llama_cpp") is None,
+    reason="needs the 'local' extra: pip install 'glassloop[local]'",
+)
+
+QUESTION = "Which todos are not done yet? Explain the highest-priority one."
+ENGLISH_TODOS = [dict(t, title=title, detail=detail) for t, (title, detail) in zip(SEED_TODOS, [
+    ("Buy groceries", "Eggs, greens and milk on the way home."),
+    ("Write the weekly report", "Summarise this week's integration work, open issues and next week's plan."),
+    ("Reply to email", "Answer the meeting notes and confirm the API fields."),
+], strict=True)]
+
+
+@pytest.fixture(scope="module")
+def model_file(tmp_path_factory) -> Path:
+    return ensure_model(tmp_path_factory.mktemp("local-model"))
+
+
+@pytest.fixture
+def local_home(tmp_path: Path, model_file: Path) -> tuple[dict[str, str], Path]:
+    """No key, no base URL: provider auto picks the local model (weights from the fixture)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "GLASSLOOP_"))}
+    for name in ("DATA", "STATE", "CONFIG", "CACHE"):
+        env[f"XDG_{name}_HOME"] = str(tmp_path / name.lower())
+    todos = tmp_path / "todos.json"
+    todos.write_text(json.dumps(ENGLISH_TODOS), encoding="utf-8")
+    env["GLASSLOOP_TODOS_FILE"] = str(todos)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "glassloop.toml").write_text(
+        f'[providers.local]\nmodel_path = "{model_file}"\n[guards]\nmax_steps = 3\nturn_timeout_s = 900\n',
+        encoding="utf-8")
+    return env, project
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+@pytest.mark.timeout(1500)
+def test_ask_answers_a_todo_question_through_the_todo_tools(local_home):
+    env, project = local_home
+    result = subprocess.run([sys.executable, "-m", "repl.cli", "ask", QUESTION, "--json"],
+                            env=env, cwd=project, capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    calls = [e["name"] for e in payload["trace"] if e["type"] == "tool_call_started"]
+    assert any(name in ("list_todos", "get_todo") for name in calls), (calls, payload["answer"])
+    assert payload["stopped_by"] in ("answer", "max_steps", "repeat", "budget", "timeout")
+    assert payload["steps"] >= 2  # a tool step and an answer
+    assert payload["usage"]["output_tokens"] > 0
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.timeout(1500)
+def test_repl_approval_writes_the_todo_and_leaves_no_server_behind(local_home):
+    env, project = local_home
+    env = {**env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm"}
+    child = pexpect.spawn(sys.executable, ["-m", "repl.cli"], env=env, cwd=str(project),
+                          encoding="utf-8", dimensions=(40, 120), timeout=600)
+    try:
+        child.expect("local model")  # the one line saying auto picked the embedded model
+        child.expect_exact("\x1b[?2004h")
+        # explicit arguments: left to itself the 0.5B model adds todo_id/status fields,
+        # which the schema rejects before any approval is asked
+        child.send('Call add_todo with exactly these arguments: {"title": "buy milk"}\r')
+        child.expect("needs approval")
+        servers = _children_of(child.pid)
+        assert servers, "the local model server runs as a child of glassloop"
+        child.expect("Allow")
+        time.sleep(0.3)
+        child.send("y")
+        child.expect(r"turn 1 ·")
+        child.expect_exact("\x1b[?2004h")
+        todos = json.loads(Path(env["GLASSLOOP_TODOS_FILE"]).read_text(encoding="utf-8"))
+        items = todos["todos"] if isinstance(todos, dict) else todos
+        assert len(items) == len(ENGLISH_TODOS) + 1
+        assert "milk" in items[-1]["title"].lower()
+        child.sendcontrol("d")
+        child.expect(pexpect.EOF)
+    finally:
+        if child.isalive():
+            child.kill(9)
+    deadline = time.monotonic() + 15
+    while any(_alive(pid) for pid in servers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in servers), "the model server outlived the session"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from repl import config
+from repl import config, config_schema
 from repl.config import ConfigError, describe, load_settings, with_overrides
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,7 +94,7 @@ def test_packaged_defaults_equal_documented_file() -> None:
 def test_default_file_covers_every_schema_key() -> None:
     data = tomllib.loads((ROOT / "config.toml").read_text(encoding="utf-8"))
     flat: dict = {}
-    config._flatten(data, config.SCHEMA, "", "default", flat)
+    config_schema.flatten(data, config.SCHEMA, "", "default", flat)
     for section in ("guards", "tools", "trace"):
         for key in config.SCHEMA[section]:
             assert f"{section}.{key}" in flat

@@ -53,6 +53,31 @@ class ServerConfig:
         )
 
 
+class _RedactedLog:
+    """The write end of a pipe (a server's stderr); a thread copies each line into ``log``
+    redacted. Closing it (the exit stack) drops our copy; EOF comes once the server exits."""
+
+    def __init__(self, log: Any, redact: Callable[[str], str]) -> None:
+        read_fd, self._write_fd = os.pipe()
+        self._log, self._redact = log, redact
+        threading.Thread(target=self._copy, args=(read_fd,), daemon=True, name="glassloop-mcp-log").start()
+
+    def fileno(self) -> int:
+        return self._write_fd
+
+    def __enter__(self) -> _RedactedLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self._write_fd)
+
+    def _copy(self, read_fd: int) -> None:
+        with open(read_fd, encoding="utf-8", errors="replace") as source, self._log:
+            for line in source:
+                self._log.write(self._redact(line))
+                self._log.flush()
+
+
 @dataclass
 class ServerState:
     config: ServerConfig
@@ -71,12 +96,13 @@ class McpManager:
                  on_notice: Callable[[str], None] | None = None,
                  on_tools: Callable[[str, list[Tool]], None] | None = None,
                  call_timeout_s: float = 30.0, connect_timeout_s: float = 10.0,
-                 log_dir: Path | None = None) -> None:
+                 log_dir: Path | None = None, redact: Callable[[str], str] | None = None) -> None:
         self.servers = {c.name: ServerState(c) for c in configs}
         self.on_notice = on_notice or (lambda text: None)
         self.on_tools = on_tools or (lambda server, tools: None)
         self.call_timeout_s, self.connect_timeout_s = call_timeout_s, connect_timeout_s
         self.log_dir = log_dir
+        self.redact = redact  # applied to every line of a server's log (it may echo a key)
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
 
@@ -187,7 +213,8 @@ class McpManager:
         if self.log_dir is None:
             return open(os.devnull, "w")  # noqa: SIM115 - closed by the exit stack
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        return (self.log_dir / f"mcp-{NAME_OK.sub('_', name)}.log").open("a", encoding="utf-8")
+        log = (self.log_dir / f"mcp-{NAME_OK.sub('_', name)}.log").open("a", encoding="utf-8")
+        return log if self.redact is None else _RedactedLog(log, self.redact)
 
     async def _call(self, state: ServerState, tool: str, arguments: dict[str, Any], timeout: float) -> dict:
         import anyio

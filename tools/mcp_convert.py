@@ -5,9 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import jsonschema
-
 from tools.registry import ToolError
+from tools.validation import is_valid_schema
 
 SEPARATOR = "__"
 NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
@@ -30,11 +29,7 @@ def parameters_from(schema: dict[str, Any] | None) -> dict[str, Any]:
     """The server's input schema when it is a valid object schema, else any object."""
     schema = dict(schema or {})
     schema.pop("title", None)  # noise for the model; the tool name says it
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.SchemaError:
-        return {"type": "object", "properties": {}}
-    if schema.get("type") != "object":
+    if not is_valid_schema(schema) or schema.get("type") != "object":
         return {"type": "object", "properties": {}}
     schema.setdefault("properties", {})
     return schema

@@ -25,7 +25,7 @@ from rich.text import Text
 
 from repl.approval import ApprovalRequest, UserChoice
 from repl.ui.escape import clean
-from repl.ui.render import arguments_text
+from repl.ui.pieces import arguments_text
 
 Validate = Callable[[dict[str, Any]], "str | None"]
 ACTIONS = {"y": "yes", "n": "no", "a": "always", "r": "rest"}

@@ -11,8 +11,8 @@ would put at a seam is re-inserted there (``seam_flags``).
 
 Cost stays linear: the open tail is re-parsed only after it has grown by a
 fraction of its size, and the live view renders at most the last screenful of
-the tail's source lines, at most 15 times a second. ``LiveArea`` is the
-transient live region the tail (and the renderer's spinners) are drawn in.
+the tail's source lines, at most 15 times a second. The live view is drawn in
+the renderer's ``live.LiveArea``.
 
 Known limit: a reference-style link whose definition is in a different chunk
 is not resolved (model output rarely uses them).
@@ -20,12 +20,8 @@ is not resolved (model output rarely uses them).
 
 from __future__ import annotations
 
-import signal
-import sys
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterator
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
@@ -244,128 +240,3 @@ class _TailView:
             rendered.pop()  # trailing blank lines would only push the text up
         return rendered[-height:]
 
-
-# ----- the live area the open tail (and anything else still changing) is drawn in -----
-
-
-class LiveArea:
-    """A transient ``rich.live.Live`` that is safe to print around.
-
-    Every redraw and every print made under ``lock`` is serialised: Rich's own
-    refresh thread races with ``console.print`` (the cursor reset is computed
-    before the live part is re-rendered) and duplicates lines, so a ticker
-    thread redraws under the same lock instead, and only when ``changed()``
-    says there is something new to show. While the area is up the terminal
-    does not echo keys, and Ctrl-C waits until a print is complete
-    (``interrupts_deferred``): either would leave lines behind.
-    """
-
-    def __init__(self, console: Console, renderable: Callable[[], RenderableType], *,
-                 refresh_per_second: float = 12.0, changed: Callable[[], bool] = lambda: True) -> None:
-        self.console = console
-        self.lock = threading.RLock()
-        self._renderable, self._changed = renderable, changed
-        self._interval = 1 / refresh_per_second if refresh_per_second > 0 else 0.0
-        self._live: Any = None
-        self._ticker: _Ticker | None = None
-        self._echo = _EchoOff()
-
-    @property
-    def active(self) -> bool:
-        return self._live is not None
-
-    def start(self) -> None:
-        from rich.live import Live
-
-        with self.lock:
-            if self._live is not None:
-                return
-            self._live = Live(console=self.console, get_renderable=self._renderable, transient=True,
-                              auto_refresh=False, redirect_stdout=False, redirect_stderr=False)
-            if self.console.is_terminal and self.console.file.isatty():
-                self._echo.start()
-            self._live.start(refresh=True)
-            if self._interval:  # without a ticker the owner redraws with refresh()
-                self._ticker = _Ticker(self, self._interval)
-                self._ticker.start()
-
-    def stop(self) -> None:
-        with self.lock:
-            live, ticker, self._live, self._ticker = self._live, self._ticker, None, None
-            if ticker is not None:
-                ticker.stopped.set()
-            if live is not None:
-                live.stop()
-                self._echo.stop()
-
-    def refresh(self, force: bool = False) -> None:
-        with self.lock:
-            if self._live is not None and (force or self._changed()):
-                self._live.refresh()
-
-
-class _Ticker(threading.Thread):
-    def __init__(self, area: LiveArea, interval: float) -> None:
-        super().__init__(name="glassloop-live", daemon=True)
-        self.area, self.interval = area, interval
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        while not self.stopped.wait(self.interval):
-            with self.area.lock:
-                if self.stopped.is_set():
-                    return
-                self.area.refresh()
-
-
-class _EchoOff:
-    """Keeps the terminal from echoing keys (and "^C"): an echoed character moves
-    the cursor and the next redraw erases the wrong lines. Typed-ahead keys stay
-    queued for the next prompt."""
-
-    def __init__(self) -> None:
-        self._saved: tuple[int, list[Any]] | None = None
-
-    def start(self) -> None:
-        try:
-            import termios
-
-            fd = sys.stdin.fileno()
-            saved = termios.tcgetattr(fd)
-            termios.tcsetattr(fd, termios.TCSANOW, [*saved[:3], saved[3] & ~termios.ECHO, *saved[4:]])
-        except Exception:  # not a terminal: pipes, tests, Windows (no termios)
-            return
-        self._saved = (fd, saved)
-
-    def stop(self) -> None:
-        saved, self._saved = self._saved, None
-        if saved is not None:
-            import termios
-
-            try:
-                termios.tcsetattr(saved[0], termios.TCSANOW, saved[1])
-            except Exception:  # the terminal went away
-                pass
-
-
-@contextmanager
-def interrupts_deferred() -> Iterator[None]:
-    """Hold Ctrl-C until the block ends, then raise it as usual.
-
-    A KeyboardInterrupt in the middle of printing a finished block would leave
-    it half printed or the live area half drawn; the delay is one event's
-    rendering. Only the main thread receives signals; elsewhere this is a no-op.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        if received and callable(previous):
-            previous(signal.SIGINT, None)
-        elif received and previous != signal.SIG_IGN:
-            raise KeyboardInterrupt

@@ -3,21 +3,20 @@
 One ``Live`` area (transient) holds what is still changing: the open tail of
 the streamed answer, a spinner while the model has not answered yet, and a
 panel per running tool call. Everything finished (text blocks, tool panels,
-usage and summary lines) is printed to the scrollback once. Untrusted text is
-cleaned (``escape.clean``) and reaches Rich only as ``Text`` or Markdown.
+usage and summary lines, built in ``pieces``) is printed to the scrollback
+once. Untrusted text is cleaned (``escape.clean``) and reaches Rich only as
+``Text`` or Markdown.
 """
 
 from __future__ import annotations
 
 import io
-import json
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console, ConsoleOptions, Group, RenderableType
-from rich.panel import Panel
+from rich.console import Console, Group, RenderableType
 from rich.spinner import Spinner
 from rich.text import Text
 
@@ -37,14 +36,20 @@ from repl.events import (
     TurnStarted,
     Usage,
 )
-from repl.ui.escape import clean, json_text, one_line
-from repl.ui.mdstream import LiveArea, MarkdownStream, interrupts_deferred, make_markdown
+from repl.ui.escape import clean, one_line
+from repl.ui.live import LiveArea, interrupts_deferred
+from repl.ui.mdstream import MarkdownStream, make_markdown
+from repl.ui.pieces import (
+    EDITED_KEY,
+    decision_line,
+    finished_panel,
+    running_panel,
+    summary_line,
+    usage_line,
+)
+from repl.ui.pieces import result_summary as result_summary  # re-exported for callers of render
 
 Price = Callable[[Usage], "float | None"]
-ARG_LINES = 12  # tallest argument display in a tool panel
-ONE_LINE_ARGS = 60  # arguments this short stay on one line with the result
-ARG_STRING_CHARS = 160  # longer argument strings are cut in the display
-EDITED_KEY = "arguments_edited_by_user"  # in a result when the user edited the arguments
 
 
 @dataclass
@@ -305,143 +310,3 @@ class Renderer:
             if not running.awaiting_approval:
                 parts.append(running_panel(running.call, running.spinner))
         return Group(*parts)
-
-
-# ----- pieces (pure functions of an event; tests call them directly) -----
-
-
-def arguments_text(arguments: Any) -> Text:
-    return json_text(arguments, max_lines=ARG_LINES, string_chars=ARG_STRING_CHARS,
-                     one_line_chars=ONE_LINE_ARGS)
-
-
-class ToolPanel:
-    """A panel as wide as its content, but never narrower than its title and status."""
-
-    def __init__(self, body: RenderableType, name: str, status: Text, colour: str) -> None:
-        self.body, self.name, self.status, self.colour = body, name, status, colour
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Panel]:
-        title = Text(clean(self.name), "bold")
-        content = console.measure(self.body, options=options).maximum + 4
-        width = min(options.max_width, max(content, title.cell_len + self.status.cell_len + 10))
-        yield Panel(
-            self.body, title=title, title_align="left", subtitle=self.status,
-            subtitle_align="right", border_style=self.colour, width=width,
-        )
-
-
-def running_panel(call: ToolCallStarted, spinner: Spinner) -> ToolPanel:
-    return ToolPanel(Group(arguments_text(call.arguments), spinner), call.name, Text(""), "cyan")
-
-
-def finished_panel(event: ToolCallFinished, arguments: Any) -> ToolPanel:
-    status, colour = call_status(event)
-    summary = Text("→ " + result_summary(event), "dim" if event.ok else colour)
-    if arguments is None:
-        body: RenderableType = summary
-    else:
-        args = arguments_text(arguments)
-        one_line_args = "\n" not in args.plain and len(args.plain) <= ONE_LINE_ARGS
-        body = Text.assemble(args, "  ", summary) if one_line_args else Group(args, summary)
-    return ToolPanel(body, event.name, Text(status, colour), colour)
-
-
-def call_status(event: ToolCallFinished) -> tuple[str, str]:
-    """('✓ 3 ms' | '✗ timeout · 3 ms' | 'denied · 3 ms', colour)."""
-    ms = f"{round(event.duration_s * 1000)} ms"
-    if event.ok:
-        return f"✓ {ms}", "green"
-    if event.error_type == "denied":
-        return f"denied · {ms}", "yellow"
-    return f"✗ {clean(event.error_type or 'error')} · {ms}", "red"
-
-
-def result_summary(event: ToolCallFinished) -> str:
-    """A few words about a tool result: '3 items', its first line, or the error message."""
-    result = event.result
-    if not event.ok:
-        error = result.get("error")
-        message = error.get("message", "") if isinstance(error, dict) else str(error or "")
-        return one_line(message, 100) or "failed"
-    payload = result.get("result", {k: v for k, v in result.items() if k not in ("ok", EDITED_KEY)})
-    summary = _describe(payload)
-    return f"{summary} (arguments edited)" if EDITED_KEY in result else summary
-
-
-def _describe(payload: Any) -> str:
-    if payload is None or payload == {}:
-        return "done"
-    if isinstance(payload, list):
-        return f"{len(payload)} item" + ("" if len(payload) == 1 else "s")
-    if isinstance(payload, dict):
-        for key in ("items", "todos", "notes", "results", "files", "entries"):
-            if isinstance(payload.get(key), list):
-                return _describe(payload[key])
-        if len(payload) == 1 and isinstance(next(iter(payload.values())), dict):
-            return _describe(next(iter(payload.values())))  # {"todo": {...}}
-        named = [payload[key] for key in ("id", "title") if isinstance(payload.get(key), str)]
-        if len(named) == 2:
-            return one_line(" ".join(named), 80)
-        for key in ("title", "text", "name", "id", "message"):
-            if isinstance(payload.get(key), str):
-                return one_line(payload[key], 80)
-        return one_line(json.dumps(payload, ensure_ascii=False), 80)
-    return one_line(str(payload), 80)
-
-
-def _tokens(count: int, estimated: bool) -> str:
-    return f"{'~' if estimated else ''}{count:,}"
-
-
-def usage_line(event: ModelUsage, cost: float | None = None) -> Text:
-    """'step 1 · in 310 (cached 256) · out 42 · $0.0001 · 0.8 s' (~ marks estimated counts)."""
-    usage, est = event.usage, event.usage.estimated
-    incoming = f"in {_tokens(usage.input_tokens, est)}"
-    if usage.cached_tokens:
-        incoming += f" (cached {_tokens(usage.cached_tokens, est)})"
-    parts = [f"step {event.step}", incoming, f"out {_tokens(usage.output_tokens, est)}",
-             *([format_cost(cost)] if cost is not None else []), f"{event.latency_s:.1f} s"]
-    if event.retries:
-        parts.append(f"{event.retries} retr{'y' if event.retries == 1 else 'ies'}")
-    return Text(" · ".join(parts), "dim")
-
-
-def format_cost(cost: float) -> str:
-    return f"${cost:.4f}" if cost < 0.01 else f"${cost:.2f}"
-
-
-def summary_line(event: TurnFinished, cost: float | None = None, cost_unknown: bool = False) -> Text:
-    """'turn 1 · 2 steps · 3 tool calls · 910 tokens (in 870 · out 40) · $0.0012 · 1.9 s · answer'."""
-    usage, est = event.usage, event.usage.estimated
-    tokens = f"{_tokens(usage.total, est)} tokens (in {_tokens(usage.input_tokens, est)}"
-    if usage.cached_tokens:
-        tokens += f" · cached {_tokens(usage.cached_tokens, est)}"
-    tokens += f" · out {_tokens(usage.output_tokens, est)})"
-    parts = [f"turn {event.turn}", _plural(event.steps, "step"),
-             _plural(event.tool_calls, "tool call"), tokens]
-    if cost is not None:
-        parts.append(format_cost(cost))
-    elif cost_unknown:
-        parts.append("cost unknown")
-    parts.append(f"{event.duration_s:.1f} s")
-    line = Text(" · ".join(parts) + " · ", "dim")
-    if event.stopped_by == "answer":
-        line.append("answer", "dim")
-    else:
-        colour = "bold red" if event.stopped_by == "error" else "bold yellow"
-        line.append(f"stopped by {event.stopped_by}", colour)
-    return line
-
-
-def decision_line(event: ApprovalDecided) -> Text:
-    """'auto-approved (mode)' / 'denied: read-only mode …' for decisions no one was asked about."""
-    name = clean(event.name)
-    if event.allowed:
-        why = "your earlier choice" if event.by == "rule" else "mode auto"
-        return Text(f"{name}: auto-approved ({why})", "dim")
-    return Text(f"{name} denied: {one_line(event.reason, 200) or event.by}", "dim yellow")
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}" + ("" if count == 1 else "s")

@@ -1,0 +1,61 @@
+"""``glassloop config``: every effective value as (key, value, source) rows, secrets redacted."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any
+
+from repl.config_schema import GUARDS_SCHEMA, PRICE_SCHEMA, quote
+
+if TYPE_CHECKING:
+    from repl.config import Settings
+
+
+def redact(secret: str) -> str:
+    """``sk-…abcd`` (never more than the last 4 characters), or (set) / (not set)."""
+    if not secret:
+        return "(not set)"
+    if len(secret) < 12:
+        return "(set)"
+    return ("sk-" if secret.startswith("sk-") else "") + "…" + secret[-4:]
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value if value else '""'
+    return str(value)
+
+
+def describe(settings: Settings) -> list[tuple[str, str, str]]:
+    """(key, value, source) rows of every effective value; secrets redacted."""
+    src = settings.sources
+    provider = settings.provider + (" (auto)" if settings.provider_auto else "")
+    rows = [("provider", provider, src.get("provider", "default"))]
+    plain = {"approval": settings.approval, "system_prompt": settings.system_prompt,
+             **{f"guards.{k}": getattr(settings.guards, k) for k in GUARDS_SCHEMA},
+             "tools.todos_file": settings.todos_file, "tools.notes_file": settings.notes_file,
+             "tools.files_root": settings.files_root, "tools.weather": settings.weather,
+             "trace.enabled": settings.trace_enabled, "trace.dir": settings.trace_dir}
+    rows += [(k, _fmt(v), src.get(k, "default")) for k, v in plain.items()]
+    rows += [("data_dir", str(settings.data_dir), "platformdirs"),
+             ("state_dir", str(settings.state_dir), "platformdirs")]
+    for name, profile in settings.providers.items():
+        for f in fields(profile):
+            key, value = f"providers.{name}.{f.name}", getattr(profile, f.name)
+            if f.name == "api_key":
+                rows.append((key, redact(value), src.get(key, "(none)")))
+            elif f.name != "name":
+                rows.append((key, _fmt(value), src.get(key, "default")))
+    for name, price in settings.pricing.items():
+        for f in PRICE_SCHEMA:
+            key = f"pricing.{quote(name)}.{f}"
+            rows.append((key, _fmt(getattr(price, f)), src.get(key, "= input")))
+    for name, server in settings.mcp_servers.items():
+        for k, value in server.items():
+            key = f"mcp.servers.{name}.{k}"
+            if isinstance(value, dict):  # env / headers often hold tokens
+                value = "{" + ", ".join(f"{h} = {redact(str(v))}" for h, v in value.items()) + "}"
+            rows.append((key, _fmt(value), src.get(key, "default")))
+    return rows

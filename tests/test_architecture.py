@@ -1,0 +1,139 @@
+"""The import graph holds the design's lines: one home per library, tools/ apart from repl/.
+
+Modules are parsed with ``ast``, never imported, so an import inside a function,
+under ``TYPE_CHECKING`` or through ``importlib`` counts as much as one at the top.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("repl", "tools")
+
+# library -> the only places (a folder ending in "/" or a file) that may import it
+HOMES: dict[str, tuple[str, ...]] = {
+    "openai": ("repl/providers/",),
+    "rich": ("repl/ui/",),
+    "markdown_it": ("repl/ui/",),  # Rich's Markdown parser
+    "prompt_toolkit": ("repl/ui/",),
+    "typer": ("repl/cli.py",),
+    "jsonschema": ("tools/registry.py", "tools/validation.py"),
+    "mcp": ("tools/mcp_client.py", "tools/mcp_convert.py"),
+    "llama_cpp": (),  # the local model runs in its own server process
+}
+# Loaded by none of the start-up path (`glassloop` must show its prompt fast).
+HEAVY_AT_START = ("openai", "rich.markdown", "jsonschema", "httpx", "httpx2", "mcp", "llama_cpp")
+
+
+def source_files() -> list[Path]:
+    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py")
+                  if "__pycache__" not in p.parts)
+
+
+def _relative_base(path: Path, level: int, root: Path) -> list[str]:
+    """The package a ``from .`` (level 1), ``from ..`` (level 2) ... import starts from."""
+    package = list(path.relative_to(root).parts[:-1])  # a module's (or __init__'s) package
+    return package[: len(package) - (level - 1)]
+
+
+def _dynamic_target(node: ast.Call) -> str | None:
+    """``importlib.import_module("x")`` / ``import_module("x")`` / ``__import__("x")``."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+    if name not in ("import_module", "__import__") or not node.args:
+        return None
+    first = node.args[0]
+    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
+
+
+def imports(path: Path, root: Path = ROOT) -> Iterator[tuple[str, int]]:
+    """(absolute dotted module name, line) of every import in ``path``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = _relative_base(path, node.level, root) if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            yield module, node.lineno
+            if not node.module:  # "from . import x": x is a module of the package
+                yield from ((f"{module}.{alias.name}", node.lineno) for alias in node.names)
+        elif isinstance(node, ast.Call):
+            target = _dynamic_target(node)
+            if target is not None:
+                yield target, node.lineno
+
+
+def import_table() -> list[tuple[str, str, int]]:
+    """(file relative to the repo, imported module, line) for every module of repl/ and tools/."""
+    return [(p.relative_to(ROOT).as_posix(), module, line)
+            for p in source_files() for module, line in imports(p)]
+
+
+def _top(module: str) -> str:
+    return module.split(".", 1)[0]
+
+
+def test_every_module_is_parsed() -> None:
+    files = {p.relative_to(ROOT).as_posix() for p in source_files()}
+    assert {"repl/cli.py", "repl/ui/render.py", "tools/registry.py"} <= files
+    assert len(files) > 20
+
+
+@pytest.mark.parametrize("library", sorted(HOMES))
+def test_each_library_is_imported_only_in_its_home(library: str) -> None:
+    homes = HOMES[library]
+    strays = [f"{path}:{line} imports {module}" for path, module, line in import_table()
+              if _top(module) == library and not any(path.startswith(h) for h in homes)]
+    assert strays == [], f"{library} may only be imported in {homes or 'no module'}"
+
+
+@pytest.mark.parametrize("library", sorted(lib for lib, homes in HOMES.items() if homes))
+def test_each_home_is_where_its_library_is_used(library: str) -> None:
+    """Guards the scanner: a rule about a library nobody imports would hold vacuously."""
+    users = {path for path, module, _ in import_table() if _top(module) == library}
+    assert any(path.startswith(h) for path in users for h in HOMES[library])
+
+
+def test_tools_never_import_repl() -> None:
+    strays = [f"{path}:{line} imports {module}" for path, module, line in import_table()
+              if path.startswith("tools/") and _top(module) == "repl"]
+    assert strays == []
+
+
+def test_the_scanner_sees_lazy_relative_and_dynamic_imports(tmp_path: Path) -> None:
+    package = tmp_path / "tools" / "sub"
+    package.mkdir(parents=True)
+    module = package / "mod.py"
+    module.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    import rich.text\n"
+        "def f():\n    from openai import OpenAI\n"
+        "from ..registry import Tool\n"
+        "from . import helpers\n"
+        "import importlib\nimportlib.import_module('typer')\n__import__('mcp.client')\n",
+        encoding="utf-8",
+    )
+    found = {name for name, _ in imports(module, tmp_path)}
+    assert {"rich.text", "openai", "tools.registry", "tools.sub.helpers", "typer",
+            "mcp.client"} <= found
+
+
+def test_importing_the_cli_stays_light() -> None:
+    code = ("import json, sys\nimport repl.cli\n"
+            f"print(json.dumps([m for m in {list(HEAVY_AT_START)!r} if m in sys.modules]))\n"
+            "print(json.dumps('repl.cli' in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    loaded, cli_loaded = (json.loads(line) for line in done.stdout.splitlines()[-2:])
+    assert cli_loaded is True
+    assert loaded == [], f"importing repl.cli loads {loaded}; import them where they are used"

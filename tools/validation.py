@@ -1,0 +1,96 @@
+"""JSON schema validation, and its violations as sentences a model can act on.
+
+The one place that imports jsonschema (~50 ms: only when first needed, never at
+start-up). jsonschema reports each violation with its validator and path;
+``describe_errors`` turns them into one line that names the field, what it must
+be and what came, and lists the parameters so the model can correct the call.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import jsonschema
+
+
+def validator_for(schema: dict[str, Any]) -> jsonschema.Draft202012Validator:
+    """A validator for tool arguments (``iter_errors``) against ``schema``."""
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(schema)
+
+
+def check_schema(schema: dict[str, Any]) -> None:
+    """Raise ``jsonschema.SchemaError`` unless ``schema`` is a valid draft 2020-12 schema."""
+    from jsonschema import Draft202012Validator
+
+    Draft202012Validator.check_schema(schema)
+
+
+def is_valid_schema(schema: dict[str, Any]) -> bool:
+    from jsonschema import SchemaError
+
+    try:
+        check_schema(schema)
+    except SchemaError:
+        return False
+    return True
+
+
+_JSON_TYPES = [(bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),
+               (list, "array"), (dict, "object"), (type(None), "null")]
+
+
+def json_type(value: Any) -> str:
+    return next((label for kind, label in _JSON_TYPES if isinstance(value, kind)), "value")
+
+
+def _expected(schema: dict[str, Any]) -> str:
+    if "enum" in schema:
+        return " | ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+    kinds = schema.get("type", "any value")
+    return " or ".join(kinds) if isinstance(kinds, list) else str(kinds)
+
+
+def _field(path: Iterable[Any]) -> str:
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _error_lines(err: jsonschema.ValidationError, props: dict[str, Any]) -> list[str]:
+    if err.validator == "required":
+        missing = [k for k in err.validator_value if k not in err.instance]
+        where = err.schema.get("properties", props)
+        return [f"missing required field {k!r} ({_expected(where.get(k, {}))})" for k in missing]
+    if err.validator == "additionalProperties":
+        allowed = list(err.schema.get("properties", {}))
+        extras = [k for k in err.instance if k not in allowed]
+        return [f"unexpected field {k!r} (allowed: {', '.join(allowed) or 'none'})" for k in extras]
+    field = _field(err.absolute_path) or "arguments"
+    got = json.dumps(err.instance, ensure_ascii=False)
+    got = got if len(got) <= 60 else got[:57] + "..."
+    if err.validator == "type":
+        kind = json_type(err.instance)
+        return [f"field {field!r} must be {_expected(err.schema)}, got {kind} {got}"]
+    if err.validator == "enum":
+        return [f"field {field!r} must be one of {_expected(err.schema)}, got {got}"]
+    return [f"field {field!r}: {err.message}"]
+
+
+def describe_errors(name: str, errors: list[Any], schema: dict[str, Any]) -> str:
+    """Schema violations as one sentence the model can act on."""
+    props = schema.get("properties", {})
+    ordered = sorted(errors, key=lambda e: (e.validator != "required", list(e.absolute_path)))
+    lines: list[str] = []
+    for err in ordered:
+        lines += [line for line in _error_lines(err, props) if line not in lines]
+    required = set(schema.get("required", []))
+    params = ", ".join(
+        f"{k}: {_expected(v)}{' (required)' if k in required else ''}" for k, v in props.items()
+    )
+    return f"invalid arguments for {name}: {'; '.join(lines[:6])}. Parameters: {params or 'none'}"

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from repl.approval import Allow, ApprovalRequest, Approver
@@ -48,6 +49,7 @@ from repl.providers.base import (
 )
 from tools.registry import Registry, error_result
 
+UNNAMED = "unnamed_tool"  # stands for a tool call that came without a name
 FINAL_NOTE = (
     "Stop calling tools now ({reason}). Answer the user with what you have, "
     "and say briefly what is missing."
@@ -208,10 +210,29 @@ def _call_model(state, history, provider, tools, emit, final_note: str = "") -> 
     state.usage += completed.usage
     state.context.reported(completed.usage)
     emit(ModelUsage(step, completed.usage, completed.latency_s, completed.finish_reason, completed.retries))
+    completed = replace(completed, tool_calls=_replayable(completed.tool_calls, history))
     calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in completed.tool_calls]
     history.add_assistant(completed.text, calls)
     state.answer = completed.text
     return completed
+
+
+def _replayable(calls: list[ToolCall], history: History) -> list[ToolCall]:
+    """The calls as every wire API accepts them back: some servers repeat an id (within
+    one answer or across answers) or send a call without a name. A repeated or missing
+    id gets a fresh one (each call must get exactly one result); a missing name a
+    placeholder (the call then fails as an unknown tool)."""
+    if not calls:
+        return calls
+    taken, fresh, fixed = history.call_ids(), set(), []
+    for call in calls:
+        if not call.id or call.id in taken or call.id in fresh:
+            call = replace(call, id=f"call_{uuid.uuid4().hex[:24]}")
+        if not call.name:
+            call = replace(call, name=UNNAMED)
+        fresh.add(call.id)
+        fixed.append(call)
+    return fixed
 
 
 def _windowed(messages, tools, provider, emit, context: ContextWindow) -> list[dict[str, Any]]:

@@ -28,6 +28,8 @@ INTERRUPTED_RESULT = {"ok": False, "error": {"type": "interrupted", "message": "
 class History:
     system_prompt: str = ""
     messages: list[dict[str, Any]] = field(default_factory=list)
+    # call_ids() cache: (messages counted, their call ids, the last message counted)
+    _ids: tuple[int, Any, Any] = field(default=(0, frozenset(), None), repr=False, compare=False)
 
     # ---- building a turn -------------------------------------------------
     def begin_turn(self, text: str) -> None:
@@ -58,6 +60,17 @@ class History:
             if message["role"] != "tool":
                 return []
         return []
+
+    def call_ids(self) -> set[str]:
+        """Ids of every tool call in the conversation; kept up to date as it grows, so a
+        long conversation is not scanned again on every step. Do not modify the set."""
+        counted, ids, last = self._ids
+        if not counted or counted > len(self.messages) or self.messages[counted - 1] is not last:
+            counted, ids = 0, set()  # new, cut back or replaced (/undo, /compact): count again
+        for message in self.messages[counted:]:
+            ids.update(c["id"] for c in message.get("tool_calls") or [])
+        self._ids = (len(self.messages), ids, self.messages[-1] if self.messages else None)
+        return ids
 
     def end_turn(self) -> None:
         """Answer unanswered calls and drop a question that got no answer at all.

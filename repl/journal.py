@@ -26,8 +26,19 @@ class Journal:
             self.writer.write({"kind": "meta", "time": round(time.time(), 3), **meta})
 
     def adopt(self, history: History) -> None:
-        """Mark a resumed history's messages as already written."""
-        self.synced = list(history.messages)
+        """Mark the messages of a resumed history that the file already holds as written.
+
+        A repair ``History.from_json`` made on loading (answers to unanswered
+        calls, a placeholder answer) is not in the file yet: the next ``sync``
+        writes it, so a later resume does not replay a broken history.
+        """
+        stored = load(self.path)[1] if self.path.exists() else []
+        keep = 0
+        while keep < min(len(stored), len(history.messages)) and history.messages[keep] == stored[keep]:
+            keep += 1
+        if keep < len(stored):
+            self.writer.write({"kind": "truncate", "length": keep})
+        self.synced = list(history.messages[:keep])
 
     def sync(self, history: History) -> None:
         """Append what changed in ``history`` since the last sync.

@@ -171,4 +171,4 @@ def start_mcp(settings: Settings, registry: Registry, notify: Callable[[str], No
     configs = [ServerConfig.from_table(name, table) for name, table in settings.mcp_servers.items()]
     return McpManager(configs, on_notice=notify, on_tools=register,
                       call_timeout_s=settings.guards.tool_timeout_s,
-                      log_dir=settings.state_dir / "mcp").start()
+                      log_dir=settings.state_dir / "mcp", redact=redactor_for(settings)).start()

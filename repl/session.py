@@ -287,11 +287,14 @@ class ChatSession:
                 return 0
             if not line.strip():
                 continue
-            if line.lstrip().startswith("/"):
-                if commands.dispatch(self, line.strip()) == "exit":
-                    return 0
-                continue
-            self.ask(line)
+            try:
+                if line.lstrip().startswith("/"):
+                    if commands.dispatch(self, line.strip()) == "exit":
+                        return 0
+                    continue
+                self.ask(line)
+            except KeyboardInterrupt:  # landed after the turn or command had ended (while drawing)
+                self.ui.info("(interrupted)")
 
     def ask(self, text: str) -> None:
         finished = self.run_turn(text)

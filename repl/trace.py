@@ -43,6 +43,9 @@ class JsonlWriter:
         self.path = path
         self.redact = redact or Redactor()
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the session
+        if _ends_mid_line(path):  # a crash cut the last record: keep it apart from the next one
+            self._file.write("\n")
+            self._file.flush()
 
     def write(self, record: dict[str, Any]) -> None:
         line = json.dumps(record, ensure_ascii=False, default=str)
@@ -55,6 +58,14 @@ class JsonlWriter:
     def close(self) -> None:
         if not self._file.closed:
             self._file.close()
+
+
+def _ends_mid_line(path: Path) -> bool:
+    with open(path, "rb") as file:
+        if file.seek(0, os.SEEK_END) == 0:
+            return False
+        file.seek(-1, os.SEEK_END)
+        return file.read(1) != b"\n"
 
 
 class Trace:

@@ -1,0 +1,101 @@
+"""Shared pieces of the reliability suite: counts, figures, sockets, traces."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+FULL = os.environ.get("GLASSLOOP_RELIABILITY_FULL") == "1"
+REPORT = os.environ.get("GLASSLOOP_RELIABILITY_REPORT")
+
+
+def scaled(full: int, reduced: int) -> int:
+    """The full count with ``GLASSLOOP_RELIABILITY_FULL=1``, else the reduced one."""
+    return full if FULL else reduced
+
+
+def record(part: str, **figures: Any) -> None:
+    """Append one JSON line of measured figures to the report file (when one is set)."""
+    if not REPORT:
+        return
+    line = json.dumps({"part": part, "full": FULL, **figures}, ensure_ascii=False, default=str)
+    with open(REPORT, "a", encoding="utf-8") as report:
+        report.write(line + "\n")
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, step: float = 0.02) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+# ---- sockets --------------------------------------------------------------------
+
+ESTABLISHED = "01"
+
+
+def _socket_inodes(pid: int | str) -> set[str]:
+    inodes = set()
+    folder = Path(f"/proc/{pid}/fd")
+    for fd in folder.iterdir() if folder.is_dir() else []:
+        try:
+            target = os.readlink(fd)
+        except OSError:  # closed while listing
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    return inodes
+
+
+def tcp_connections(pid: int | str = "self", port: int | None = None) -> int:
+    """ESTABLISHED TCP connections owned by process ``pid`` (to remote ``port`` if given)."""
+    inodes = _socket_inodes(pid)
+    count = 0
+    for table in ("tcp", "tcp6"):
+        path = Path(f"/proc/{pid}/net/{table}")
+        lines = path.read_text().splitlines()[1:] if path.exists() else []
+        for line in lines:
+            fields = line.split()
+            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+            if fields[3] == ESTABLISHED and fields[9] in inodes and port in (None, remote_port):
+                count += 1
+    return count
+
+
+def open_fds(pid: int | str = "self") -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def thread_count(pid: int | str = "self") -> int:
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
+def rss_bytes(pid: int | str = "self") -> int:
+    pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+# ---- traces and journals ------------------------------------------------------------
+
+def trace_records(env: dict[str, str]) -> list[dict[str, Any]]:
+    """Every record of every trace file under the environment's XDG state dir."""
+    folder = Path(env["XDG_STATE_HOME"]) / "glassloop" / "traces"
+    records = []
+    for path in sorted(folder.glob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                records.append(json.loads(line))
+            except ValueError:
+                continue
+    return records
+
+
+def finished_turns(env: dict[str, str]) -> list[dict[str, Any]]:
+    return [r for r in trace_records(env) if r.get("type") == "turn_finished"]

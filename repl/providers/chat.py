@@ -29,9 +29,8 @@ from repl.providers.base import (
     ToolCallPart,
     estimate_tokens,
 )
-from repl.providers.errors import ErrorContext, from_sdk_error, make_error, retries_taken
-
-NO_KEY = "no-key"  # sent when no key is configured, so the SDK never reads OPENAI_API_KEY
+from repl.providers.endpoint import SdkEndpoint
+from repl.providers.errors import from_sdk_error, make_error, retries_taken
 
 
 def to_wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -121,36 +120,16 @@ class _StreamOptionsRejected(Exception):
     pass
 
 
-class ChatProvider:
+class ChatProvider(SdkEndpoint):
     """One OpenAI-compatible Chat Completions endpoint (see ``Provider``)."""
 
-    def __init__(
-        self, *, name: str, model: str, base_url: str | None, api_key: str | None,
-        api_key_env: str | None = None, temperature: float | None = None,
-        max_tokens: int | None = None, timeout_s: float = 60, max_retries: int = 2,
-        context_window: int = 32768, tool_call_format: str = "native",
-    ) -> None:
+    def __init__(self, *, tool_call_format: str = "native", **settings: Any) -> None:
         if tool_call_format not in ("native", "text"):
             raise ValueError(f"tool_call_format must be 'native' or 'text', not {tool_call_format!r}")
-        self.name = name
-        self.model = model
-        self.context_window = context_window
+        super().__init__(**settings)
         self.tool_call_format = tool_call_format
-        self._base_url = base_url
-        self._api_key = api_key
-        self._api_key_env = api_key_env
-        self._temperature = temperature
-        self.max_tokens = max_tokens
         self._text_tools: list[dict[str, Any]] = []  # the last tool list sent in text mode
-        self._timeout_s = timeout_s
-        self._max_retries = max_retries
-        self._client: Any = None
         self.stream_options_supported = True  # set False once the server rejects them
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
 
     def stream(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
@@ -279,22 +258,6 @@ class ChatProvider:
         output = "".join(acc.raw) + "".join("".join(p.arguments) for p in acc.calls.values())
         return Usage(estimate_tokens(request), 0, estimate_tokens(output), estimated=True)
 
-    def _get_client(self) -> Any:
-        if self._client is None:
-            import openai
-
-            self._client = openai.OpenAI(
-                base_url=self._base_url, api_key=self._api_key or NO_KEY,
-                max_retries=self._max_retries, timeout=self._timeout_s,
-            )
-        return self._client
-
-    def _context(self) -> ErrorContext:
-        base_url = self._base_url or (str(self._client.base_url) if self._client else "")
-        return ErrorContext(
-            provider=self.name, model=self.model, base_url=base_url, api_key_env=self._api_key_env,
-            timeout_s=self._timeout_s, secrets=(self._api_key or "",),
-        )
 
 
 def _mentions_stream_options(err: Any) -> bool:

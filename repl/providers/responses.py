@@ -28,9 +28,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from repl.events import Usage
-from repl.providers.base import Completed, Part, ProviderError, TextPart, ToolCall, ToolCallPart
-from repl.providers.chat import NO_KEY, estimate_tokens
-from repl.providers.errors import ErrorContext, from_sdk_error, make_error, retries_taken
+from repl.providers.base import (
+    Completed,
+    Part,
+    ProviderError,
+    TextPart,
+    ToolCall,
+    ToolCallPart,
+    estimate_tokens,
+)
+from repl.providers.endpoint import SdkEndpoint
+from repl.providers.errors import from_sdk_error, make_error, retries_taken
 
 TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
 _NOT_STRICT_KEYWORDS = ("default",)  # accepted by plain JSON Schema, refused in strict mode
@@ -124,33 +132,13 @@ class _Assembly:
         return [p.to_call() for p in sorted(self.calls.values(), key=lambda p: p.index)]
 
 
-class ResponsesProvider:
+class ResponsesProvider(SdkEndpoint):
     """One endpoint spoken to through ``/v1/responses`` (see ``Provider``)."""
 
-    def __init__(
-        self, *, name: str, model: str, base_url: str | None, api_key: str | None,
-        api_key_env: str | None = None, temperature: float | None = None,
-        max_tokens: int | None = None, timeout_s: float = 60, max_retries: int = 2,
-        context_window: int = 32768, tool_call_format: str = "native",
-    ) -> None:
+    def __init__(self, *, tool_call_format: str = "native", **settings: Any) -> None:
         if tool_call_format != "native":
             raise ValueError("the Responses API needs tool_call_format = 'native'")
-        self.name = name
-        self.model = model
-        self.context_window = context_window
-        self._base_url = base_url
-        self._api_key = api_key
-        self._api_key_env = api_key_env
-        self._temperature = temperature
-        self._max_tokens = max_tokens
-        self._timeout_s = timeout_s
-        self._max_retries = max_retries
-        self._client: Any = None
-
-    def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        super().__init__(**settings)
 
     def stream(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
@@ -183,8 +171,8 @@ class ResponsesProvider:
             params["tools"] = to_wire_tools(tools)
         if self._temperature is not None:
             params["temperature"] = self._temperature
-        if self._max_tokens is not None:
-            params["max_output_tokens"] = self._max_tokens
+        if self.max_tokens is not None:
+            params["max_output_tokens"] = self.max_tokens
         return params
 
     def _open(self, params: dict[str, Any]) -> Any:
@@ -284,22 +272,6 @@ class ResponsesProvider:
         output = acc.text + "".join(c.arguments for c in acc.tool_calls())
         return Usage(estimate_tokens(request), 0, estimate_tokens(output), estimated=True)
 
-    def _get_client(self) -> Any:
-        if self._client is None:
-            import openai
-
-            self._client = openai.OpenAI(
-                base_url=self._base_url, api_key=self._api_key or NO_KEY,
-                max_retries=self._max_retries, timeout=self._timeout_s,
-            )
-        return self._client
-
-    def _context(self) -> ErrorContext:
-        base_url = self._base_url or (str(self._client.base_url) if self._client else "")
-        return ErrorContext(
-            provider=self.name, model=self.model, base_url=base_url, api_key_env=self._api_key_env,
-            timeout_s=self._timeout_s, secrets=(self._api_key or "",),
-        )
 
 
 def _message_text(item: Any) -> str:

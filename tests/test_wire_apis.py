@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,9 +28,8 @@ from repl.history import History, check
 from repl.providers.chat import ChatProvider
 from repl.providers.responses import ResponsesProvider
 from tests.fakeserver import FakeServer, call, text, tool_calls
-from tests.test_agent import SEED_TODOS
+from tests.test_agent import SEED_TODOS, registry, todos_file  # noqa: F401 - fixtures shared with the agent tests
 from tests.test_cli import glassloop, home  # noqa: F401 - home is a fixture used below
-from tools import build_tools
 from tools.registry import Registry
 
 QUESTION = "今天还有哪些没完成？把优先级最高的一项展开说明。"
@@ -50,19 +48,6 @@ def provider(fake_server: FakeServer, api: str) -> Iterator[Any]:
                       api_key="sk-test-secret-0000", max_retries=2, timeout_s=10)
     yield p
     p.close()
-
-
-@pytest.fixture
-def todos_file(tmp_path: Path) -> Path:
-    path = tmp_path / "todos.json"
-    path.write_text(json.dumps(SEED_TODOS, ensure_ascii=False), encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def registry(tmp_path: Path, todos_file: Path) -> Registry:
-    return Registry(build_tools(todos_path=todos_file, notes_path=tmp_path / "notes.json",
-                                files_root=tmp_path, weather="sample"))
 
 
 def turn(provider: Any, registry: Registry, question: str, *, mode: str = "ask",

@@ -287,7 +287,7 @@ def _run_tools(state, history, calls: list[ToolCall], registry, approver, limits
     finally:
         for call in calls:
             if call.id in results:
-                history.add_tool_result(call.id, call.name, _clip(results[call.id], limits.max_tool_result_chars))
+                history.add_tool_result(call.id, call.name, clip_result(results[call.id], limits.max_tool_result_chars))
     if repeated:
         raise repeated
 
@@ -379,11 +379,17 @@ def _display_args(arguments: str) -> Any:
         return arguments
 
 
-def _clip(result: dict[str, Any], limit: int) -> str:
-    """The result as JSON text, cut to ``limit`` chars keeping head and tail."""
+def clip_result(result: dict[str, Any], limit: int) -> str:
+    """The result as JSON text, at most ``limit`` (>= 1) chars: head and tail around a marker."""
     text = json.dumps(result, ensure_ascii=False)
     if len(text) <= limit:
         return text
-    keep = max(limit // 2 - 40, 0)
-    cut = len(text) - 2 * keep
-    return f"{text[:keep]} …[{cut} characters cut]… {text[-keep:]}"
+    room = limit - len(_cut_marker(len(text)))  # the real cut is shorter, so its marker fits
+    if room < 2:  # too small for a marker with both ends: the bare head
+        return text[:max(limit, 0)]
+    head, tail = room - room // 2, room // 2
+    return text[:head] + _cut_marker(len(text) - head - tail) + text[len(text) - tail:]
+
+
+def _cut_marker(cut: int) -> str:
+    return f" …[{cut} characters cut]… "

@@ -1,6 +1,7 @@
 """Read-only file tools confined to one root folder.
 
-Every path is resolved (symlinks included) and must stay inside the root;
+Every path is resolved (symlinks included) and every step of it must stay
+inside the root; globbing never enters a symlinked folder;
 only regular, text, not-too-large files are opened, and a file's type is
 checked with ``stat`` before opening so a FIFO or device is never opened.
 """
@@ -8,8 +9,10 @@ checked with ``stat`` before opening so a FIFO or device is never opened.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterator
+from fnmatch import fnmatchcase
 from pathlib import Path
 
 from tools.registry import Tool, ToolError, tool
@@ -19,6 +22,8 @@ MAX_LIST_ENTRIES = 500
 MAX_SEARCH_MATCHES = 100
 MAX_SEARCH_FILES = 5_000
 MAX_LINE_CHARS = 300
+MAX_GLOB_SCAN = 50_000  # folder entries list_files looks at before it stops
+GLOB_MAGIC = re.compile(r"[*?\[]")
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv"}
 
 
@@ -33,13 +38,33 @@ class Sandbox:
         if "\x00" in path:
             raise ToolError("invalid_path", "the path contains a NUL byte")
         try:
-            resolved = (self.root / path).resolve()
+            resolved = self._resolve_inside(path)
         except (RuntimeError, OSError) as exc:  # symlink loops
             raise ToolError("invalid_path", f"cannot resolve {path!r}: {exc}") from exc
-        if not resolved.is_relative_to(self.root):
+        if resolved is None:
             raise ToolError("outside_root", f"{path!r} is outside the workspace; use paths "
                             "relative to the workspace root")
         return resolved
+
+    def _resolve_inside(self, path: str) -> Path | None:
+        """``path`` resolved one component at a time; None when any step is outside the root.
+
+        A path that leaves through a symlink and comes back in (``link/x/back``) is
+        refused, or its answer would tell whether ``x`` exists outside. ``..`` is
+        applied to the text first, so a later step can never climb out.
+        """
+        joined = Path(os.path.normpath(self.root / path))
+        if not joined.is_relative_to(self.root):
+            return None
+        current = self.root
+        parts = joined.relative_to(self.root).parts
+        for i, part in enumerate(parts):
+            current = (current / part).resolve()
+            if not current.is_relative_to(self.root):
+                return None
+            if not os.path.lexists(current):  # nothing below a missing name can be a symlink
+                return current.joinpath(*parts[i + 1:])
+        return current
 
     def relative(self, path: Path) -> str:
         return path.relative_to(self.root).as_posix() or "."
@@ -110,6 +135,71 @@ def _entry(sandbox: Sandbox, path: Path) -> dict | None:
     return entry
 
 
+def _glob_parts(pattern: str) -> tuple[str, ...]:
+    parts = [p for p in Path(pattern).parts if p != "."]
+    if not parts or any("**" in p and p != "**" for p in parts):
+        raise ToolError("invalid_arguments", f"bad glob {pattern!r}: use names, * ? [..] "
+                        "and ** as a whole path component")
+    # a run of ** means the same as one (and would otherwise multiply the work)
+    return tuple(p for i, p in enumerate(parts) if not (p == "**" and i and parts[i - 1] == "**"))
+
+
+class _Glob:
+    """Paths under ``top`` matching the pattern's components; ``**`` is any depth.
+
+    Never enters a symlinked folder (a pattern cannot go out through a link and
+    back in, and a link loop is never walked); a symlink can still be matched as
+    the last component, and ``_entry`` drops it if it points outside the root.
+    """
+
+    def __init__(self, top: Path, parts: tuple[str, ...]) -> None:
+        self.top, self.parts, self.scanned = top, parts, 0
+
+    def __iter__(self) -> Iterator[Path]:
+        pending: list[tuple[Path, int]] = [(self.top, 0)]
+        done: set[tuple[Path, int]] = set()  # each (folder, pattern position) is walked once
+        while pending and self.scanned <= MAX_GLOB_SCAN:
+            base, i = pending.pop()
+            if (base, i) in done:
+                continue
+            done.add((base, i))
+            if i == len(self.parts):
+                yield base
+                continue
+            part, last = self.parts[i], i == len(self.parts) - 1
+            if part == "**":
+                pending.append((base, i + 1))
+                pending += [(Path(e.path), i) for e in self._entries(base) if _real_dir(e)]
+            elif GLOB_MAGIC.search(part):
+                pending += [(Path(e.path), i + 1) for e in self._entries(base)
+                            if fnmatchcase(e.name, part) and (last or _real_dir(e))]
+            elif os.path.lexists(base / part) and (last or _is_real_dir(base / part)):
+                pending.append((base / part, i + 1))
+
+    def _entries(self, folder: Path) -> list[os.DirEntry]:
+        try:
+            with os.scandir(folder) as found:
+                entries = list(found)
+        except OSError:
+            return []
+        self.scanned += len(entries)
+        return entries
+
+
+def _real_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return False
+
+
+def _is_real_dir(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def _search_file(sandbox: Sandbox, path: Path, needle: str) -> list[dict]:
     try:
         resolved = sandbox.resolve(str(path.relative_to(sandbox.root)))
@@ -168,20 +258,20 @@ def make_file_tools(root: Path, max_bytes: int = 1_000_000,
         if not stat.S_ISDIR(sandbox.stat(folder, path).st_mode):
             raise ToolError("not_a_directory", f"{path!r} is not a folder")
         entries: list[dict] = []
-        try:
-            for found in folder.glob(glob):
-                entry = _entry(sandbox, found)
-                if entry is not None:
-                    entries.append(entry)
-                if len(entries) > MAX_LIST_ENTRIES:
-                    break
-        except (ValueError, NotImplementedError) as exc:
-            raise ToolError("invalid_arguments", f"bad glob {glob!r}: {exc}") from exc
+        walker = _Glob(folder, _glob_parts(glob))
+        for found in walker:
+            entry = _entry(sandbox, found)
+            if entry is not None:
+                entries.append(entry)
+            if len(entries) > MAX_LIST_ENTRIES:
+                break
         entries.sort(key=lambda e: e["path"])
         result = {"path": sandbox.relative(folder), "count": min(len(entries), MAX_LIST_ENTRIES),
                   "entries": entries[:MAX_LIST_ENTRIES]}
         if len(entries) > MAX_LIST_ENTRIES:
             result["note"] = f"listing cut at {MAX_LIST_ENTRIES} entries; narrow the glob"
+        elif walker.scanned > MAX_GLOB_SCAN:
+            result["note"] = f"stopped after looking at {MAX_GLOB_SCAN:,} entries; narrow the path or glob"
         return result
 
     @tool

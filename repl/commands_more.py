@@ -8,6 +8,7 @@ from typing import Any
 
 from repl.command_table import command
 from repl.journal import list_sessions
+from repl.redact import redactor_for
 
 
 @command("save", args="[PATH]", help="Save the transcript as Markdown (.md) or JSON (.json).")
@@ -17,7 +18,7 @@ def _save(session, args):
         text = json.dumps(session.history.to_json(), ensure_ascii=False, indent=2)
     else:
         text = transcript_markdown(session.history.messages)
-    path.write_text(session.journal.writer.redact(text) if session.journal else text, encoding="utf-8")
+    path.write_text(redactor_for(session.settings)(text), encoding="utf-8")
     session.ui.info(f"saved the transcript to {path}")
 
 

@@ -6,18 +6,11 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from repl.config_schema import GUARDS_SCHEMA, PRICE_SCHEMA, quote
+from repl.redact import mask_url
+from repl.redact import masked_key as redact
 
 if TYPE_CHECKING:
     from repl.config import Settings
-
-
-def redact(secret: str) -> str:
-    """``sk-…abcd`` (never more than the last 4 characters), or (set) / (not set)."""
-    if not secret:
-        return "(not set)"
-    if len(secret) < 12:
-        return "(set)"
-    return ("sk-" if secret.startswith("sk-") else "") + "…" + secret[-4:]
 
 
 def _fmt(value: Any) -> str:
@@ -46,6 +39,8 @@ def describe(settings: Settings) -> list[tuple[str, str, str]]:
             key, value = f"providers.{name}.{f.name}", getattr(profile, f.name)
             if f.name == "api_key":
                 rows.append((key, redact(value), src.get(key, "(none)")))
+            elif f.name == "base_url":
+                rows.append((key, _fmt(mask_url(value)), src.get(key, "default")))
             elif f.name != "name":
                 rows.append((key, _fmt(value), src.get(key, "default")))
     for name, price in settings.pricing.items():
@@ -57,5 +52,7 @@ def describe(settings: Settings) -> list[tuple[str, str, str]]:
             key = f"mcp.servers.{name}.{k}"
             if isinstance(value, dict):  # env / headers often hold tokens
                 value = "{" + ", ".join(f"{h} = {redact(str(v))}" for h, v in value.items()) + "}"
+            elif k == "url":
+                value = mask_url(str(value))
             rows.append((key, _fmt(value), src.get(key, "default")))
     return rows

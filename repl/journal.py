@@ -14,7 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from repl.history import History
-from repl.trace import JsonlWriter, Redactor, read_records
+from repl.redact import Redactor
+from repl.trace import JsonlWriter, read_records
+from tools.store import check_regular
+
+MAX_JOURNAL_BYTES = 256 * 1024 * 1024  # a bigger journal is refused on resume, not read
 
 
 class Journal:
@@ -64,7 +68,12 @@ class Journal:
 
 
 def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The meta record and the replayed messages of a journal."""
+    """The meta record and the replayed messages of a journal.
+
+    A journal that is not a regular file (a FIFO would block, ``/dev/zero`` never
+    ends) or is over MAX_JOURNAL_BYTES raises ``tools.store.StoreError`` naming it.
+    """
+    check_regular(path, MAX_JOURNAL_BYTES)
     meta: dict[str, Any] = {}
     messages: list[dict[str, Any]] = []
     for record in read_records(path):
@@ -82,7 +91,14 @@ def list_sessions(folder: Path) -> list[Path]:
     """Journal files, newest last."""
     if not folder.is_dir():
         return []
-    return sorted(folder.glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
+    return sorted(folder.glob("*.jsonl"), key=_mtime)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # a dangling symlink: listed first, refused when resumed
+        return 0.0
 
 
 def find_session(folder: Path, key: str) -> Path | None:

@@ -4,11 +4,19 @@ Progress goes to stderr as plain lines, the answer to stdout (or one JSON
 object with ``--json``). Exit codes: 0 answered (also after a guard stopped
 the loop and the model gave a final answer), 1 the turn failed (provider
 error), 130 interrupted. Configuration errors exit with 2 before this runs.
+
+Secrets are redacted from everything printed (answer, progress, ``--json``),
+with a model call's text joined first. Model, tool and server text is
+untrusted: progress lines on stderr are always cleaned of escape sequences
+and control characters; the answer is cleaned only when stdout is a
+terminal, so piped output stays byte-exact; ``--json`` escapes the C1
+controls and bidirectional overrides that JSON itself leaves raw.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -35,6 +43,7 @@ from repl.events import (
 from repl.history import History
 from repl.prompts import system_prompt
 from repl.providers.base import ProviderError
+from repl.redact import Redactor, redactor_for
 from repl.runtime import (
     MCP_READY_WAIT_S,
     build_registry,
@@ -44,20 +53,31 @@ from repl.runtime import (
     open_trace,
     start_mcp,
 )
+from repl.trace import joined_text
+from repl.ui.escape import clean  # pure; imports no rich
+from repl.unicode import valid_text
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
 
 
-class Progress:
-    """Plain progress lines for scripts: ``step 1 call list_todos {}``."""
+# Characters JSON leaves raw that a terminal may still act on (8-bit CSI/OSC, bidi overrides).
+_JSON_RAW_CONTROLS = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
-    def __init__(self, out: TextIO) -> None:
+
+class Progress:
+    """Plain progress lines for scripts: ``step 1 call list_todos {}``, redacted and cleaned."""
+
+    def __init__(self, out: TextIO, redact: Redactor | None = None) -> None:
         self.out = out
+        self.redact = redact or Redactor()
 
     def __call__(self, event: Event) -> None:
         line = _progress_line(event)
         if line:
-            print(line, file=self.out, flush=True)
+            self.say(line)
+
+    def say(self, line: str) -> None:
+        print(clean(self.redact(line)), file=self.out, flush=True)
 
 
 def _progress_line(event: Event) -> str | None:
@@ -83,7 +103,7 @@ def _progress_line(event: Event) -> str | None:
     return None
 
 
-def _phase_printer(out: TextIO):
+def _phase_printer(progress: Progress):
     """Status lines for scripts: each phase once (``preparing …``, ``starting …``), not every tick."""
     seen: set[str] = set()
 
@@ -91,7 +111,7 @@ def _phase_printer(out: TextIO):
         phase = (text or "").split("…")[0]
         if text and phase not in seen:
             seen.add(phase)
-            print(phase.strip() + "…", file=out, flush=True)
+            progress.say(phase.strip() + "…")
 
     return status
 
@@ -101,8 +121,10 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
             stderr: TextIO = sys.stderr) -> int:
     session_id = new_id()
     log = EventLog()
+    redact = redactor_for(settings)
+    progress = Progress(stderr, redact)
     trace = open_trace(settings, session_id, trace_file)
-    subscribers: list[Any] = [log, Progress(stderr)] + ([trace] if trace else [])
+    subscribers: list[Any] = [log, progress] + ([trace] if trace else [])
 
     def emit(event: Event) -> None:
         for subscriber in subscribers:
@@ -112,9 +134,9 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
     history = History(system_prompt(extra=settings.system_prompt,
                                     compact=settings.active.name == "local"))
     try:
-        provider = make_provider(settings.active, settings, _phase_printer(stderr))
+        provider = make_provider(settings.active, settings, _phase_printer(progress))
     except ProviderError as exc:
-        print(f"error: {exc.message}", file=stderr)
+        progress.say(f"error: {exc.message}")
         return EXIT_FAILED
     registry = build_registry(settings)
     mcp = start_mcp(settings, registry, lambda text: emit(Notice(text)))
@@ -129,19 +151,19 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
         if mcp is not None:
             mcp.close()
         if trace:
-            trace.writer.close()
+            trace.close()
     denied = [e for e in log.of(ApprovalDecided) if not e.allowed]
     if denied and not assume_yes and not as_json:
         print(f"note: {len(denied)} side-effecting call(s) denied; rerun with --yes to allow them",
               file=stderr)
-    _print_result(finished, log, as_json, stdout, usd(finished.usage, price_for(settings)))
+    _print_result(finished, log, as_json, stdout, redact, usd(finished.usage, price_for(settings)))
     if finished.stopped_by == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_FAILED if finished.stopped_by == "error" else EXIT_OK
 
 
 def _print_result(finished: TurnFinished, log: EventLog, as_json: bool, out: TextIO,
-                  cost_usd: float | None = None) -> None:
+                  redact: Redactor, cost_usd: float | None = None) -> None:
     if as_json:
         payload = {
             "answer": finished.answer,
@@ -149,8 +171,17 @@ def _print_result(finished: TurnFinished, log: EventLog, as_json: bool, out: Tex
             "steps": finished.steps,
             "usage": asdict(finished.usage),
             "cost_usd": cost_usd,  # null when the model has no price
-            "trace": [to_dict(e) for e in log.events],
+            "trace": [to_dict(e) for e in joined_text(log.events)],
         }
-        print(json.dumps(payload, ensure_ascii=False), file=out)
+        text = valid_text(json.dumps(redact.value(payload), ensure_ascii=False))
+        print(_JSON_RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text), file=out)
     elif finished.answer:
-        print(finished.answer, file=out)
+        answer = redact(finished.answer)
+        print(clean(answer) if _is_terminal(out) else answer, file=out)
+
+
+def _is_terminal(out: TextIO) -> bool:
+    try:
+        return out.isatty()
+    except (AttributeError, ValueError):  # no isatty, or closed
+        return False

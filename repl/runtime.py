@@ -19,7 +19,8 @@ from typing import Any
 from repl.agent import Limits
 from repl.config import ProviderSettings, Settings
 from repl.providers.base import Provider, ProviderError
-from repl.trace import JsonlWriter, Redactor, Trace
+from repl.redact import redactor_for as redactor_for
+from repl.trace import JsonlWriter, Trace
 from tools import build_tools
 from tools.registry import Registry
 
@@ -43,10 +44,6 @@ def build_registry(settings: Settings) -> Registry:
         files_root=settings.files_root,
         weather=settings.weather,
     ))
-
-
-def redactor_for(settings: Settings) -> Redactor:
-    return Redactor(p.api_key for p in settings.providers.values())
 
 
 def open_trace(settings: Settings, session_id: str, path: Path | None = None) -> Trace | None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from repl.providers.base import ErrorKind, ProviderError
+from repl.redact import Redactor, mask_url, url_secrets
 
 RETRY_COUNT_HEADER = "x-stainless-retry-count"  # sent by the SDK on every attempt
 
@@ -25,26 +25,12 @@ class ErrorContext:
     base_url: str
     api_key_env: str | None = None
     timeout_s: float = 60
-    secrets: tuple[str, ...] = ()  # strings to blank out of every message
-
-
-def redact(text: str, secrets: tuple[str, ...]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
+    secrets: tuple[str, ...] = ()  # strings to blank out of every message (and the URL's own)
 
 
 def one_line(text: str, limit: int = 200) -> str:
     flat = " ".join(str(text).split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def safe_url(url: str) -> str:
-    """The URL without user:password@ (credentials never go into a message)."""
-    parts = urlsplit(url)
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=host))
 
 
 def retries_taken(request: Any) -> int:
@@ -57,7 +43,8 @@ def retries_taken(request: Any) -> int:
 
 
 def make_error(kind: ErrorKind, message: str, ctx: ErrorContext, partial_text: str = "") -> ProviderError:
-    return ProviderError(kind, redact(one_line(message, 400), ctx.secrets), partial_text)
+    redact = Redactor((*ctx.secrets, *url_secrets(ctx.base_url)), mark="***")
+    return ProviderError(kind, redact(one_line(message, 400)), partial_text)
 
 
 def from_sdk_error(
@@ -66,7 +53,7 @@ def from_sdk_error(
     """``streaming``: the answer had started, so a dropped connection is a cut stream."""
     import openai
 
-    where = safe_url(ctx.base_url)
+    where = mask_url(ctx.base_url)
     if isinstance(err, openai.APITimeoutError):
         phase = "the answer stalled" if streaming else f"no answer from {where}"
         msg = f"{ctx.provider}: {phase} for {ctx.timeout_s:g} s (timeout)"

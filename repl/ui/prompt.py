@@ -88,12 +88,13 @@ class PromptInput:
         message: str = "> ",
         input: Input | None = None,
         output: Output | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.completer = SlashCompleter(commands)
         self._toolbar = toolbar
         self.session: PromptSession[str] = PromptSession(
             message,
-            history=_history(history_path),
+            history=_history(history_path, redact),
             completer=self.completer,
             complete_while_typing=True,
             auto_suggest=AutoSuggestFromHistory(),
@@ -120,9 +121,21 @@ class PromptInput:
             return ""
 
 
-def _history(path: Path | str | None) -> History:
+class RedactedFileHistory(FileHistory):
+    """The history file gets each entry with secrets blanked (``redact``); this
+    session's own up-arrow history keeps what was typed."""
+
+    def __init__(self, filename: str, redact: Callable[[str], str]) -> None:
+        super().__init__(filename)
+        self.redact = redact
+
+    def store_string(self, string: str) -> None:
+        super().store_string(self.redact(string))
+
+
+def _history(path: Path | str | None, redact: Callable[[str], str] | None = None) -> History:
     if path is None:
         return InMemoryHistory()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    return FileHistory(str(path))
+    return RedactedFileHistory(str(path), redact) if redact else FileHistory(str(path))

@@ -15,6 +15,8 @@ from repl.approval import ApprovalRequest, UserChoice
 from repl.config import Settings
 from repl.cost import Cost, price_for, usd
 from repl.events import Event, Usage
+from repl.redact import redactor_for
+from repl.unicode import valid_text
 
 CommandSpec = tuple[str, str, Callable[[str], list[str]] | None]  # name, help, argument completer
 
@@ -54,6 +56,7 @@ class Terminal:
                 history_path=settings.data_dir / "input_history",
                 commands=commands,
                 toolbar=terminal.toolbar,
+                redact=redactor_for(settings),
             )
         return terminal
 
@@ -62,13 +65,14 @@ class Terminal:
 
     # ---- input ---------------------------------------------------------------
     def read(self) -> str:
+        """The next line, valid Unicode (typed bytes that are not UTF-8 become U+FFFD)."""
         if self.prompt is not None:
             with self.renderer.suspended():  # no spinner drawn over the input line
-                return self.prompt.read()
+                return valid_text(self.prompt.read())
         line = sys.stdin.readline()
         if not line:
             raise EOFError
-        return line.rstrip("\n")
+        return valid_text(line.rstrip("\n"))
 
     def asker(self) -> _Asker | None:
         return _Asker(self) if self.dialog is not None else None

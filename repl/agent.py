@@ -6,11 +6,17 @@ exactly one result per call in call order, and stops on an answer or a
 tripped guard (then one more model call with tools disabled, so the user
 still gets an answer). Ctrl-C ends the turn as ``interrupted`` with a valid
 history; it is the only exception that crosses a tool call.
+
+``turn_timeout_s`` is a deadline, not only a check between steps: a model call
+gets it (the provider drops a stream still open when it passes, even one kept
+alive with keep-alive comments) and a tool call gets at most the time left.
+Time spent waiting for the user's approval moves the deadline on.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 import uuid
 from collections import Counter
@@ -47,6 +53,7 @@ from repl.providers.base import (
     TextPart,
     ToolCall,
 )
+from repl.unicode import split_high_surrogate, valid_text
 from tools.registry import Registry, error_result
 
 UNNAMED = "unnamed_tool"  # stands for a tool call that came without a name
@@ -54,6 +61,8 @@ FINAL_NOTE = (
     "Stop calling tools now ({reason}). Answer the user with what you have, "
     "and say briefly what is missing."
 )
+# The answer asked for after a timeout gets this share of turn_timeout_s (at most the cap).
+FINAL_GRACE_SHARE, FINAL_GRACE_CAP_S = 0.25, 30.0
 
 # Given the turn's usage so far: why the session's budget is spent, or None.
 SessionBudget = Callable[[Usage], "str | None"]
@@ -80,6 +89,10 @@ class _Turn:
     seen: Counter[str] = field(default_factory=Counter)
     context: ContextWindow = field(default_factory=ContextWindow)
     budget: SessionBudget | None = None
+    deadline: float = math.inf  # time.monotonic() when the turn's time is up
+
+    def time_left(self) -> float:
+        return self.deadline - time.monotonic()
 
 
 class _Guard(Exception):
@@ -87,6 +100,10 @@ class _Guard(Exception):
         super().__init__(detail)
         self.reason = reason
         self.detail = detail
+
+
+class _OutOfTime(Exception):
+    """The deadline passed during a model call (the stream was dropped)."""
 
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="glassloop-tool")
@@ -108,6 +125,7 @@ def run_turn(
     """One turn. ``context`` carries request sizes across turns (the session's);
     ``budget`` stops the turn before a model call once the session's budget is spent."""
     state = _Turn(turn, context=context or ContextWindow(), budget=budget)
+    state.deadline = state.started + limits.turn_timeout_s
     approver.new_turn()
     history.begin_turn(user_text)
     emit(TurnStarted(turn, user_text))
@@ -116,6 +134,9 @@ def run_turn(
         stopped_by = _loop(state, history, provider, registry, approver, limits, emit)
     except KeyboardInterrupt:
         stopped_by = "interrupted"
+    except _OutOfTime as cut:
+        stopped_by = "timeout"
+        emit(GuardTripped(state.steps, "timeout", str(cut)))
     except ProviderError as exc:
         stopped_by = "error"
         if exc.partial_text:
@@ -138,7 +159,7 @@ def _loop(state, history, provider, registry, approver, limits, emit) -> StopRea
         try:
             _check_limits(state, limits)
         except _Guard as guard:
-            return _final_answer(state, history, provider, emit, guard)
+            return _final_answer(state, history, provider, limits, emit, guard)
         if _over_session_budget(state, emit):
             return "budget"
         state.steps += 1
@@ -148,7 +169,7 @@ def _loop(state, history, provider, registry, approver, limits, emit) -> StopRea
         try:
             _run_tools(state, history, completed.tool_calls, registry, approver, limits, emit)
         except _Guard as guard:
-            return _final_answer(state, history, provider, emit, guard)
+            return _final_answer(state, history, provider, limits, emit, guard)
 
 
 def request_tools(schemas: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -172,7 +193,7 @@ def _check_limits(state: _Turn, limits: Limits) -> None:
         raise _Guard("max_steps", f"reached the limit of {limits.max_steps} steps")
     if state.usage.total >= limits.max_turn_tokens:
         raise _Guard("budget", f"used {state.usage.total} of {limits.max_turn_tokens} tokens")
-    if time.monotonic() - state.started >= limits.turn_timeout_s:
+    if state.time_left() <= 0:
         raise _Guard("timeout", f"the turn ran over {limits.turn_timeout_s:g} s")
 
 
@@ -187,21 +208,30 @@ def _call_model(state, history, provider, tools, emit, final_note: str = "") -> 
     emit(ModelRequest(step, provider.model, bool(tools)))
     completed: Completed | None = None
     text: list[str] = []
-    stream = provider.stream(messages, tools or None)
+    held = ""  # the first half of a character whose second half may be in the next chunk
+    stream = provider.stream(messages, tools or None, deadline=state.deadline)
     try:
         for part in stream:
             if isinstance(part, TextPart):
-                text.append(part.text)
-                emit(TextDelta(step, part.text))
+                ready, held = split_high_surrogate(held + part.text)
+                if ready:
+                    text.append(valid_text(ready))
+                    emit(TextDelta(step, text[-1]))
             elif isinstance(part, Completed):
                 completed = part
+        if held:
+            text.append(valid_text(held))
+            emit(TextDelta(step, text[-1]))
     except KeyboardInterrupt:
         if text:
             history.add_assistant("".join(text) + "\n\n[interrupted]")
             state.answer = "".join(text)
         raise
     except ProviderError as exc:
-        exc.partial_text = exc.partial_text or "".join(text)
+        exc.partial_text = valid_text(exc.partial_text or "".join(text))
+        if state.time_left() <= 0:  # the provider dropped the stream at the deadline
+            _keep_cut_answer(state, history, exc.partial_text)
+            raise _OutOfTime(f"the turn's time ran out during the model's answer (step {step})") from exc
         raise
     finally:
         stream.close()
@@ -210,22 +240,33 @@ def _call_model(state, history, provider, tools, emit, final_note: str = "") -> 
     state.usage += completed.usage
     state.context.reported(completed.usage)
     emit(ModelUsage(step, completed.usage, completed.latency_s, completed.finish_reason, completed.retries))
-    completed = replace(completed, tool_calls=_replayable(completed.tool_calls, history))
+    completed = replace(completed, text=valid_text(completed.text),
+                        tool_calls=_replayable(completed.tool_calls, history))
     calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in completed.tool_calls]
     history.add_assistant(completed.text, calls)
     state.answer = completed.text
     return completed
 
 
+def _keep_cut_answer(state: _Turn, history: History, partial: str) -> None:
+    """The text streamed before the deadline stays the answer, marked; the question keeps an answer."""
+    mark = "[cut off: the turn ran out of time]"
+    history.add_assistant(f"{partial}\n\n{mark}" if partial else mark)
+    state.answer = partial
+
+
 def _replayable(calls: list[ToolCall], history: History) -> list[ToolCall]:
     """The calls as every wire API accepts them back: some servers repeat an id (within
     one answer or across answers) or send a call without a name. A repeated or missing
     id gets a fresh one (each call must get exactly one result); a missing name a
-    placeholder (the call then fails as an unknown tool)."""
+    placeholder (the call then fails as an unknown tool). Text is made valid Unicode
+    (``valid_text``: the halves of a character streamed apart are joined)."""
     if not calls:
         return calls
     taken, fresh, fixed = history.call_ids(), set(), []
     for call in calls:
+        call = replace(call, id=valid_text(call.id or ""), name=valid_text(call.name or ""),
+                       arguments=valid_text(call.arguments or ""))
         if not call.id or call.id in taken or call.id in fresh:
             call = replace(call, id=f"call_{uuid.uuid4().hex[:24]}")
         if not call.name:
@@ -247,12 +288,15 @@ def _windowed(messages, tools, provider, emit, context: ContextWindow) -> list[d
     return fitted
 
 
-def _final_answer(state, history, provider, emit, guard: _Guard) -> StopReason:
+def _final_answer(state, history, provider, limits, emit, guard: _Guard) -> StopReason:
     emit(GuardTripped(state.steps, guard.reason, guard.detail))
     if _over_session_budget(state, emit):
         return "budget"
     state.steps += 1
     note = FINAL_NOTE.format(reason=guard.detail)
+    if guard.reason == "timeout":  # a short, bounded last call instead of none at all
+        grace = min(limits.turn_timeout_s * FINAL_GRACE_SHARE, FINAL_GRACE_CAP_S)
+        state.deadline = time.monotonic() + grace
     _call_model(state, history, provider, None, emit, final_note=note)
     return guard.reason
 
@@ -283,7 +327,7 @@ def _run_tools(state, history, calls: list[ToolCall], registry, approver, limits
             else:
                 runnable.append(call)
         state.tool_calls += len(calls)
-        _execute(state.steps, runnable, registry, approver, limits, emit, results)
+        _execute(state, runnable, registry, approver, limits, emit, results)
     finally:
         for call in calls:
             if call.id in results:
@@ -292,7 +336,8 @@ def _run_tools(state, history, calls: list[ToolCall], registry, approver, limits
         raise repeated
 
 
-def _execute(step, calls, registry, approver, limits, emit, results) -> None:
+def _execute(state: _Turn, calls, registry, approver, limits, emit, results) -> None:
+    step = state.steps
     futures: dict[str, tuple[ToolCall, Future, float]] = {}
     effectful = []
     for call in calls:
@@ -300,18 +345,26 @@ def _execute(step, calls, registry, approver, limits, emit, results) -> None:
         emit(ToolCallStarted(step, call.id, call.name, _display_args(call.arguments), bool(tool and tool.side_effects)))
         if tool is not None and tool.side_effects:
             effectful.append(call)
+        elif state.time_left() <= 0:
+            results[call.id] = _no_time(call)
+            _emit_finished(emit, step, call, results[call.id], time.monotonic())
         else:  # read-only and invalid calls run at once, concurrently
             futures[call.id] = (call, _pool.submit(_timed, registry.call, call.name, call.arguments),
                                 time.monotonic())
     # read-only results first: their panels complete before any approval dialog opens
     for call, future, started in futures.values():
-        results[call.id], ended = _wait(call, future, started, registry, limits)
+        results[call.id], ended = _wait(call, future, started, registry, limits, state.deadline)
         _emit_finished(emit, step, call, results[call.id], started, ended)
     for index, call in enumerate(effectful, 1):
-        _run_effectful(step, call, index, len(effectful), registry, approver, limits, emit, results)
+        _run_effectful(state, call, index, len(effectful), registry, approver, limits, emit, results)
 
 
-def _run_effectful(step, call, index, count, registry, approver, limits, emit, results) -> None:
+def _no_time(call: ToolCall) -> dict[str, Any]:
+    return error_result("timeout", f"{call.name} was not run: the turn's time ran out (turn_timeout_s)")
+
+
+def _run_effectful(state: _Turn, call, index, count, registry, approver, limits, emit, results) -> None:
+    step = state.steps
     started = time.monotonic()
     arguments, error = registry.parse_arguments(call.name, call.arguments)
     if error is None:
@@ -324,13 +377,17 @@ def _run_effectful(step, call, index, count, registry, approver, limits, emit, r
             failure = registry.parse_arguments(call.name, args)[1]
             return failure["error"]["message"] if failure else None
 
+        asked = time.monotonic()
         decision = approver.decide(request, validate)
+        state.deadline += time.monotonic() - asked  # the user's time does not count against the turn
         emit(ApprovalDecided(step, call.id, call.name, isinstance(decision, Allow), decision.by, getattr(decision, "reason", "")))
-        if isinstance(decision, Allow):
+        if isinstance(decision, Allow) and state.time_left() <= 0:
+            error = _no_time(call)
+        elif isinstance(decision, Allow):
             edited = decision.arguments
             started = time.monotonic()  # the duration shown is the call's, not the user's
             future = _pool.submit(_timed, registry.call, call.name, edited if edited is not None else arguments)
-            error, _ = _wait(call, future, started, registry, limits)
+            error, _ = _wait(call, future, started, registry, limits, state.deadline)
             if edited is not None and edited != arguments:
                 error["arguments_edited_by_user"] = edited
         else:
@@ -345,15 +402,18 @@ def _timed(fn, *args) -> tuple[dict[str, Any], float]:
     return fn(*args), time.monotonic()
 
 
-def _wait(call, future: Future, started: float, registry, limits) -> tuple[dict[str, Any], float]:
+def _wait(call, future: Future, started: float, registry, limits, deadline: float) -> tuple[dict[str, Any], float]:
+    """The call's result, or a timeout result after min(its timeout, the turn's time left)."""
     tool = registry.get(call.name)
     timeout = (tool.timeout_s if tool and tool.timeout_s else limits.tool_timeout_s)
-    remaining = max(0.0, timeout - (time.monotonic() - started))
+    until = min(started + timeout, deadline)
     try:
-        return future.result(timeout=remaining)
+        return future.result(timeout=max(0.0, until - time.monotonic()))
     except FutureTimeout:
         future.cancel()
-        return error_result("timeout", f"{call.name} did not finish within {timeout:g} s"), time.monotonic()
+        why = (f"did not finish within {timeout:g} s" if until < deadline
+               else f"was stopped after {until - started:.1f} s: the turn's time ran out (turn_timeout_s)")
+        return error_result("timeout", f"{call.name} {why}"), time.monotonic()
 
 
 def _emit_finished(emit, step, call, result, started, ended: float | None = None) -> None:

@@ -7,6 +7,7 @@ nothing; 2 bad usage or bad configuration (one line naming file and key);
 
 from __future__ import annotations
 
+import io
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -15,6 +16,7 @@ import typer
 
 from repl import __version__
 from repl.config import ConfigError, Settings, load_settings
+from repl.unicode import valid_text
 
 app = typer.Typer(
     add_completion=False,
@@ -102,6 +104,7 @@ def ask(
             typer.echo("error: give a question, or pipe one on standard input", err=True)
             raise typer.Exit(2)
         question = sys.stdin.read()
+    question = valid_text(question)  # argv bytes that are not UTF-8 arrive as lone surrogates
     if not question.strip():
         typer.echo("error: the question is empty", err=True)
         raise typer.Exit(2)
@@ -154,6 +157,8 @@ def show_trace(
 
 
 def main() -> None:
+    if isinstance(sys.stdin, io.TextIOWrapper):  # piped bytes that are not UTF-8 become U+FFFD
+        sys.stdin.reconfigure(errors="replace")
     try:
         app()
     except KeyboardInterrupt:

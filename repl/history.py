@@ -10,7 +10,8 @@ The system prompt is held apart and prepended by ``for_request()``. The
 invariant (every assistant tool call answered exactly once, in order, before
 anything else; no result without its call; never two user messages side by
 side) is enforced here and nowhere else: ``end_turn()`` repairs whatever an
-interrupted or failed turn left behind.
+interrupted or failed turn left behind. Text enters as valid Unicode
+(``valid_text``), so the journal, ``/save`` and every request can encode it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from repl.unicode import valid_data, valid_text
 
 NO_ANSWER = "[no answer: the session ended before the model replied]"
 INTERRUPTED_RESULT = {"ok": False, "error": {"type": "interrupted", "message": "the user interrupted this call before it finished"}}
@@ -34,20 +37,20 @@ class History:
     # ---- building a turn -------------------------------------------------
     def begin_turn(self, text: str) -> None:
         self.end_turn()  # repair anything a crash left behind
-        self.messages.append({"role": "user", "content": text})
+        self.messages.append({"role": "user", "content": valid_text(text)})
 
     def add_assistant(self, text: str, tool_calls: list[dict[str, str]] | None = None) -> None:
         self._answer_pending()
-        message: dict[str, Any] = {"role": "assistant", "content": text}
+        message: dict[str, Any] = {"role": "assistant", "content": valid_text(text)}
         if tool_calls:
-            message["tool_calls"] = [dict(c) for c in tool_calls]
+            message["tool_calls"] = [valid_data(dict(c)) for c in tool_calls]
         self.messages.append(message)
 
     def add_tool_result(self, call_id: str, name: str, content: str) -> None:
         if call_id not in self.pending_call_ids():
             raise ValueError(f"no pending tool call {call_id!r}")
         self.messages.append(
-            {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
+            {"role": "tool", "tool_call_id": call_id, "name": name, "content": valid_text(content)}
         )
 
     def pending_call_ids(self) -> list[str]:

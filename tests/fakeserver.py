@@ -26,6 +26,7 @@ file holds a JSON list of replies (keys = ``Reply`` fields, plus ``tool_calls``:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import socket
@@ -63,6 +64,10 @@ class Reply:
     first_byte_delay: float = 0.0
     chunk_delay: float = 0.0
     cut_after: int | None = None  # close the connection after n SSE events
+    # After n SSE events the stream never ends: with keepalive_s it sends only SSE comments
+    # (": keep-alive") that often, else it repeats event n-1 forever (an endless answer).
+    endless_after: int | None = None
+    keepalive_s: float = 0.0
     reject_stream_options: bool = False  # 400 while the request has stream_options
 
 
@@ -97,6 +102,18 @@ def slow_chunks(seconds: float, reply: Reply | None = None) -> Reply:
 
 def cut_stream_after(n_chunks: int, reply: Reply | None = None) -> Reply:
     return replace(reply or text("this answer is cut short", chunk_size=2), cut_after=n_chunks)
+
+
+def endless_stream(after: int, reply: Reply | None = None, *, every: float = 0.01) -> Reply:
+    """Text that never stops: event ``after - 1`` (a text delta, when ``after`` is past the
+    stream's opening events) is sent again every ``every`` seconds until the client hangs up."""
+    return replace(reply or text("more " * 10, chunk_size=5), endless_after=after, chunk_delay=every)
+
+
+def keepalive_stream(after: int, reply: Reply | None = None, *, every: float = 0.05) -> Reply:
+    """After ``after`` events only SSE keep-alive comments, forever: the socket is never idle
+    (so a read timeout never fires) and the client never sees another event."""
+    return replace(reply or text("thinking... " * 4, chunk_size=6), endless_after=after, keepalive_s=every)
 
 
 def malformed_arguments(name: str = "get_todo", raw: str = '{"todo_id": "todo-0') -> Reply:
@@ -168,17 +185,40 @@ class Exchange:
         self._h.send_header("Content-Type", "text/event-stream")
         self._h.send_header("Transfer-Encoding", "chunked")
         self._h.end_headers()
+        events = list(events)
         for n, event in enumerate(events):
             if reply.cut_after is not None and n >= reply.cut_after:
                 self._cut()
                 return
+            if reply.endless_after is not None and n >= reply.endless_after:
+                self._endless(events[n - 1] if n else event, reply)
+                return
             if n and reply.chunk_delay:
                 time.sleep(reply.chunk_delay)
-            name, data = event if isinstance(event, tuple) else (None, event)
-            payload = (f"event: {name}\n" if name else "") + f"data: {data}\n\n"
-            raw = payload.encode()
-            self._write(b"%x\r\n%s\r\n" % (len(raw), raw))
+            self._write_event(event)
         self._write(b"0\r\n\r\n")
+
+    def _write_event(self, event: str | tuple[str, str]) -> None:
+        name, data = event if isinstance(event, tuple) else (None, event)
+        payload = (f"event: {name}\n" if name else "") + f"data: {data}\n\n"
+        # A lone surrogate (half an emoji, scripted on purpose) goes out as its JSON escape \udXXX.
+        self._write_chunk(payload.encode("utf-8", "backslashreplace"))
+
+    def _write_chunk(self, raw: bytes) -> None:
+        self._write(b"%x\r\n%s\r\n" % (len(raw), raw))
+
+    def _endless(self, event: str | tuple[str, str], reply: Reply) -> None:
+        """Keep the stream open until the client hangs up (ClientGone) or the server stops."""
+        fake: FakeServer = self._h.server.fake  # type: ignore[attr-defined]
+        while not fake.stopping.is_set():
+            if reply.keepalive_s:
+                fake.stopping.wait(reply.keepalive_s)
+                self._write_chunk(b": keep-alive\n\n")
+            else:
+                fake.stopping.wait(max(reply.chunk_delay, 0.001))
+                self._write_event(event)
+        with contextlib.suppress(OSError):  # the client may be gone already
+            self._cut()
 
     def _cut(self) -> None:
         self._h.close_connection = True
@@ -215,6 +255,7 @@ class FakeServer:
 
     def __post_init__(self) -> None:
         self._queue: deque[Scripted] = deque()
+        self.stopping = threading.Event()  # ends endless streams
         self._cached_prefixes: set[bytes] = set()
         self._lock = threading.Lock()
         self._next_call = 0
@@ -247,6 +288,7 @@ class FakeServer:
             self._httpd.server_close()
 
     def stop(self) -> None:
+        self.stopping.set()
         self._httpd.shutdown()
         self._httpd.server_close()
 

@@ -1,7 +1,8 @@
 """Make untrusted text (model output, tool results, file contents) safe to show.
 
 ``clean()`` removes terminal escape sequences and control characters so a
-string cannot move the cursor, recolour the terminal or set its title.
+string cannot move the cursor, recolour the terminal or set its title, and
+makes it valid Unicode (``valid_text``) so writing it cannot raise.
 Rich markup in it is a separate concern: render untrusted text through
 ``rich.text.Text`` objects (or ``rich.markup.escape``), never as markup;
 ``json_text()`` does that for tool arguments and results.
@@ -15,6 +16,8 @@ from __future__ import annotations
 import json
 import re
 from typing import TYPE_CHECKING, Any
+
+from repl.unicode import valid_text
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -38,9 +41,9 @@ def clean(text: str) -> str:
     """``text`` without ANSI escape sequences and control characters (keeps \\n and \\t)."""
     if not text:
         return ""
-    if text.isprintable():  # the common case: nothing to strip
+    if text.isprintable():  # the common case: nothing to strip (a lone surrogate is not printable)
         return text
-    return _CONTROL.sub("", _ANSI.sub("", text))
+    return _CONTROL.sub("", _ANSI.sub("", valid_text(text)))
 
 
 def one_line(text: str, limit: int = 80) -> str:

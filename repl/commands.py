@@ -14,6 +14,7 @@ from repl.command_table import REGISTRY, Command, command, dispatch, specs, sugg
 from repl.providers.base import ProviderError
 from repl.timeline import format_turn
 from repl.trace import read_records, turns
+from tools.store import StoreError
 
 __all__ = ["REGISTRY", "Command", "command", "dispatch", "specs", "suggest"]
 
@@ -52,9 +53,14 @@ def _undo(session, args):
         session.undo()
         session.ui.info(f"undid /compact: the conversation has its {len(session.history.turn_starts())} turns back")
         return
-    reverted = session.undo()
-    changed = ", ".join(reverted) if reverted else "no files changed"
-    session.ui.info(f"removed the last turn from the conversation; restored: {changed}")
+    try:
+        reverted = session.undo()
+    except StoreError as exc:
+        session.ui.error(exc.message)
+        return
+    changed = ", ".join(f"{r.path} (only this turn's items: another process changed it too)" if r.merged
+                        else str(r.path) for r in reverted)
+    session.ui.info(f"removed the last turn from the conversation; restored: {changed or 'no files changed'}")
 
 
 @command("trace", args="[N|all] [--json] [--save PATH]", help="Timeline of a turn: model calls, tool calls, approvals.")

@@ -47,7 +47,7 @@ class TurnRecord:
     number: int
     finished: TurnFinished
     model_calls: list[ModelUsage]
-    writes: list[tuple[Path, bytes | None]]  # what each store write replaced, in order
+    writes: list[store.StoreWrite]  # each store write of the turn (bytes before and after), in order
     cost: Cost = Cost()
     restore: list[dict[str, Any]] | None = None  # /compact: the messages it replaced (undo puts them back)
 
@@ -65,7 +65,7 @@ class ChatSession:
     context: ContextWindow = field(default_factory=ContextWindow)  # request sizes across turns
     last_prompt_tokens: int = 0
     _provider: LazyProvider | None = None
-    _writes: list[tuple[Path, bytes | None]] = field(default_factory=list)
+    _writes: list[store.StoreWrite] = field(default_factory=list)
     _model_calls: list[ModelUsage] = field(default_factory=list)
     _turn_cost: Cost = field(default_factory=Cost)
 
@@ -96,7 +96,11 @@ class ChatSession:
         if path is None:
             self.ui.error(f"no saved session matches {key!r} (see /sessions)")
             return False
-        meta, messages = load(path)
+        try:
+            meta, messages = load(path)
+        except store.StoreError as exc:
+            self.ui.error(f"cannot resume: {exc.message}")
+            return False
         if self.journal:
             self.journal.close()
         self.session_id = path.stem
@@ -243,28 +247,28 @@ class ChatSession:
         self.last_prompt_tokens = done.after
         return done
 
-    def _on_write(self, path: Path, previous: bytes | None) -> None:
-        self._writes.append((Path(path), previous))
+    def _on_write(self, write: store.StoreWrite) -> None:
+        self._writes.append(write)
 
-    def undo(self) -> list[str]:
+    def undo(self) -> list[store.Reverted]:
         """Revert the last turn's store writes and remove it from the conversation
-        (after ``/compact``: put the summarised turns back instead)."""
+        (after ``/compact``: put the summarised turns back instead).
+
+        Another process's changes to the same files are kept (``store.revert``); when
+        they touched the same items, StoreError is raised and nothing changes.
+        """
         if not self.turns:
             return []
-        record = self.turns.pop()
+        record = self.turns[-1]
         if record.restore is not None:  # a /compact: the summarised turns come back
+            self.turns.pop()
             self.history.messages[:] = record.restore
             self.last_prompt_tokens = messages_tokens(self.history.for_request())
             if self.journal:
                 self.journal.sync(self.history)
             return []
-        reverted = []
-        restored: set[Path] = set()
-        for path, previous in record.writes:  # the first write of each file holds its state before the turn
-            if path not in restored:
-                store.restore_bytes(path, previous)
-                restored.add(path)
-                reverted.append(str(path))
+        reverted = store.revert(record.writes)
+        self.turns.pop()
         self.history.drop_last_turn()
         if self.journal:
             self.journal.sync(self.history)

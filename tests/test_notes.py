@@ -72,7 +72,7 @@ def test_legacy_list_and_garbage(reg: Registry, path: Path) -> None:
 
 def test_observer_sees_note_writes(reg: Registry, path: Path) -> None:
     seen: list[tuple[Path, bytes | None]] = []
-    store.set_write_observer(lambda p, prev: seen.append((p, prev)))
+    store.set_write_observer(lambda w: seen.append((w.path, w.before)))
     try:
         reg.call("add_note", {"text": "a"})
         reg.call("add_note", {"text": "b"})

@@ -174,7 +174,7 @@ def test_bad_store_is_reported_and_untouched(reg: Registry, path: Path, content:
 
 def test_write_observer_and_restore(reg: Registry, path: Path, legacy: bytes) -> None:
     writes: list[tuple[Path, bytes | None]] = []
-    store.set_write_observer(lambda p, prev: writes.append((p, prev)))
+    store.set_write_observer(lambda w: writes.append((w.path, w.before)))
     try:
         reg.call("add_todo", {"title": "x"})
         reg.call("complete_todo", {"todo_id": 4})
@@ -191,7 +191,7 @@ def test_write_observer_and_restore(reg: Registry, path: Path, legacy: bytes) ->
 
 def test_observer_sees_none_for_new_file_and_restore_deletes(reg: Registry, path: Path) -> None:
     writes: list[bytes | None] = []
-    store.set_write_observer(lambda p, prev: writes.append(prev))
+    store.set_write_observer(lambda w: writes.append(w.before))
     try:
         reg.call("add_todo", {"title": "first"})
     finally:
@@ -202,7 +202,7 @@ def test_observer_sees_none_for_new_file_and_restore_deletes(reg: Registry, path
 
 
 def test_failing_observer_does_not_fail_the_write(reg: Registry, path: Path) -> None:
-    def broken(p: Path, prev: bytes | None) -> None:
+    def broken(write: store.StoreWrite) -> None:
         raise RuntimeError("journal is full")
 
     store.set_write_observer(broken)

@@ -3,7 +3,12 @@
 Every change holds ``<file>.lock`` across read -> change -> write, writes a
 temporary file in the same folder, fsyncs it, ``os.replace``s it over the old
 one and fsyncs the folder. A write observer (set by the application) is told
-what each write replaced so the change can be undone later.
+what each write replaced and what it wrote, so the change can be undone later
+with :func:`revert`: a compare-and-swap that never clobbers another writer.
+
+Only regular files are read (a FIFO or a device behind the name is refused,
+never opened for a blocking read), at most :data:`MAX_STORE_BYTES` of them,
+and a file without any write permission bit is never replaced.
 """
 
 from __future__ import annotations
@@ -12,8 +17,12 @@ import copy
 import json
 import logging
 import os
+import stat
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -25,10 +34,23 @@ if TYPE_CHECKING:  # filelock is imported on the first write, off the start-up p
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-WriteObserver = Callable[[Path, "bytes | None"], None]
 Validator = Callable[[Any], Any]
 
 LOCK_TIMEOUT_S = 10.0
+MAX_STORE_BYTES = 64 * 1024 * 1024  # a bigger store file is refused, not read into memory
+
+
+@dataclass(frozen=True)
+class StoreWrite:
+    """One successful write: the file's bytes before it (None: no file) and the bytes it wrote."""
+
+    path: Path
+    before: bytes | None
+    after: bytes
+    validate: Validator | None = None  # how the store reads its data (a ``Collection`` can be merged)
+
+
+WriteObserver = Callable[[StoreWrite], None]
 _observer: WriteObserver | None = None
 
 
@@ -41,20 +63,69 @@ def _recover_hint(path: Path) -> str:
 
 
 def set_write_observer(fn: WriteObserver | None) -> None:
-    """Call ``fn(path, previous_bytes_or_None)`` after every successful store write."""
+    """Call ``fn(StoreWrite)`` after every successful store write."""
     global _observer
     _observer = fn
 
 
-def _read_bytes(path: Path) -> bytes | None:
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a folder"}
+
+
+def _open_regular(path: Path, limit: int, suffix: str) -> int | None:
+    """A read-only descriptor of the regular file at ``path`` (None when there is none)."""
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise StoreError(
-            "unreadable_store", f"cannot read {path}: {exc.strerror or exc}; {_recover_hint(path)}"
-        ) from exc
+        raise StoreError("unreadable_store", f"cannot read {path}: {exc.strerror or exc}{suffix}") from exc
+    info = os.fstat(fd)
+    if stat.S_ISREG(info.st_mode) and info.st_size <= limit:
+        return fd
+    os.close(fd)
+    if stat.S_ISREG(info.st_mode):
+        raise _too_large(path, limit, suffix)
+    kind = _KINDS.get(stat.S_IFMT(info.st_mode), "not a regular file")
+    raise StoreError("unreadable_store", f"cannot read {path}: it is {kind}, not a regular file{suffix}")
+
+
+def _too_large(path: Path, limit: int, suffix: str) -> StoreError:
+    return StoreError("store_too_large",
+                      f"cannot read {path}: it is larger than the {limit // (1024 * 1024)} MB limit{suffix}")
+
+
+def check_regular(path: Path, limit: int) -> None:
+    """Raise StoreError naming ``path`` unless it is a regular file of at most ``limit`` bytes."""
+    fd = _open_regular(path, limit, "")
+    if fd is None:
+        raise StoreError("unreadable_store", f"cannot read {path}: no such file")
+    os.close(fd)
+
+
+def read_regular(path: Path, limit: int, hint: str = "") -> bytes | None:
+    """The bytes of the regular file at ``path`` (None when there is none), at most ``limit``.
+
+    A FIFO, device, socket or folder (also behind a symlink) or a bigger file raises
+    StoreError naming the file; opening never blocks (``O_NONBLOCK``) and the file is
+    left as it is. A symlink to a regular file is read like the file.
+    """
+    suffix = f"; {hint}" if hint else ""
+    fd = _open_regular(path, limit, suffix)
+    if fd is None:
+        return None
+    try:
+        with open(fd, "rb") as file:
+            data = file.read(limit + 1)
+    except OSError as exc:
+        raise StoreError("unreadable_store", f"cannot read {path}: {exc.strerror or exc}{suffix}") from exc
+    if len(data) > limit:  # it grew since it was opened
+        raise _too_large(path, limit, suffix)
+    return data
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    return read_regular(path, MAX_STORE_BYTES, _recover_hint(path))
 
 
 def _decode(path: Path, raw: bytes | None, default: Any, validate: Validator | None) -> Any:
@@ -89,6 +160,37 @@ def _lock(path: Path) -> filelock.FileLock:
     return filelock.FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S)
 
 
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Hold ``<path>.lock``; a lock not free within LOCK_TIMEOUT_S raises StoreError."""
+    import filelock
+
+    lock = _lock(path)
+    try:
+        lock.acquire()
+    except filelock.Timeout as exc:
+        raise StoreError(
+            "store_locked", f"{path} is locked by another process (waited {LOCK_TIMEOUT_S:g} s)"
+        ) from exc
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse to replace a file without any write permission bit (root could, ``os.replace`` would)."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise StoreError("unreadable_store", f"cannot check {path}: {exc.strerror or exc}") from exc
+    if mode & 0o222 == 0:
+        raise StoreError("read_only_store", f"{path} is read-only (mode {stat.S_IMODE(mode):04o}); "
+                         "glassloop leaves it unchanged (make it writable with chmod u+w to allow changes)")
+
+
 def _fsync_dir(folder: Path) -> None:
     try:
         fd = os.open(folder, os.O_RDONLY)
@@ -111,8 +213,7 @@ def _atomic_write(path: Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        if target.exists():
-            os.chmod(tmp, target.stat().st_mode & 0o7777)
+        _copy_owner_and_mode(target, tmp)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
@@ -120,17 +221,32 @@ def _atomic_write(path: Path, data: bytes) -> None:
     _fsync_dir(target.parent)
 
 
+def _copy_owner_and_mode(target: Path, tmp: str) -> None:
+    """Give the new file the old one's permission bits (and owner, where allowed)."""
+    try:
+        old = target.stat()
+    except FileNotFoundError:
+        return
+    os.chmod(tmp, stat.S_IMODE(old.st_mode))
+    new = os.stat(tmp)
+    if (new.st_uid, new.st_gid) != (old.st_uid, old.st_gid):
+        try:
+            os.chown(tmp, old.st_uid, old.st_gid)
+        except OSError:
+            pass  # not allowed for an ordinary user: the file becomes theirs, as any editor would do
+
+
 def encode_json(data: Any) -> bytes:
     return (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
 
 
-def _notify(path: Path, previous: bytes | None) -> None:
+def _notify(write: StoreWrite) -> None:
     if _observer is None:
         return
     try:
-        _observer(path, previous)
+        _observer(write)
     except Exception:  # noqa: BLE001 - the write itself succeeded; do not report failure
-        log.exception("write observer failed for %s", path)
+        log.exception("write observer failed for %s", write.path)
 
 
 def update_json(
@@ -142,60 +258,183 @@ def update_json(
     """Locked read -> ``change(data)`` -> atomic write; returns ``change``'s result.
 
     ``change`` returns ``(new_data, result)``; ``new_data`` of None means "nothing
-    to write". A corrupt file raises :class:`StoreError` and is left untouched.
+    to write". A corrupt file raises :class:`StoreError` and is left untouched,
+    and so is a read-only one (``read_only_store``).
     """
-    import filelock
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        with _lock(path):
-            previous = _read_bytes(path)
-            new_data, result = change(_decode(path, previous, default, validate))
-            if new_data is not None:
-                _atomic_write(path, encode_json(new_data))
-                _notify(path, previous)
-    except filelock.Timeout as exc:
-        raise StoreError(
-            "store_locked", f"{path} is locked by another process (waited {LOCK_TIMEOUT_S:g} s)"
-        ) from exc
+    with _locked(path):
+        previous = _read_bytes(path)
+        new_data, result = change(_decode(path, previous, default, validate))
+        if new_data is not None:
+            _check_writable(path)
+            written = encode_json(new_data)
+            _atomic_write(path, written)
+            _notify(StoreWrite(path, previous, written, validate))
     return result
+
+
+def _put(path: Path, data: bytes | None) -> None:
+    if data is None:
+        Path(os.path.realpath(path)).unlink(missing_ok=True)
+    else:
+        _atomic_write(path, data)
 
 
 def restore_bytes(path: Path | str, data: bytes | None) -> None:
     """Put back exactly ``data`` (None deletes the file). Does not notify the observer."""
     path = Path(path)
-    with _lock(path):
-        if data is None:
-            Path(os.path.realpath(path)).unlink(missing_ok=True)
-        else:
-            _atomic_write(path, data)
+    with _locked(path):
+        _check_writable(path)
+        _put(path, data)
 
 
-def collection_validator(key: str, required: Sequence[str]) -> Validator:
-    """Validate ``{"version": 1, key: [...]}`` or a bare legacy list of item objects.
+@dataclass(frozen=True)
+class Collection:
+    """Validates ``{"version": 1, key: [...]}`` or a bare legacy list of item objects.
 
-    Returns the versioned form; each item must be an object with string ``required`` fields.
+    Returns the versioned form; each item must be an object with string ``required``
+    fields. :func:`revert` merges a collection item by item (by ``id``).
     """
 
-    def validate(data: Any) -> dict[str, Any]:
+    key: str
+    required: tuple[str, ...]
+
+    def __call__(self, data: Any) -> dict[str, Any]:
         if isinstance(data, dict):
             version = data.get("version", 1)
             if not isinstance(version, int) or version > 1:
                 raise ValueError(f"format version {version!r} is newer than this glassloop")
-            items = data.get(key)
+            items = data.get(self.key)
             if not isinstance(items, list):
-                raise ValueError(f'expected a "{key}" list')
+                raise ValueError(f'expected a "{self.key}" list')
         elif isinstance(data, list):
             items = data
         else:
             raise ValueError(f"expected an object or a list, found {type(data).__name__}")
         for index, item in enumerate(items):
             if not isinstance(item, dict) or not all(
-                isinstance(item.get(field), str) for field in required
+                isinstance(item.get(field), str) for field in self.required
             ):
-                fields = ", ".join(required)
+                fields = ", ".join(self.required)
                 raise ValueError(f"entry {index + 1} is not an object with {fields}")
-        return {"version": 1, key: items}
+        return {"version": 1, self.key: items}
 
-    return validate
+
+def collection_validator(key: str, required: Sequence[str]) -> Collection:
+    return Collection(key, tuple(required))
+
+
+# ---- undo: a compare-and-swap against what this process wrote ----------------------
+
+
+@dataclass(frozen=True)
+class Reverted:
+    path: Path
+    merged: bool  # another writer changed the file since: only this process's items were undone
+
+
+class _Conflict(Exception):
+    pass
+
+
+def revert(writes: Sequence[StoreWrite]) -> list[Reverted]:
+    """Undo ``writes`` (in the order they were made) without touching anyone else's data.
+
+    Per file, under its lock: when it still holds exactly what the last write left (and
+    no one wrote between these writes), the bytes from before the first write come back
+    (no file: it is removed). Otherwise each write is undone item by item on what the
+    file holds now (added items removed, changed ones put back, deleted ones re-added);
+    when another writer changed one of the same items, or the file is no collection,
+    StoreError ``undo_conflict`` names the file. All files or none: every file is
+    checked before any is written.
+    """
+    by_path: dict[Path, list[StoreWrite]] = {}
+    for write in writes:
+        by_path.setdefault(Path(write.path), []).append(write)
+    with ExitStack() as held:
+        plans = []
+        for path in sorted(by_path):
+            held.enter_context(_locked(path))
+            plans.append(_plan_revert(path, by_path[path]))
+        for path, data, _, unchanged in plans:
+            if not unchanged:
+                _put(path, data)
+    return [Reverted(path, merged) for path, _, merged, _ in plans]
+
+
+def _plan_revert(path: Path, writes: list[StoreWrite]) -> tuple[Path, bytes | None, bool, bool]:
+    """(path, bytes to put or None to remove, merged, nothing to change)."""
+    current = _read_bytes(path)
+    chained = all(a.after == b.before for a, b in pairwise(writes))
+    if chained and current == writes[-1].after:
+        _check_writable(path)
+        return path, writes[0].before, False, False
+    validate = writes[-1].validate
+    if not isinstance(validate, Collection):
+        raise _conflict_error(path, "it was changed by another process since this turn")
+    theirs = _decode(path, current, {"version": 1, validate.key: []}, validate)
+    items = theirs[validate.key]
+    try:
+        for write in reversed(writes):
+            items = _unapply(path, write, validate, items)
+    except _Conflict as exc:
+        raise _conflict_error(path, str(exc)) from None
+    if items == theirs[validate.key]:
+        return path, current, True, True
+    _check_writable(path)
+    return path, encode_json({**theirs, validate.key: items}), True, False
+
+
+def _conflict_error(path: Path, why: str) -> StoreError:
+    return StoreError("undo_conflict", f"cannot undo the changes to {path}: {why}; "
+                      "nothing was undone and the file is left as it is")
+
+
+def _keyed(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Items by id (an item without a string id by its content); a duplicate cannot be merged."""
+    keyed: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key = item["id"] if isinstance(item.get("id"), str) else json.dumps(item, sort_keys=True)
+        if key in keyed:
+            raise _Conflict(f"it holds two items with the same id {_label(key)}")
+        keyed[key] = item
+    return keyed
+
+
+def _label(key: str) -> str:
+    return "(no id)" if key.startswith("{") else key
+
+
+def _unapply(path: Path, write: StoreWrite, validate: Collection, items: list[dict[str, Any]]) -> list:
+    """``items`` with one write's changes taken back; _Conflict where someone else changed the same item."""
+    empty = {"version": 1, validate.key: []}
+    before = _keyed(_decode(path, write.before, empty, validate)[validate.key])
+    after = _keyed(_decode(path, write.after, empty, validate)[validate.key])
+    now = _keyed(items)
+    for key, ours in after.items():
+        base = before.get(key)
+        if base == ours:
+            continue
+        if key not in now and base is None:
+            continue  # added, and someone else already removed it
+        if now.get(key) != ours:
+            raise _Conflict(f"another process also changed item {_label(key)} since this turn")
+        if base is None:
+            del now[key]
+        else:
+            now[key] = base
+    order = list(before)
+    for position, key in enumerate(order):
+        if key in after:
+            continue
+        if key in now:
+            if now[key] == before[key]:
+                continue
+            raise _Conflict(f"another process has an item {_label(key)} where this turn deleted one")
+        anchor = next((k for k in reversed(order[:position]) if k in now), None)
+        pairs = list(now.items())
+        at = 0 if anchor is None else [k for k, _ in pairs].index(anchor) + 1
+        pairs.insert(at, (key, before[key]))
+        now = dict(pairs)
+    return list(now.values())

@@ -1,0 +1,205 @@
+"""/undo next to other writers: a compare-and-swap that never destroys another process's data.
+
+A REPL in a pipe makes a turn that writes a store and stays open; another
+real process (``glassloop ask --yes`` or a direct store writer) writes the
+same file; then ``/undo`` in the REPL. The other process's items survive and
+only the turn's own are taken back; when both changed the same item, /undo
+refuses with one line naming the file and leaves it byte for byte as it was.
+The in-process tests drive ``tools.store.revert`` on real files for the
+cases a pipe cannot order (another write between two writes of one turn).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.fakeserver import call, text, tool_calls
+from tests.reliability.helpers import record, wait_for
+from tests.test_agent import SEED_TODOS
+from tests.test_cli import glassloop, home  # noqa: F401 - fixture
+from tools import build_tools, store
+from tools.registry import Registry
+
+WIDE = {"COLUMNS": "400"}  # keep a long path on one line
+WRITER = """
+import json, sys
+from pathlib import Path
+from tools import build_tools
+from tools.registry import Registry
+reg = Registry(build_tools(todos_path=Path(sys.argv[1]), notes_path=Path(sys.argv[2]),
+                           files_root=Path(sys.argv[1]).parent, weather="sample"))
+print(json.dumps(reg.call(sys.argv[3], json.loads(sys.argv[4]))))
+"""
+
+
+class Repl:
+    """``glassloop --yes`` with stdin and stdout pipes, kept open across other processes' writes."""
+
+    def __init__(self, env: dict[str, str], base_url: str) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "repl.cli", "--yes", "--base-url", base_url],
+                                     env={**env, **WIDE}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def finish(self, *lines: str) -> tuple[str, str]:
+        out, err = self.proc.communicate("".join(f"{line}\n" for line in lines), timeout=30)
+        assert self.proc.returncode == 0, err
+        assert "Traceback" not in out + err
+        return out, err
+
+
+def other_writer(env: dict[str, str], notes: Path, tool: str, args: dict) -> dict:
+    """One tool call from a separate Python process on the same store files."""
+    done = subprocess.run([sys.executable, "-c", WRITER, env["GLASSLOOP_TODOS_FILE"], str(notes), tool,
+                           json.dumps(args)], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def titles(path: Path) -> list[str]:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return [item["title"] for item in (data["todos"] if isinstance(data, dict) else data)]
+
+
+def turn_written(fake_server, requests: int) -> bool:
+    """The REPL's tool call ran and its follow-up request arrived (so its write is on disk)."""
+    return len(fake_server.chat_requests()) >= requests
+
+
+def test_undo_keeps_a_todo_another_ask_added(fake_server, home):  # noqa: F811
+    todos = Path(home["GLASSLOOP_TODOS_FILE"])
+    fake_server.script(tool_calls(call("add_todo", {"title": "ours"})), text("Added ours."),
+                       tool_calls(call("add_todo", {"title": "theirs"})), text("Added theirs."))
+    repl = Repl(home, fake_server.base_url)
+    repl.send("add ours")
+    assert wait_for(lambda: turn_written(fake_server, 2), timeout=20)
+    started = time.monotonic()
+    other = glassloop("ask", "add theirs", "--yes", "--base-url", fake_server.base_url, env=home)
+    assert other.returncode == 0, other.stderr
+    assert titles(todos)[-2:] == ["ours", "theirs"]
+    out, _ = repl.finish("/undo", "/todos")
+    assert titles(todos) == [t["title"] for t in SEED_TODOS] + ["theirs"]
+    assert "another process changed it too" in out and str(todos) in out
+    table = out.split("removed the last turn")[-1]
+    assert "theirs" in table and "ours" not in table
+    record("undo_concurrent", case="other ask added a todo", seconds=round(time.monotonic() - started, 2))
+
+
+def test_undo_refuses_when_another_process_changed_the_same_todo(fake_server, home, tmp_path):  # noqa: F811
+    todos = Path(home["GLASSLOOP_TODOS_FILE"])
+    fake_server.script(tool_calls(call("update_todo", {"todo_id": "todo-002", "priority": "low"})),
+                       text("Lowered."))
+    repl = Repl(home, fake_server.base_url)
+    repl.send("lower the report")
+    assert wait_for(lambda: turn_written(fake_server, 2), timeout=20)
+    result = other_writer(home, tmp_path / "notes.json", "update_todo",
+                          {"todo_id": "todo-002", "title": "weekly report, changed elsewhere"})
+    assert result["ok"] is True
+    theirs = todos.read_bytes()
+    out, _ = repl.finish("/undo", "/undo")
+    errors = [line for line in out.splitlines() if line.startswith("error:")]
+    assert len(errors) == 2 and all(str(todos) in e and "todo-002" in e for e in errors), out
+    assert "removed the last turn" not in out  # the turn stays: nothing was undone
+    assert todos.read_bytes() == theirs
+
+
+def test_undo_of_a_store_the_turn_created_keeps_the_other_notes(fake_server, home, tmp_path):  # noqa: F811
+    notes = tmp_path / "notes.json"
+    env = {**home, "GLASSLOOP_NOTES_FILE": str(notes)}
+    assert not notes.exists()
+    fake_server.script(tool_calls(call("add_note", {"text": "ours"})), text("Noted."))
+    repl = Repl(env, fake_server.base_url)
+    repl.send("note ours")
+    assert wait_for(lambda: turn_written(fake_server, 2), timeout=20)
+    assert other_writer(env, notes, "add_note", {"text": "theirs"})["ok"] is True
+    repl.finish("/undo")
+    assert notes.exists(), "undo deleted a file holding another process's note"
+    assert [n["text"] for n in json.loads(notes.read_text(encoding="utf-8"))["notes"]] == ["theirs"]
+
+
+def test_undo_without_other_writers_still_restores_the_exact_bytes(fake_server, home, tmp_path):  # noqa: F811
+    notes = tmp_path / "notes.json"
+    env = {**home, "GLASSLOOP_NOTES_FILE": str(notes)}
+    todos = Path(home["GLASSLOOP_TODOS_FILE"])
+    before = todos.read_bytes()  # the legacy bare-list format: must come back as it was
+    fake_server.script(tool_calls(call("add_todo", {"title": "x"}), call("add_note", {"text": "y"})),
+                       tool_calls(call("delete_todo", {"todo_id": "todo-001"})), text("Done."))
+    out, _ = Repl(env, fake_server.base_url).finish("do things", "/undo")
+    assert todos.read_bytes() == before and not notes.exists()
+    assert "another process" not in out
+
+
+# ---- store.revert on real files, in process ---------------------------------------------
+
+
+def tools_on(tmp_path: Path) -> tuple[Registry, Path, list[store.StoreWrite]]:
+    path = tmp_path / "todos.json"
+    path.write_text(json.dumps(SEED_TODOS, ensure_ascii=False), encoding="utf-8")
+    reg = Registry(build_tools(todos_path=path, notes_path=tmp_path / "notes.json", files_root=tmp_path,
+                               weather="sample"))
+    return reg, path, []
+
+
+def as_other(reg: Registry, name: str, args: dict) -> None:
+    """A write this session does not record (what another process does)."""
+    store.set_write_observer(None)
+    assert reg.call(name, args)["ok"] is True
+
+
+def test_revert_undoes_each_write_of_a_turn_around_another_write(tmp_path):
+    reg, path, ours = tools_on(tmp_path)
+    try:
+        store.set_write_observer(ours.append)
+        reg.call("add_todo", {"title": "ours"})  # todo-004
+        as_other(reg, "add_todo", {"title": "theirs"})  # todo-005
+        store.set_write_observer(ours.append)
+        reg.call("complete_todo", {"todo_id": "todo-004"})
+        reg.call("delete_todo", {"todo_id": "todo-002"})
+        as_other(reg, "update_todo", {"todo_id": "todo-003", "priority": "low"})
+    finally:
+        store.set_write_observer(None)
+    assert [r.merged for r in store.revert(ours)] == [True]
+    todos = reg.call("list_todos", {})["todos"]
+    assert [t["title"] for t in todos] == ["买菜", "写周报", "回复邮件", "theirs"]  # deleted one back in place
+    assert todos[2]["priority"] == "low"  # the other process's change stays
+
+
+def test_revert_conflict_is_all_or_nothing_across_files(tmp_path):
+    reg, path, ours = tools_on(tmp_path)
+    notes = tmp_path / "notes.json"
+    try:
+        store.set_write_observer(ours.append)
+        reg.call("add_note", {"text": "ours"})
+        reg.call("delete_todo", {"todo_id": "todo-003"})
+        as_other(reg, "add_todo", {"title": "takes the freed id"})  # todo-003 again
+    finally:
+        store.set_write_observer(None)
+    todo_bytes, note_bytes = path.read_bytes(), notes.read_bytes()
+    try:
+        store.revert(ours)
+    except store.StoreError as exc:
+        assert exc.type == "undo_conflict" and str(path) in exc.message and "todo-003" in exc.message
+    else:
+        raise AssertionError("revert overwrote another process's todo-003")
+    assert path.read_bytes() == todo_bytes and notes.read_bytes() == note_bytes  # neither file touched
+
+
+def test_revert_when_the_other_writer_already_removed_the_added_item(tmp_path):
+    reg, path, ours = tools_on(tmp_path)
+    try:
+        store.set_write_observer(ours.append)
+        reg.call("add_todo", {"title": "ours"})
+        as_other(reg, "delete_todo", {"todo_id": "todo-004"})
+    finally:
+        store.set_write_observer(None)
+    now = path.read_bytes()
+    assert [r.merged for r in store.revert(ours)] == [True]
+    assert path.read_bytes() == now  # nothing left to undo, nothing rewritten

@@ -139,6 +139,7 @@ def test_edit_arguments_before_running(repl_factory, fake_server, home):  # noqa
     repl.child.sendcontrol("k")
     repl.child.send('{"title": "fixed title"}')
     repl.child.send("\x1b\r")  # Esc Enter submits the multi-line editor
+    repl.expect(r"arguments \(edited\)")  # the panel again; its question comes a moment later
     repl.expect("Allow")
     repl.key("y")
     repl.expect("Added")

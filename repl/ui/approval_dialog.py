@@ -5,17 +5,26 @@ then the arguments) and reads one key: y / n / a / r / e. ``n`` asks for an
 optional reason; ``e`` opens the arguments as editable JSON, validates them
 and shows the panel again. Ctrl-C raises KeyboardInterrupt (the caller denies
 the call and cancels the turn). Input and output are injectable for tests.
+
+Keys typed before a question is on screen never answer it: on a terminal the
+question appears ``GRACE_S`` after the panel, and everything typed until then
+(while the answer streamed, or right after the last message) is discarded,
+as sudo does with its password prompt.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
 from prompt_toolkit import PromptSession
 from prompt_toolkit.formatted_text import FormattedText
 from prompt_toolkit.input import Input
+from prompt_toolkit.input.typeahead import clear_typeahead
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.output import Output
 from rich.console import Console, Group, RenderableType
@@ -31,6 +40,7 @@ Validate = Callable[[dict[str, Any]], "str | None"]
 ACTIONS = {"y": "yes", "n": "no", "a": "always", "r": "rest"}
 CONTEXT_FIELDS = ("title", "name")  # shown unchanged next to a change, so it is clear what changes
 EDIT_HINT = "Edit the arguments: Esc-Enter (or Alt-Enter) accepts, Ctrl-C cancels."
+GRACE_S = 0.3  # between the panel and its question; keys typed before the question are dropped
 
 
 class ApprovalDialog:
@@ -38,7 +48,7 @@ class ApprovalDialog:
         self, console: Console, *, input: Input | None = None, output: Output | None = None
     ) -> None:
         self.console = console
-        self._input = input
+        self._input = input  # injected input (tests) is read as given: nothing is typed ahead
         self._output = output
 
     def ask(self, request: ApprovalRequest, validate: Validate) -> UserChoice:
@@ -75,7 +85,11 @@ class ApprovalDialog:
         bindings.add("<any>")(lambda event: None)
         bindings.add("enter")(lambda event: None)
         bindings.add("c-d")(lambda event: event.app.exit(exception=KeyboardInterrupt()))
-        return self._session(key_bindings=bindings).prompt(FormattedText(message))
+        session = self._session(key_bindings=bindings)
+        if self._input is None:
+            clear_typeahead(session.app.input)  # keys read by the last prompt after its Enter
+            _discard_pending_keys(GRACE_S)
+        return session.prompt(FormattedText(message))
 
     def _read_reason(self) -> str:
         try:
@@ -98,6 +112,25 @@ class ApprovalDialog:
                 return parsed
             self.console.print(Text(f"✗ {clean(error)}", "red"))
             self.console.print(Text("fix them, or Ctrl-C to cancel the edit", "dim"))
+
+
+def _discard_pending_keys(wait_s: float) -> None:
+    """Wait ``wait_s`` (keys typed meanwhile are not echoed), then drop every key the
+    terminal has queued. No-op without a terminal."""
+    try:
+        import termios
+
+        fd = sys.stdin.fileno()
+        saved = termios.tcgetattr(fd)
+    except Exception:  # not a terminal, or no termios (Windows)
+        return
+    try:
+        termios.tcsetattr(fd, termios.TCSANOW, [*saved[:3], saved[3] & ~termios.ECHO, *saved[4:]])
+        time.sleep(wait_s)
+        termios.tcflush(fd, termios.TCIFLUSH)
+    finally:
+        with contextlib.suppress(termios.error):  # the terminal went away
+            termios.tcsetattr(fd, termios.TCSANOW, saved)
 
 
 def _choose(key: str) -> Callable[[Any], None]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from repl.config_schema import GUARDS_SCHEMA, PRICE_SCHEMA, quote
+from repl.config_schema import GUARDS_SCHEMA, PRICE_SCHEMA, printable, quote
 from repl.redact import mask_url
 from repl.redact import masked_key as redact
 
@@ -16,9 +16,9 @@ if TYPE_CHECKING:
 def _fmt(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, str):
-        return value if value else '""'
-    return str(value)
+    if isinstance(value, str):  # a project file is untrusted: no escape sequence reaches the terminal
+        return printable(value) if value else '""'
+    return printable(str(value))
 
 
 def describe(settings: Settings) -> list[tuple[str, str, str]]:
@@ -55,4 +55,23 @@ def describe(settings: Settings) -> list[tuple[str, str, str]]:
             elif k == "url":
                 value = mask_url(str(value))
             rows.append((key, _fmt(value), src.get(key, "default")))
+    rows += _ignored_rows(settings)
+    return [(printable(key), value, printable(source)) for key, value, source in rows]
+
+
+def _ignored_rows(settings: Settings) -> list[tuple[str, str, str]]:
+    """What the untrusted project file asked for and did not get."""
+    project = settings.project
+    if project is None or not project.ignored:
+        return []
+    source = f"ignored: {project.path} is not trusted (glassloop trust)"
+    rows = []
+    for key, value in project.ignored.items():
+        if value is True and key.startswith(("mcp.", "pricing.")):
+            continue  # a table's marker
+        if isinstance(value, dict):
+            value = "{" + ", ".join(f"{h} = {redact(str(v))}" for h, v in value.items()) + "}"
+        elif key.endswith("url"):
+            value = mask_url(str(value))
+        rows.append((key, _fmt(value), source))
     return rows

@@ -3,7 +3,8 @@
 Progress goes to stderr as plain lines, the answer to stdout (or one JSON
 object with ``--json``). Exit codes: 0 answered (also after a guard stopped
 the loop and the model gave a final answer), 1 the turn failed (provider
-error), 130 interrupted. Configuration errors exit with 2 before this runs.
+error), 130 interrupted. Configuration errors exit with 2 before this runs, a
+``--trace-file`` that cannot be written before the model is asked.
 
 Secrets are redacted from everything printed (answer, progress, ``--json``),
 with a model call's text joined first. Model, tool and server text is
@@ -50,6 +51,7 @@ from repl.runtime import (
     limits_from,
     make_provider,
     new_id,
+    not_saved,
     open_trace,
     start_mcp,
 )
@@ -57,7 +59,7 @@ from repl.trace import joined_text
 from repl.ui.escape import clean  # pure; imports no rich
 from repl.unicode import valid_text
 
-EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 # Characters JSON leaves raw that a terminal may still act on (8-bit CSI/OSC, bidi overrides).
@@ -123,7 +125,14 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
     log = EventLog()
     redact = redactor_for(settings)
     progress = Progress(stderr, redact)
-    trace = open_trace(settings, session_id, trace_file)
+    try:
+        trace = open_trace(settings, session_id, trace_file)
+    except OSError as exc:
+        if trace_file is not None:  # asked for by name: no answer without it
+            progress.say(f"error: cannot write the trace file {trace_file}: {exc.strerror or exc}")
+            return EXIT_USAGE
+        trace = None
+        progress.say(not_saved("the trace", settings.trace_dir, exc))
     subscribers: list[Any] = [log, progress] + ([trace] if trace else [])
 
     def emit(event: Event) -> None:

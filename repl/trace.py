@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from repl.events import Event, TextDelta, TurnStarted, to_dict
-from repl.redact import REDACTED as REDACTED
 from repl.redact import Redactor
 from repl.unicode import valid_text
 

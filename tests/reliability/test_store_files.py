@@ -1,0 +1,179 @@
+"""Store and journal files that are not what they seem: FIFOs, devices, huge or read-only files.
+
+A todo or note store that is a FIFO (an ``open`` for reading would wait for a
+writer forever) or a symlink to ``/dev/zero`` (a read never ends), a store
+over the size limit, and a session journal that is one of these on
+``--resume``: each gives one clear line (or a structured tool error naming
+the file) within seconds, and the file is left as it was. A read-only store
+(mode 0444) is never replaced (root could, ``os.replace`` ignores the mode);
+a writable one keeps its permission bits across writes.
+
+The children run with an address-space limit, so the old code's endless read
+of ``/dev/zero`` ends in a MemoryError instead of eating the machine's memory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.fakeserver import call, text, tool_calls
+from tests.reliability.helpers import record
+from tests.test_agent import SEED_TODOS
+from tests.test_cli import home  # noqa: F401 - fixture
+from tools import build_tools, store
+from tools.registry import Registry
+
+WIDE = {"COLUMNS": "400"}  # keep a long path on one line
+MEMORY_LIMIT = 2 * 1024**3
+OVER_LIMIT = 65 * 1024 * 1024  # the documented store limit is 64 MB
+QUICK_S = 10.0  # "within a couple of seconds", with room for a loaded machine
+timings: dict[str, float] = {}
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+def run(*args: str, env: dict[str, str], stdin: str = "") -> tuple[subprocess.CompletedProcess, float]:
+    started = time.monotonic()
+    result = subprocess.run([sys.executable, "-m", "repl.cli", *args], env={**env, **WIDE}, input=stdin,
+                            capture_output=True, text=True, timeout=30, preexec_fn=_limit_memory)
+    return result, time.monotonic() - started
+
+
+def make_odd(path: Path, kind: str) -> None:
+    path.unlink(missing_ok=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+
+
+def unchanged(path: Path, kind: str) -> bool:
+    if kind == "fifo":
+        return stat.S_ISFIFO(path.lstat().st_mode)
+    return path.is_symlink() and os.readlink(path) == "/dev/zero"
+
+
+def tool_errors(fake_server) -> list[dict | None]:
+    """The error of each tool result the model got back (None for a success)."""
+    sent = fake_server.chat_requests()[-1].body["messages"]
+    return [json.loads(m["content"]).get("error") for m in sent if m["role"] == "tool"]
+
+
+def error_lines(output: str) -> list[str]:
+    return [line for line in output.splitlines() if line.startswith("error:")]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "devzero"])
+def test_todo_store_that_is_no_regular_file(fake_server, home, kind):  # noqa: F811
+    path = Path(home["GLASSLOOP_TODOS_FILE"])
+    make_odd(path, kind)
+    fake_server.script(tool_calls(call("list_todos", {}), call("add_todo", {"title": "x"})), text("sorry"))
+    result, seconds = run("--yes", "--base-url", fake_server.base_url, env=home, stdin="what is left?\n/todos\n")
+    assert result.returncode == 0 and "Traceback" not in result.stdout + result.stderr
+    errors = error_lines(result.stdout)
+    assert len(errors) == 1 and str(path) in errors[0] and "not a regular file" in errors[0], result.stdout
+    assert [e["type"] for e in tool_errors(fake_server)] == ["unreadable_store"] * 2
+    assert all(str(path) in e["message"] for e in tool_errors(fake_server))
+    assert seconds < QUICK_S and unchanged(path, kind)
+    timings[f"todos {kind} (chat turn + /todos)"] = round(seconds, 2)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "devzero"])
+def test_notes_store_that_is_no_regular_file_in_ask(fake_server, home, tmp_path, kind):  # noqa: F811
+    notes = tmp_path / "notes.json"
+    make_odd(notes, kind)
+    fake_server.script(tool_calls(call("search_notes", {"query": "wifi"}), call("add_note", {"text": "x"})),
+                       text("sorry"))
+    result, seconds = run("ask", "note it", "--yes", "--base-url", fake_server.base_url,
+                          env={**home, "GLASSLOOP_NOTES_FILE": str(notes)})
+    assert result.returncode == 0 and "sorry" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+    errors = tool_errors(fake_server)
+    assert [e["type"] for e in errors] == ["unreadable_store"] * 2
+    assert all(str(notes) in e["message"] and "not a regular file" in e["message"] for e in errors)
+    assert seconds < QUICK_S and unchanged(notes, kind)
+    timings[f"notes {kind} (ask)"] = round(seconds, 2)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "devzero"])
+def test_resume_of_a_journal_that_is_no_regular_file(fake_server, home, kind):  # noqa: F811
+    folder = Path(home["XDG_DATA_HOME"]) / "glassloop" / "sessions"
+    folder.mkdir(parents=True)
+    journal = folder / "20250101-000000-abcd.jsonl"
+    make_odd(journal, kind)
+    result, seconds = run("--resume", "20250101-000000-abcd", "--base-url", fake_server.base_url, env=home)
+    assert result.returncode == 1 and "Traceback" not in result.stdout + result.stderr
+    errors = error_lines(result.stdout + result.stderr)
+    assert len(errors) == 1 and str(journal) in errors[0] and "not a regular file" in errors[0], result
+    assert seconds < QUICK_S and unchanged(journal, kind) and fake_server.requests == []
+    timings[f"journal {kind} (--resume)"] = round(seconds, 2)
+
+
+def test_todo_store_over_the_size_limit(fake_server, home):  # noqa: F811
+    path = Path(home["GLASSLOOP_TODOS_FILE"])
+    path.unlink()
+    with open(path, "wb") as sparse:  # 65 MB of holes: costs no disk
+        sparse.truncate(OVER_LIMIT)
+    result, seconds = run("--base-url", fake_server.base_url, env=home, stdin="/todos\n")
+    errors = error_lines(result.stdout)
+    assert len(errors) == 1 and str(path) in errors[0] and "64 MB limit" in errors[0], result.stdout
+    assert path.stat().st_size == OVER_LIMIT
+    timings["todos over 64 MB (/todos)"] = round(seconds, 2)
+
+
+def test_read_only_todo_store_is_not_replaced(fake_server, home):  # noqa: F811
+    path = Path(home["GLASSLOOP_TODOS_FILE"])
+    path.chmod(0o444)
+    before = path.read_bytes()
+    fake_server.script(tool_calls(call("add_todo", {"title": "x"})), text("could not"))
+    result, _ = run("ask", "add x", "--yes", "--base-url", fake_server.base_url, env=home)
+    assert result.returncode == 0 and "Traceback" not in result.stdout + result.stderr
+    [error] = tool_errors(fake_server)
+    assert error is not None, "the read-only file was replaced"
+    assert error["type"] == "read_only_store" and str(path) in error["message"] and "read-only" in error["message"]
+    assert path.read_bytes() == before and stat.S_IMODE(path.stat().st_mode) == 0o444
+
+
+def registry_on(tmp_path: Path) -> tuple[Registry, Path]:
+    path = tmp_path / "todos.json"
+    path.write_text(json.dumps(SEED_TODOS, ensure_ascii=False), encoding="utf-8")
+    return Registry(build_tools(todos_path=path, notes_path=tmp_path / "notes.json", files_root=tmp_path,
+                                weather="sample")), path
+
+
+def test_writes_keep_the_file_mode(tmp_path):
+    reg, path = registry_on(tmp_path)
+    path.chmod(0o640)
+    assert reg.call("add_todo", {"title": "x"})["ok"] is True
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+def test_undo_does_not_replace_a_store_made_read_only_since(tmp_path):
+    reg, path = registry_on(tmp_path)
+    writes: list[store.StoreWrite] = []
+    store.set_write_observer(writes.append)
+    try:
+        assert reg.call("add_todo", {"title": "x"})["ok"] is True
+    finally:
+        store.set_write_observer(None)
+    path.chmod(0o444)
+    before = path.read_bytes()
+    with pytest.raises(store.StoreError) as caught:
+        store.revert(writes)
+    assert caught.value.type == "read_only_store" and str(path) in caught.value.message
+    assert path.read_bytes() == before
+
+
+def test_record_store_file_figures() -> None:
+    record("store_files", seconds=timings)

@@ -45,6 +45,7 @@ from tests.fakeserver import (
     Reply,
     error_body,
     prompt_bytes,
+    raw_sse,
 )
 
 PATH = "/v1/responses"
@@ -243,7 +244,8 @@ def handle_responses(fake: FakeServer, ex: Exchange, req: RecordedRequest, *, in
     if ex.send_fault(reply, str(body.get("model"))):
         return
     if body.get("stream"):
-        ex.stream(response_events(fake, reply, body, interleave), reply)
+        raw = reply.raw_events is not None
+        ex.stream(raw_sse(reply, named=True) if raw else response_events(fake, reply, body, interleave), reply)
         return
     time.sleep(reply.first_byte_delay)
     output = ([message_item(reply.text)] if reply.text else []) + call_items(fake, reply.calls)

@@ -69,6 +69,9 @@ class Reply:
     endless_after: int | None = None
     keepalive_s: float = 0.0
     reject_stream_options: bool = False  # 400 while the request has stream_options
+    # Sent verbatim instead of the generated stream: each event a str (as is) or any JSON
+    # value; on the Responses route a (name, data) pair or a dict whose "type" names it.
+    raw_events: tuple[Any, ...] | None = None
 
 
 Scripted = Reply | Callable[[dict[str, Any]], Reply]
@@ -122,6 +125,25 @@ def malformed_arguments(name: str = "get_todo", raw: str = '{"todo_id": "todo-0'
 
 def reject_stream_options(reply: Reply | None = None) -> Reply:
     return replace(reply or text("ok without stream_options"), reject_stream_options=True)
+
+
+def raw_stream(*events: Any, **opts: Any) -> Reply:
+    """A stream of exactly these events (malformed shapes); chat streams end with "[DONE]"."""
+    return Reply(raw_events=events, **opts)
+
+
+def raw_sse(reply: Reply, named: bool = False) -> list[str | tuple[str, str]]:
+    """``reply.raw_events`` as SSE data (``named``: with the event name, as the Responses API)."""
+    out: list[str | tuple[str, str]] = []
+    for event in reply.raw_events or ():
+        name = None
+        if isinstance(event, tuple) and len(event) == 2 and isinstance(event[0], str):
+            name, event = event
+        elif named and isinstance(event, dict) and isinstance(event.get("type"), str):
+            name = event["type"]
+        data = event if isinstance(event, str) else json.dumps(event, ensure_ascii=False)
+        out.append((name, data) if name else data)
+    return out
 
 
 @dataclass(frozen=True)
@@ -538,7 +560,7 @@ def handle_chat(fake: FakeServer, ex: Exchange, req: RecordedRequest) -> None:
     if ex.send_fault(reply, str(body.get("model"))):
         return
     if body.get("stream"):
-        ex.stream(chat_events(fake, reply, body), reply)
+        ex.stream(raw_sse(reply) if reply.raw_events is not None else chat_events(fake, reply, body), reply)
     else:
         time.sleep(reply.first_byte_delay)
         ex.send_json(200, chat_completion(fake, reply, body))

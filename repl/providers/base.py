@@ -14,7 +14,7 @@ from repl.events import Usage
 
 ErrorKind = Literal[
     "unreachable", "auth", "not_found", "rate_limit", "server", "bad_request",
-    "timeout", "stream_cut", "missing_extra", "other",
+    "timeout", "stream_cut", "missing_extra", "bad_response", "other",
 ]
 
 
@@ -71,11 +71,53 @@ class ProviderError(Exception):
         self.partial_text = partial_text
 
 
+class BadShape(Exception):
+    """A field of the server's answer has the wrong type (the adapter reports ``bad_response``)."""
+
+
+def is_record(value: Any) -> bool:
+    """A JSON object as the SDK hands it over: a dict or a (pydantic) model."""
+    return isinstance(value, dict) or hasattr(type(value), "model_fields")
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+_KINDS: dict[str, Any] = {
+    "an object": is_record, "a list": lambda v: isinstance(v, list),
+    "a string": lambda v: isinstance(v, str), "a count": _is_count,
+    "an integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+}
+
+
+_NAMES = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+
+
+def _what(value: Any) -> str:
+    return "an object" if is_record(value) else _NAMES.get(type(value), type(value).__name__)
+
+
+def wire_field(record: Any, name: str, kind: str, path: str) -> Any:
+    """``record.name`` (dict key or model attribute), None when absent, else of ``kind``
+    (a key of ``_KINDS``); any other value, or a ``record`` that is no object, raises BadShape
+    naming ``path.name``. The SDK builds its objects without validating them, so every
+    field an adapter reads goes through here."""
+    if not is_record(record):
+        raise BadShape(f"{path} is {_what(record)}, expected an object")
+    value = record.get(name) if isinstance(record, dict) else getattr(record, name, None)
+    if value is None or _KINDS[kind](value):
+        return value
+    raise BadShape(f"{path}.{name} is {_what(value)}, expected {kind}")
+
+
 class Provider(Protocol):
     """One configured endpoint. ``stream`` yields parts, ending with Completed.
 
     ``stream`` raises ProviderError for anything that ends the turn. Closing
-    the generator early (Ctrl-C) must close the HTTP stream.
+    the generator early (Ctrl-C) must close the HTTP stream. When ``deadline``
+    (``time.monotonic()``) passes, the call must end promptly, even while the
+    server keeps the stream alive (the error raised then is any ProviderError).
     """
 
     name: str
@@ -83,7 +125,8 @@ class Provider(Protocol):
     context_window: int
 
     def stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+        deadline: float | None = None,
     ) -> Iterator[Part]: ...
 
     def close(self) -> None: ...

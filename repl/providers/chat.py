@@ -21,6 +21,7 @@ from typing import Any
 
 from repl.events import Usage
 from repl.providers.base import (
+    BadShape,
     Completed,
     Part,
     ProviderError,
@@ -28,8 +29,9 @@ from repl.providers.base import (
     ToolCall,
     ToolCallPart,
     estimate_tokens,
+    wire_field,
 )
-from repl.providers.endpoint import SdkEndpoint
+from repl.providers.endpoint import SdkEndpoint, StreamDeadline
 from repl.providers.errors import from_sdk_error, make_error, retries_taken
 
 
@@ -79,7 +81,7 @@ class _Assembly:
     shown: list[str] = field(default_factory=list)  # text the user has seen
     raw: list[str] = field(default_factory=list)  # content as the model wrote it
     calls: dict[int, _PendingCall] = field(default_factory=dict)
-    usage: Any = None
+    usage: Usage | None = None  # as the server reported it
     finish_reason: str | None = None
     text_calls: list[ToolCall] = field(default_factory=list)  # parsed by the text filter
 
@@ -87,24 +89,27 @@ class _Assembly:
     def text(self) -> str:
         return "".join(self.shown)
 
-    def add_fragment(self, frag: Any) -> ToolCallPart:
-        index = frag.index if isinstance(getattr(frag, "index", None), int) else self._guess_index(frag)
+    def add_fragment(self, frag: Any, path: str) -> ToolCallPart:
+        call_id = wire_field(frag, "id", "a string", path)
+        index = wire_field(frag, "index", "an integer", path)
+        index = self._guess_index(call_id) if index is None else index
         pending = self.calls.setdefault(index, _PendingCall())
-        if frag.id and not pending.id:
-            pending.id = frag.id
-        name = frag.function.name if frag.function else None
+        if call_id and not pending.id:
+            pending.id = call_id
+        function = wire_field(frag, "function", "an object", path)
+        name = wire_field(function, "name", "a string", f"{path}.function") if function else None
         if name and not pending.name:
             pending.name = name
-        delta = (frag.function.arguments if frag.function else None) or ""
+        delta = (wire_field(function, "arguments", "a string", f"{path}.function") if function else None) or ""
         pending.arguments.append(delta)
-        return ToolCallPart(index=index, id=frag.id, name=name, arguments_delta=delta)
+        return ToolCallPart(index=index, id=call_id, name=name, arguments_delta=delta)
 
-    def _guess_index(self, frag: Any) -> int:
+    def _guess_index(self, call_id: str | None) -> int:
         """For servers that omit ``index``: a new id starts a new call."""
         if not self.calls:
             return 0
         last = max(self.calls)
-        if frag.id and self.calls[last].id not in (None, frag.id):
+        if call_id and self.calls[last].id not in (None, call_id):
             return last + 1
         return last
 
@@ -132,7 +137,8 @@ class ChatProvider(SdkEndpoint):
         self.stream_options_supported = True  # set False once the server rejects them
 
     def stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+        deadline: float | None = None,
     ) -> Iterator[Part]:
         self._get_client()  # the SDK import is start-up cost, not model latency
         started = time.monotonic()
@@ -151,12 +157,14 @@ class ChatProvider(SdkEndpoint):
         else:
             wire, text_filter = to_wire_messages(messages), None
             params = self._params(wire, tools)
-        sdk_stream = self._open(params)
+        sdk_stream = self._open(params, deadline)
+        watch = StreamDeadline(sdk_stream.response, deadline)
         try:
             acc = _Assembly()
             yield from self._read(sdk_stream, acc, text_filter)
             retries = retries_taken(sdk_stream.response.request)
         finally:
+            watch.disarm()
             sdk_stream.close()  # also on GeneratorExit (Ctrl-C): drop the HTTP stream
         yield self._completed(acc, text_filter, params, started, retries)
 
@@ -170,17 +178,17 @@ class ChatProvider(SdkEndpoint):
             params["max_tokens"] = self.max_tokens
         return params
 
-    def _open(self, params: dict[str, Any]) -> Any:
+    def _open(self, params: dict[str, Any], deadline: float | None = None) -> Any:
         try:
-            return self._create(params)
+            return self._create(params, deadline)
         except _StreamOptionsRejected:
             self.stream_options_supported = False  # remembered for this provider
-            return self._create(params)
+            return self._create(params, deadline)
 
-    def _create(self, params: dict[str, Any]) -> Any:
+    def _create(self, params: dict[str, Any], deadline: float | None = None) -> Any:
         import openai
 
-        client = self._get_client()
+        client = self._client_until(deadline)
         use_options = self.stream_options_supported
         extra = {"stream_options": {"include_usage": True}} if use_options else {}
         try:
@@ -208,6 +216,9 @@ class ChatProvider(SdkEndpoint):
         except ValueError as err:  # an SSE data line that is not JSON
             msg = f"{self.name} sent malformed stream data"
             raise make_error("server", msg, self._context(), acc.text) from err
+        except BadShape as err:
+            msg = f"{self.name}: malformed answer from the server: {err}"
+            raise make_error("bad_response", msg, self._context(), acc.text) from err
         if acc.finish_reason is None:
             msg = f"{self.name}: the answer stream ended before it was finished"
             raise ProviderError("stream_cut", msg, acc.text)
@@ -219,24 +230,29 @@ class ChatProvider(SdkEndpoint):
             acc.text_calls = list(calls)
 
     def _parts_of(self, chunk: Any, acc: _Assembly, text_filter: Any) -> Iterator[Part]:
-        if getattr(chunk, "usage", None):
-            acc.usage = chunk.usage
-        for choice in chunk.choices or []:
-            if choice.index != 0:
+        usage = wire_field(chunk, "usage", "an object", "chunk")
+        if usage:
+            acc.usage = _reported_usage(usage)
+        for n, choice in enumerate(wire_field(chunk, "choices", "a list", "chunk") or []):
+            path = f"choices[{n}]"
+            if wire_field(choice, "index", "an integer", path) not in (0, None):
                 continue
-            if choice.finish_reason:
-                acc.finish_reason = choice.finish_reason
-            delta = choice.delta
+            finish = wire_field(choice, "finish_reason", "a string", path)
+            if finish:
+                acc.finish_reason = finish
+            delta = wire_field(choice, "delta", "an object", path)
             if delta is None:  # some servers send a bare final choice
                 continue
-            if delta.content:
-                acc.raw.append(delta.content)
-                shown = text_filter.feed(delta.content) if text_filter else delta.content
+            content = wire_field(delta, "content", "a string", f"{path}.delta")
+            if content:
+                acc.raw.append(content)
+                shown = text_filter.feed(content) if text_filter else content
                 if shown:
                     acc.shown.append(shown)
                     yield TextPart(shown)
-            for frag in delta.tool_calls or []:
-                yield acc.add_fragment(frag)
+            frags = wire_field(delta, "tool_calls", "a list", f"{path}.delta") or []
+            for i, frag in enumerate(frags):
+                yield acc.add_fragment(frag, f"{path}.delta.tool_calls[{i}]")
 
     def _completed(
         self, acc: _Assembly, text_filter: Any, params: dict[str, Any], started: float, retries: int
@@ -249,15 +265,18 @@ class ChatProvider(SdkEndpoint):
         )
 
     def _usage(self, acc: _Assembly, params: dict[str, Any]) -> Usage:
-        u = acc.usage
-        if u is not None:
-            details = getattr(u, "prompt_tokens_details", None)
-            cached = getattr(details, "cached_tokens", None) or 0
-            return Usage(u.prompt_tokens or 0, cached, u.completion_tokens or 0)
+        if acc.usage is not None:
+            return acc.usage
         request = json.dumps([params["messages"], params.get("tools", [])], ensure_ascii=False)
         output = "".join(acc.raw) + "".join("".join(p.arguments) for p in acc.calls.values())
         return Usage(estimate_tokens(request), 0, estimate_tokens(output), estimated=True)
 
+
+def _reported_usage(u: Any) -> Usage:
+    details = wire_field(u, "prompt_tokens_details", "an object", "usage")
+    cached = wire_field(details, "cached_tokens", "a count", "usage.prompt_tokens_details") if details else None
+    return Usage(wire_field(u, "prompt_tokens", "a count", "usage") or 0, cached or 0,
+                 wire_field(u, "completion_tokens", "a count", "usage") or 0)
 
 
 def _mentions_stream_options(err: Any) -> bool:

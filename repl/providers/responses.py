@@ -29,6 +29,7 @@ from typing import Any
 
 from repl.events import Usage
 from repl.providers.base import (
+    BadShape,
     Completed,
     Part,
     ProviderError,
@@ -36,8 +37,9 @@ from repl.providers.base import (
     ToolCall,
     ToolCallPart,
     estimate_tokens,
+    wire_field,
 )
-from repl.providers.endpoint import SdkEndpoint
+from repl.providers.endpoint import SdkEndpoint, StreamDeadline
 from repl.providers.errors import from_sdk_error, make_error, retries_taken
 
 TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
@@ -120,9 +122,8 @@ class _Assembly:
     shown: list[str] = field(default_factory=list)
     streamed_items: set[str] = field(default_factory=set)  # message items that sent deltas
     calls: dict[str, _PendingCall] = field(default_factory=dict)  # by item id
-    response: Any = None  # the final Response object
+    usage: Usage | None = None  # as the final response reported it
     finish_reason: str | None = None
-    reasoning_tokens: int = 0
 
     @property
     def text(self) -> str:
@@ -141,17 +142,20 @@ class ResponsesProvider(SdkEndpoint):
         super().__init__(**settings)
 
     def stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+        deadline: float | None = None,
     ) -> Iterator[Part]:
         self._get_client()  # the SDK import is start-up cost, not model latency
         started = time.monotonic()
         params = self.request_params(messages, tools)
-        sdk_stream = self._open(params)
+        sdk_stream = self._open(params, deadline)
+        watch = StreamDeadline(sdk_stream.response, deadline)
         try:
             acc = _Assembly()
             yield from self._read(sdk_stream, acc)
             retries = retries_taken(sdk_stream.response.request)
         finally:
+            watch.disarm()
             sdk_stream.close()  # also on GeneratorExit (Ctrl-C): drop the HTTP stream
         usage = self._usage(acc, params)
         yield Completed(
@@ -175,14 +179,14 @@ class ResponsesProvider(SdkEndpoint):
             params["max_output_tokens"] = self.max_tokens
         return params
 
-    def _open(self, params: dict[str, Any]) -> Any:
+    def _open(self, params: dict[str, Any], deadline: float | None = None) -> Any:
         import openai
 
         try:
             # extra_body skips the SDK's per-item parameter transform (see chat.py)
             body = dict(params)
-            return self._get_client().responses.create(model=body.pop("model"), stream=True,
-                                                       extra_body=body)
+            return self._client_until(deadline).responses.create(model=body.pop("model"), stream=True,
+                                                                 extra_body=body)
         except openai.OpenAIError as err:
             raise from_sdk_error(err, self._context()) from err
 
@@ -191,89 +195,114 @@ class ResponsesProvider(SdkEndpoint):
 
         try:
             for event in sdk_stream:
-                yield from self._parts_of(event, acc)
-                if event.type in TERMINAL:
+                kind = wire_field(event, "type", "a string", "event")
+                yield from self._parts_of(kind, event, acc)
+                if kind in TERMINAL:
                     break
         except openai.OpenAIError as err:
             raise from_sdk_error(err, self._context(), streaming=True, partial_text=acc.text) from err
         except ValueError as err:  # an SSE data line that is not JSON
             msg = f"{self.name} sent malformed stream data"
             raise make_error("server", msg, self._context(), acc.text) from err
+        except BadShape as err:
+            msg = f"{self.name}: malformed answer from the server: {err}"
+            raise make_error("bad_response", msg, self._context(), acc.text) from err
         if acc.finish_reason is None:
             msg = f"{self.name}: the answer stream ended before it was finished"
             raise ProviderError("stream_cut", msg, acc.text)
 
-    def _parts_of(self, event: Any, acc: _Assembly) -> Iterator[Part]:
-        kind = event.type
-        if kind in ("response.output_text.delta", "response.refusal.delta") and event.delta:
-            acc.streamed_items.add(event.item_id)
-            acc.shown.append(event.delta)
-            yield TextPart(event.delta)
+    def _parts_of(self, kind: str | None, event: Any, acc: _Assembly) -> Iterator[Part]:
+        if kind in ("response.output_text.delta", "response.refusal.delta"):
+            delta = wire_field(event, "delta", "a string", kind)
+            if delta:
+                acc.streamed_items.add(wire_field(event, "item_id", "a string", kind))
+                acc.shown.append(delta)
+                yield TextPart(delta)
         elif kind == "response.function_call_arguments.delta":
-            pending = acc.calls.get(event.item_id)
+            pending = acc.calls.get(wire_field(event, "item_id", "a string", kind))
+            delta = wire_field(event, "delta", "a string", kind) or ""
             if pending is not None:
-                pending.arguments.append(event.delta)
-                yield ToolCallPart(pending.index, None, None, event.delta)
+                pending.arguments.append(delta)
+                yield ToolCallPart(pending.index, None, None, delta)
         elif kind in ("response.output_item.added", "response.output_item.done"):
-            yield from self._item_event(event.item, kind.endswith(".done"), acc)
+            item = wire_field(event, "item", "an object", kind)
+            if item is None:
+                raise BadShape(f"{kind}.item is null, expected an object")
+            yield from self._item_event(item, kind.endswith(".done"), acc, f"{kind}.item")
         elif kind in ("response.completed", "response.incomplete"):
-            yield from self._finish(event.response, acc)
+            response = wire_field(event, "response", "an object", kind)
+            if response is None:
+                raise BadShape(f"{kind}.response is null, expected an object")
+            yield from self._finish(response, acc)
         elif kind in ("response.failed", "error"):
-            raise self._stream_failure(event, acc)
+            raise self._stream_failure(kind, event, acc)
 
-    def _item_event(self, item: Any, done: bool, acc: _Assembly) -> Iterator[Part]:
-        item_id = getattr(item, "id", None) or getattr(item, "call_id", None) or ""
-        if item.type == "function_call":
+    def _item_event(self, item: Any, done: bool, acc: _Assembly, path: str) -> Iterator[Part]:
+        item_type = wire_field(item, "type", "a string", path)
+        call_id = wire_field(item, "call_id", "a string", path)
+        item_id = wire_field(item, "id", "a string", path) or call_id or ""
+        if item_type == "function_call":
+            name = wire_field(item, "name", "a string", path) or ""
+            arguments = wire_field(item, "arguments", "a string", path)
             pending = acc.calls.get(item_id)
             if pending is None:
-                call_id = getattr(item, "call_id", None) or f"call_{uuid.uuid4().hex[:24]}"
-                pending = acc.calls[item_id] = _PendingCall(len(acc.calls), call_id, item.name)
-                yield ToolCallPart(pending.index, call_id, item.name, "")
-            if done and item.arguments:
-                pending.final = item.arguments
-        elif item.type == "message" and done and item_id not in acc.streamed_items:
+                call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
+                pending = acc.calls[item_id] = _PendingCall(len(acc.calls), call_id, name)
+                yield ToolCallPart(pending.index, call_id, name, "")
+            if done and arguments:
+                pending.final = arguments
+        elif item_type == "message" and done and item_id not in acc.streamed_items:
+            whole = _message_text(item, path)
             if not item_id and acc.shown:
                 return  # no id to tell whether its text was streamed: assume it was
             acc.streamed_items.add(item_id)  # a server that sent the text only whole
-            whole = _message_text(item)
             if whole:
                 acc.shown.append(whole)
                 yield TextPart(whole)
 
     def _finish(self, response: Any, acc: _Assembly) -> Iterator[Part]:
         """The final response: pick up items the deltas did not deliver, then the reason."""
-        for item in getattr(response, "output", None) or []:
-            if item.type in ("function_call", "message"):
-                yield from self._item_event(item, True, acc)
-        acc.response = response
-        details = getattr(response, "incomplete_details", None)
-        if getattr(response, "status", None) == "incomplete" or details is not None:
-            reason = getattr(details, "reason", None)
+        for n, item in enumerate(wire_field(response, "output", "a list", "response") or []):
+            yield from self._item_event(item, True, acc, f"response.output[{n}]")
+        usage = wire_field(response, "usage", "an object", "response")
+        acc.usage = _reported_usage(usage) if usage else None
+        details = wire_field(response, "incomplete_details", "an object", "response")
+        if wire_field(response, "status", "a string", "response") == "incomplete" or details is not None:
+            reason = wire_field(details, "reason", "a string", "response.incomplete_details") if details else None
             acc.finish_reason = "length" if reason == "max_output_tokens" else (reason or "incomplete")
         else:
             acc.finish_reason = "tool_calls" if acc.calls else "stop"
 
-    def _stream_failure(self, event: Any, acc: _Assembly) -> ProviderError:
-        error = event if event.type == "error" else getattr(event.response, "error", None)
-        detail = getattr(error, "message", None) or "the response failed"
+    def _stream_failure(self, kind: str, event: Any, acc: _Assembly) -> ProviderError:
+        """The failure the server reported; a malformed report still ends the turn as this error."""
+        error = event if kind == "error" else getattr(getattr(event, "response", None), "error", None)
+        detail = getattr(error, "message", None)
+        detail = detail if isinstance(detail, str) and detail else "the response failed"
         msg = f"{self.name}: error reported during the answer: {detail}"
         return make_error("server", msg, self._context(), acc.text)
 
     def _usage(self, acc: _Assembly, params: dict[str, Any]) -> Usage:
-        u = getattr(acc.response, "usage", None)
-        if u is not None:
-            cached = getattr(getattr(u, "input_tokens_details", None), "cached_tokens", None) or 0
-            reasoning = getattr(getattr(u, "output_tokens_details", None), "reasoning_tokens", None)
-            acc.reasoning_tokens = reasoning or 0
-            return Usage(u.input_tokens or 0, cached, u.output_tokens or 0,
-                         reasoning_tokens=acc.reasoning_tokens)
+        if acc.usage is not None:
+            return acc.usage
         request = json.dumps([params.get("instructions"), params["input"], params.get("tools", [])],
                              ensure_ascii=False)
         output = acc.text + "".join(c.arguments for c in acc.tool_calls())
         return Usage(estimate_tokens(request), 0, estimate_tokens(output), estimated=True)
 
 
+def _reported_usage(u: Any) -> Usage:
+    details = wire_field(u, "input_tokens_details", "an object", "usage")
+    output = wire_field(u, "output_tokens_details", "an object", "usage")
+    cached = wire_field(details, "cached_tokens", "a count", "usage.input_tokens_details") if details else None
+    reasoning = wire_field(output, "reasoning_tokens", "a count", "usage.output_tokens_details") if output else None
+    return Usage(wire_field(u, "input_tokens", "a count", "usage") or 0, cached or 0,
+                 wire_field(u, "output_tokens", "a count", "usage") or 0, reasoning_tokens=reasoning or 0)
 
-def _message_text(item: Any) -> str:
-    parts = getattr(item, "content", None) or []
-    return "".join(getattr(p, "text", None) or getattr(p, "refusal", None) or "" for p in parts)
+
+def _message_text(item: Any, path: str) -> str:
+    parts = wire_field(item, "content", "a list", path) or []
+    texts = []
+    for n, part in enumerate(parts):
+        where = f"{path}.content[{n}]"
+        texts.append(wire_field(part, "text", "a string", where) or wire_field(part, "refusal", "a string", where) or "")
+    return "".join(texts)

@@ -6,6 +6,7 @@ import difflib
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -42,6 +43,18 @@ def specs(get_session: Callable[[], Any]) -> list[tuple[str, str, Callable[[str]
                 return [c for c in _fn(get_session()) if c.startswith(prefix)]
         out.append((cmd.name, cmd.help, complete))
     return out
+
+
+def save_text(session: Any, path: Path, text: str) -> Path | None:
+    """Write ``text`` to a file the user named (``~`` expanded); the path written, or None
+    after one error line: a missing folder, a folder, a name too long, an unknown ``~user``."""
+    try:
+        path = path.expanduser()
+        path.write_text(text, encoding="utf-8")
+    except (OSError, ValueError, RuntimeError) as exc:
+        session.ui.error(f"could not save to {path}: {getattr(exc, 'strerror', None) or exc}")
+        return None
+    return path
 
 
 def suggest(name: str) -> str | None:

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from repl.approval import MODES
-from repl.command_table import REGISTRY, Command, command, dispatch, specs, suggest
+from repl.command_table import REGISTRY, Command, command, dispatch, save_text, specs, suggest
 from repl.providers.base import ProviderError
 from repl.timeline import format_turn
 from repl.trace import read_records, turns
@@ -41,7 +41,13 @@ def _reset(session, args):
     session.turns.clear()
     if session.journal:
         session.journal.sync(session.history)
-    session.ui.info("new conversation; todos and notes are kept")
+    session.ui.info(f"new conversation; todos and notes are kept; {_clear_rules(session)}")
+
+
+def _clear_rules(session) -> str:
+    """Forget the session's approval rules ("always", "rest of step"); says which."""
+    cleared = session.approver.clear_rules()
+    return f"approval rules cleared (always: {', '.join(cleared)})" if cleared else "no approval rules to clear"
 
 
 @command("undo", help="Revert the last turn's todo and note changes and remove the turn (or undo /compact).")
@@ -66,7 +72,7 @@ def _undo(session, args):
 @command("trace", args="[N|all] [--json] [--save PATH]", help="Timeline of a turn: model calls, tool calls, approvals.")
 def _trace(session, args):
     if session.trace is None:
-        session.ui.error("tracing is off ([trace] enabled = false)")
+        session.ui.error("no trace in this session ([trace] enabled = false, or its folder cannot be written)")
         return
     as_json, save, which = "--json" in args, None, "last"
     rest = [a for a in args if a != "--json"]
@@ -75,7 +81,7 @@ def _trace(session, args):
         if i + 1 >= len(rest):
             session.ui.error("--save needs a path")
             return
-        save = Path(rest[i + 1]).expanduser()
+        save = Path(rest[i + 1])
         del rest[i : i + 2]
     if rest:
         which = rest[0]
@@ -88,8 +94,8 @@ def _trace(session, args):
     lines = [json.dumps(r, ensure_ascii=False) for r in records] if as_json else [
         line for g in chosen for line in format_turn(g)]
     if save:
-        save.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        session.ui.info(f"saved {len(records)} records to {save}")
+        if saved := save_text(session, save, "\n".join(lines) + "\n"):
+            session.ui.info(f"saved {len(records)} records to {saved}")
     else:
         session.ui.lines(lines)
 
@@ -160,6 +166,7 @@ def _tools(session, args):
         rule = "—"
         if tool.side_effects:
             rule = "always (this session)" if name in session.approver.always else session.approver.mode
+            rule += " · every call" if tool.destructive and session.approver.mode == "ask" else ""
         rows.append((name, "yes" if tool.side_effects else "no", rule, tool.description.split("\n")[0][:60]))
     session.ui.table("tools", ["tool", "side effects", "approval", "description"], rows)
 
@@ -202,13 +209,14 @@ def _provider(session, args):
          complete=lambda session: list(MODES))
 def _approve(session, args):
     if not args:
-        session.ui.info(f"approval mode: {session.approver.mode}")
+        always = ", ".join(sorted(session.approver.always))
+        session.ui.info(f"approval mode: {session.approver.mode}" + (f"; always: {always}" if always else ""))
         return
     if args[0] not in MODES:
         session.ui.error(f"approval mode must be one of {', '.join(MODES)}")
         return
     if session.switch(approval=args[0]):
-        session.ui.info(f"approval mode is now {args[0]}")
+        session.ui.info(f"approval mode is now {args[0]}; {_clear_rules(session)}")
 
 
 # Registered after the commands above: the table keeps (and /help shows) this order.

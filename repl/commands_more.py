@@ -6,20 +6,20 @@ import json
 from pathlib import Path
 from typing import Any
 
-from repl.command_table import command
+from repl.command_table import command, save_text
 from repl.journal import list_sessions
 from repl.redact import redactor_for
 
 
 @command("save", args="[PATH]", help="Save the transcript as Markdown (.md) or JSON (.json).")
 def _save(session, args):
-    path = Path(args[0]).expanduser() if args else Path(f"glassloop-{session.session_id}.md")
+    path = Path(args[0]) if args else Path(f"glassloop-{session.session_id}.md")
     if path.suffix == ".json":
         text = json.dumps(session.history.to_json(), ensure_ascii=False, indent=2)
     else:
         text = transcript_markdown(session.history.messages)
-    path.write_text(redactor_for(session.settings)(text), encoding="utf-8")
-    session.ui.info(f"saved the transcript to {path}")
+    if saved := save_text(session, path, redactor_for(session.settings)(text)):
+        session.ui.info(f"saved the transcript to {saved}")
 
 
 def transcript_markdown(messages: list[dict[str, Any]]) -> str:

@@ -10,18 +10,51 @@ from __future__ import annotations
 import json
 import math
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+MAX_CONFIG_BYTES = 1_000_000  # a config file is a few kilobytes; more is a mistake or an attack
 
 
 class ConfigError(Exception):
     """A bad configuration file or value; the message is one line."""
 
 
+def read_input(path: Path, required: bool, limit: int = MAX_CONFIG_BYTES) -> bytes | None:
+    """The bytes of a configuration input: a regular file of at most ``limit`` bytes.
+
+    A FIFO, device or folder is refused without blocking (opened non-blocking, then
+    checked on the open descriptor); a missing optional file is None.
+    """
+    origin = str(path)
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0))
+    except (FileNotFoundError, NotADirectoryError):  # a path through a file: no such config either
+        if required:
+            raise ConfigError(f"config error in {origin}: file not found") from None
+        return None
+    except OSError as exc:
+        raise ConfigError(f"config error in {origin}: cannot read ({exc.strerror or exc})") from None
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise ConfigError(f"config error in {origin}: cannot read (not a regular file)")
+            raw = handle.read(limit + 1)
+    except OSError as exc:
+        raise ConfigError(f"config error in {origin}: cannot read ({exc.strerror or exc})") from None
+    if len(raw) > limit:
+        raise ConfigError(f"config error in {origin}: larger than {limit // 1000} kB; not a config file")
+    return raw
+
+
 @dataclass(frozen=True)
 class _Field:
-    kind: str  # str | int | float | bool | enum | list | table (the last two hold strings)
+    kind: str  # str | url | int | float | bool | enum | list | table (the last two hold strings)
     choices: tuple[str, ...] = ()
     minimum: float | None = None
 
@@ -38,7 +71,7 @@ class _Named:
     quoted: bool = False
 
 
-_STR, _BOOL = _Field("str"), _Field("bool")
+_STR, _BOOL, _URL = _Field("str"), _Field("bool"), _Field("url")
 
 
 def _int(minimum: int = 0) -> _Field:
@@ -54,7 +87,7 @@ def _enum(*choices: str) -> _Field:
 
 
 PROFILE_SCHEMA: dict[str, _Field] = {
-    "base_url": _STR, "api_key_env": _STR, "model": _STR,
+    "base_url": _URL, "api_key_env": _STR, "model": _STR,
     "api": _enum("chat", "responses"), "tool_call_format": _enum("native", "text"),
     "temperature": _num(), "max_tokens": _int(1), "context_window": _int(1),
     "timeout_s": _num(), "max_retries": _int(0), "price_input": _num(),
@@ -69,7 +102,7 @@ GUARDS_SCHEMA: dict[str, _Field] = {
 PRICE_SCHEMA: dict[str, _Field] = {"input": _num(), "cached_input": _num(), "output": _num()}
 MCP_SCHEMA: dict[str, _Field] = {
     "command": _STR, "args": _Field("list"), "env": _Field("table"),
-    "cwd": _STR, "url": _STR, "headers": _Field("table"),
+    "cwd": _STR, "url": _URL, "headers": _Field("table"),
     "read_only_tools": _Field("list"), "timeout_s": _num(),
 }
 MCP_OPTIONAL = ("read_only_tools", "timeout_s")  # present in Settings only when set
@@ -85,7 +118,7 @@ SCHEMA: dict[str, Any] = {
     "mcp": {"servers": _Named(MCP_SCHEMA)},
     "pricing": _Named(PRICE_SCHEMA, quoted=True),
 }
-_EXPECTED = {"str": "a string", "int": "an integer", "float": "a number",
+_EXPECTED = {"str": "a string", "url": "an http(s) URL or \"\"", "int": "an integer", "float": "a number",
              "bool": "true or false", "list": "a list of strings",
              "table": "a table of strings"}
 
@@ -94,26 +127,52 @@ def config_error(origin: str, key: str, problem: str) -> ConfigError:
     return ConfigError(f"config error in {origin}: {key}: {problem}")
 
 
+def printable(text: str) -> str:
+    """``text`` with control and bidi characters spelled as escapes: safe on one terminal line."""
+    if text.isprintable():
+        return text
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    return "".join(c if c.isprintable() else named.get(c, f"\\u{ord(c):04x}") for c in text)
+
+
 def show(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
         text = value if len(value) <= 40 else value[:37] + "..."
-        return '"' + text.replace("\n", "\\n").replace("\r", "\\r") + '"'
+        return '"' + printable(text) + '"'
     if isinstance(value, int | float):
         return repr(value)
     return {dict: "a table", list: "a list"}.get(type(value), f"a {type(value).__name__}")
 
 
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is not a usable http(s) URL, or None ("" means "not set" and is fine)."""
+    if not url:
+        return None
+    if any(c.isspace() or not c.isprintable() for c in url):
+        return "it holds spaces or control characters"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        return str(exc)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return "expected http://HOST... or https://HOST..."
+    return None
+
+
 def check(spec: _Field, value: Any, origin: str, key: str) -> Any:
     """``value`` if it fits ``spec`` (ints widened to float), else ConfigError."""
     kind = spec.kind
+    if kind == "url" and isinstance(value, str) and (problem := url_problem(value)):
+        raise config_error(origin, key, f"expected {_EXPECTED[kind]}, got {show(value)} ({problem})")
     if kind == "list" and isinstance(value, list):
         return [check(_STR, v, origin, f"{key}[{i}]") for i, v in enumerate(value)]
     if kind == "table" and isinstance(value, dict):
         return {k: check(_STR, v, origin, f"{key}.{k}") for k, v in value.items()}
     number = isinstance(value, int | float) and not isinstance(value, bool)
-    ok = {"str": isinstance(value, str), "enum": isinstance(value, str),
+    ok = {"str": isinstance(value, str), "url": isinstance(value, str), "enum": isinstance(value, str),
           "bool": isinstance(value, bool), "int": number and isinstance(value, int),
           "float": number and math.isfinite(value)}.get(kind, False)
     if not ok or (spec.choices and value not in spec.choices):

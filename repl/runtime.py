@@ -46,7 +46,13 @@ def build_registry(settings: Settings) -> Registry:
     ))
 
 
+def not_saved(what: str, folder: Path, exc: OSError) -> str:
+    """The one line shown when ``folder`` cannot be written: the session goes on without ``what``."""
+    return f"{what} will not be saved: cannot write {folder} ({exc.strerror or exc})"
+
+
 def open_trace(settings: Settings, session_id: str, path: Path | None = None) -> Trace | None:
+    """The session's trace; None when tracing is off. OSError when the file cannot be opened."""
     if path is None and not settings.trace_enabled:
         return None
     path = path or settings.trace_dir / f"{session_id}.jsonl"

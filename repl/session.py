@@ -33,6 +33,7 @@ from repl.runtime import (
     limits_from,
     make_provider,
     new_id,
+    not_saved,
     open_trace,
     redactor_for,
     start_mcp,
@@ -74,7 +75,11 @@ class ChatSession:
         self.approver = Approver(self.settings.approval, self.ui.asker() if self.interactive else None)
         if not self.history.system_prompt:
             self.history.system_prompt = self._system_prompt()
-        self.trace = open_trace(self.settings, self.session_id)
+        try:
+            self.trace = open_trace(self.settings, self.session_id)
+        except OSError as exc:
+            self.trace = None
+            self.ui.info(not_saved("the trace", self.settings.trace_dir, exc))
         self.journal: Journal | None = None
         store.set_write_observer(self._on_write)
         self.mcp: Any = None  # tools.mcp_client.McpManager once started
@@ -82,14 +87,17 @@ class ChatSession:
     # ---- lifecycle ---------------------------------------------------------
     def open_journal(self, path: Path | None = None) -> None:
         folder = self.settings.data_dir / "sessions"
-        if path is None:
-            path = folder / f"{self.session_id}.jsonl"
-            meta = {"session": self.session_id, "provider": self.settings.active.name,
-                    "model": self.settings.active.model, "system_prompt": self.history.system_prompt}
-            self.journal = Journal(path, redactor_for(self.settings), meta)
-        else:
-            self.journal = Journal(path, redactor_for(self.settings))
-            self.journal.adopt(self.history)
+        try:
+            if path is None:
+                meta = {"session": self.session_id, "provider": self.settings.active.name,
+                        "model": self.settings.active.model, "system_prompt": self.history.system_prompt}
+                self.journal = Journal(folder / f"{self.session_id}.jsonl", redactor_for(self.settings), meta)
+            else:
+                self.journal = Journal(path, redactor_for(self.settings))
+                self.journal.adopt(self.history)
+        except OSError as exc:
+            self.journal = None
+            self.ui.info(not_saved("this session (no journal, no --resume)", path.parent if path else folder, exc))
 
     def resume(self, key: str) -> bool:
         path = find_session(self.settings.data_dir / "sessions", key)
@@ -109,7 +117,8 @@ class ChatSession:
         self.turns.clear()
         self.context = ContextWindow()
         self.open_journal(path)
-        self.journal.sync(self.history)  # records the repair of a turn cut off mid-way
+        if self.journal:
+            self.journal.sync(self.history)  # records the repair of a turn cut off mid-way
         users = sum(1 for m in self.history.messages if m["role"] == "user")
         self.ui.info(f"resumed session {self.session_id}: {users} turns, {len(self.history.messages)} messages")
         return True

@@ -137,5 +137,8 @@ def _history(path: Path | str | None, redact: Callable[[str], str] | None = None
     if path is None:
         return InMemoryHistory()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:  # no writable data dir (the session says so): keep this session's lines in memory
+        return InMemoryHistory()
     return RedactedFileHistory(str(path), redact) if redact else FileHistory(str(path))

@@ -129,6 +129,6 @@ class Terminal:
 
     def goodbye(self, session: Any) -> None:
         u = session.usage
+        resume = f" · resume with glassloop --resume {session.session_id}" if session.journal else ""
         self.renderer.notice(f"session {session.session_id}: {len(session.turns)} turns · "
-                             f"{u.total} tokens · {session.cost.text()} · resume with glassloop --resume "
-                             f"{session.session_id}")
+                             f"{u.total} tokens · {session.cost.text()}{resume}")

@@ -1,0 +1,141 @@
+"""Places that cannot be written: ``/save`` and ``/trace --save`` to a missing folder, to
+``/`` or to a name too long for the file system; a state dir, data dir, sessions dir or
+HOME that is a regular file (the tests run as root, so a mode bit would not stop a write:
+a file where a folder should be does).
+
+Never a traceback: one clear line, and the session goes on (or starts without the part
+that cannot be saved, saying so once).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.fakeserver import text
+from tests.reliability.helpers import record
+from tests.test_cli import home  # noqa: F401 - fixture
+from tests.test_repl_pty import Repl
+
+LONG_NAME = "n" * 300 + ".md"  # longer than NAME_MAX (255)
+
+
+def run(args: list[str], env: dict[str, str], cwd: Path, lines: list[str] | None = None):
+    started = time.monotonic()
+    stdin = "".join(f"{line}\n" for line in lines) if lines is not None else None
+    env = {**env, "COLUMNS": "400"}  # one message, one line: no wrapping of long paths
+    result = subprocess.run([sys.executable, "-m", "repl.cli", *args], env=env, cwd=cwd, input=stdin,
+                            capture_output=True, text=True, timeout=60)
+    record("unwritable", args=" ".join(args)[:60], seconds=round(time.monotonic() - started, 2))
+    assert "Traceback" not in result.stdout + result.stderr, result.stdout + result.stderr
+    return result
+
+
+def a_file_at(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("a file where a folder should be\n", encoding="utf-8")
+    return path
+
+
+def sessions(env: dict[str, str]) -> list[Path]:
+    return sorted((Path(env["XDG_DATA_HOME"]) / "glassloop" / "sessions").glob("*.jsonl"))
+
+
+def traces(env: dict[str, str]) -> list[Path]:
+    return sorted((Path(env["XDG_STATE_HOME"]) / "glassloop" / "traces").glob("*.jsonl"))
+
+
+# ---- /save and /trace --save ------------------------------------------------------
+
+
+def test_save_and_trace_save_to_unwritable_paths(fake_server, home, tmp_path):  # noqa: F811
+    fake_server.script(text("first answer"), text("still here"))
+    bad = ["/no/such/folder/t.md", "/", LONG_NAME]
+    lines = (["hello"] + [f"/save {p}" for p in bad] + [f"/trace --save {p}" for p in bad]
+             + ["/save ok.md", "/trace --save ok.txt", "are you there?"])
+    result = run(["--base-url", fake_server.base_url], home, tmp_path, lines)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    errors = [line for line in out.splitlines() if line.startswith("error: could not save")]
+    assert len(errors) == 6, out
+    assert "/no/such/folder/t.md" in errors[0] and "No such file or directory" in errors[0]
+    assert "Is a directory" in errors[1] and "Is a directory" in errors[4]
+    assert "File name too long" in errors[2] and "File name too long" in errors[5]
+    assert "still here" in out
+    assert "## You" in (tmp_path / "ok.md").read_text(encoding="utf-8")
+    assert "stopped_by answer" in (tmp_path / "ok.txt").read_text(encoding="utf-8")
+    assert not list(tmp_path.glob("n*"))
+
+
+# ---- folders that cannot be created at start-up ---------------------------------------
+
+
+def test_repl_state_dir_is_a_file(fake_server, home, tmp_path):  # noqa: F811
+    a_file_at(Path(home["XDG_STATE_HOME"]))
+    fake_server.script(text("answered"))
+    result = run(["--base-url", fake_server.base_url], home, tmp_path, ["hello", "/trace"])
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in result.stdout.splitlines() if "not be saved" in line]
+    assert len(notes) == 1 and "trace" in notes[0] and str(home["XDG_STATE_HOME"]) in notes[0], result.stdout
+    assert "answered" in result.stdout
+    assert len(sessions(home)) == 1  # the journal still works
+
+
+def test_repl_data_dir_or_sessions_dir_is_a_file(fake_server, home, tmp_path):  # noqa: F811
+    for blocked in (Path(home["XDG_DATA_HOME"]) / "glassloop" / "sessions", Path(home["XDG_DATA_HOME"])):
+        shutil.rmtree(home["XDG_DATA_HOME"], ignore_errors=True)
+        a_file_at(blocked)
+        fake_server.script(text("answered"))
+        result = run(["--base-url", fake_server.base_url], home, tmp_path, ["hello", "/sessions", "/save x.md"])
+        assert result.returncode == 0, result.stderr
+        notes = [line for line in result.stdout.splitlines() if "not be saved" in line]
+        assert len(notes) == 1 and "session" in notes[0], result.stdout
+        assert "answered" in result.stdout and "saved the transcript" in result.stdout
+        assert "--resume" not in result.stdout.splitlines()[-1]  # no journal: nothing to resume
+        assert len(traces(home)) >= 1  # the trace still works
+
+
+def test_repl_home_is_a_file(fake_server, home, tmp_path):  # noqa: F811
+    env = {k: v for k, v in home.items() if not k.startswith("XDG_")}
+    env["HOME"] = str(a_file_at(tmp_path / "home"))
+    fake_server.script(text("answered"))
+    result = run(["--base-url", fake_server.base_url], env, tmp_path, ["hello"])
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in result.stdout.splitlines() if "not be saved" in line]
+    assert len(notes) == 2, result.stdout
+    assert "answered" in result.stdout
+
+
+def test_pty_data_dir_is_a_file(fake_server, home):  # noqa: F811
+    a_file_at(Path(home["XDG_DATA_HOME"]))  # also where the input history lives
+    fake_server.script(text("answered in a terminal"))
+    repl = Repl(home, fake_server.base_url)
+    try:
+        repl.say("hello")
+        repl.expect("answered in a terminal")
+        repl.ready()
+        assert "not be saved" in repl.screen() and "Traceback" not in repl.screen()
+    finally:
+        repl.close()
+    repl.child.close()
+    assert repl.child.exitstatus == 0
+
+
+def test_ask_state_dir_is_a_file_and_an_unwritable_trace_file(fake_server, home, tmp_path):  # noqa: F811
+    a_file_at(Path(home["XDG_STATE_HOME"]))
+    fake_server.script(text("answered anyway"))
+    result = run(["ask", "hello", "--base-url", fake_server.base_url], home, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "answered anyway"
+    assert [line for line in result.stderr.splitlines() if "not be saved" in line], result.stderr
+    # a trace file the user asked for and cannot get: stop before asking, with one line
+    blocked = a_file_at(tmp_path / "plain") / "t.jsonl"
+    result = run(["ask", "hello", "--json", "--trace-file", str(blocked), "--base-url", fake_server.base_url],
+                 home, tmp_path)
+    assert result.returncode == 2 and result.stdout == ""
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr.startswith(f"error: cannot write the trace file {blocked}: ")
+    assert len(fake_server.chat_requests()) == 1

@@ -47,7 +47,7 @@ class Redactor:
     def __call__(self, text: str) -> str:
         for secret in self.secrets:
             text = text.replace(secret, self.mark)
-        return _SHAPES.sub(self._mask, text)
+        return _SHAPES.sub(self._mask, text) if _may_hold_shapes(text) else text
 
     def value(self, value: Any) -> Any:
         """``value`` made JSON-ready (anything else becomes its ``str``), every string redacted."""
@@ -62,6 +62,14 @@ class Redactor:
     def _mask(self, match: re.Match[str]) -> str:
         keep = match.group("bearer") or match.group("scheme") or match.group("param") or ""
         return keep + self.mark + ("@" if match.group("scheme") else "")
+
+
+def _may_hold_shapes(text: str) -> bool:
+    """A cheap test that skips the regex for most text (it costs ~0.1 ms per KiB)."""
+    if "://" in text or "=" in text:
+        return True
+    lower = text.lower()
+    return "sk-" in lower or "bearer" in lower
 
 
 def mask_url(url: str) -> str:

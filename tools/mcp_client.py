@@ -212,8 +212,11 @@ class McpManager:
         """Where a stdio server's stderr goes (never the terminal)."""
         if self.log_dir is None:
             return open(os.devnull, "w")  # noqa: SIM115 - closed by the exit stack
-        self.log_dir.mkdir(parents=True, exist_ok=True)
-        log = (self.log_dir / f"mcp-{NAME_OK.sub('_', name)}.log").open("a", encoding="utf-8")
+        try:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            log = (self.log_dir / f"mcp-{NAME_OK.sub('_', name)}.log").open("a", encoding="utf-8")
+        except OSError:  # the log cannot be written: the server still runs, its stderr is dropped
+            return open(os.devnull, "w")  # noqa: SIM115 - closed by the exit stack
         return log if self.redact is None else _RedactedLog(log, self.redact)
 
     async def _call(self, state: ServerState, tool: str, arguments: dict[str, Any], timeout: float) -> dict:
@@ -294,6 +297,7 @@ class McpManager:
     def _make_tool(self, cfg: ServerConfig, listed: Any) -> Tool:
         hints = listed.annotations
         read_only = bool(hints and hints.read_only_hint) or listed.name in cfg.read_only_tools
+        additive = bool(hints and hints.destructive_hint is False)  # MCP's default: destructive
 
         def run(**arguments: Any) -> dict[str, Any]:
             return self.call(cfg.name, listed.name, arguments)
@@ -301,7 +305,8 @@ class McpManager:
         return Tool(name=tool_name(cfg.name, listed.name),
                     description=listed.description or listed.title or listed.name,
                     parameters=parameters_from(listed.input_schema), fn=run,
-                    side_effects=not read_only, timeout_s=cfg.timeout_s)
+                    side_effects=not read_only, destructive=not read_only and not additive,
+                    timeout_s=cfg.timeout_s)
 
 
 async def _list_tools(client: Any) -> list[Any]:

@@ -139,3 +139,14 @@ def test_ask_state_dir_is_a_file_and_an_unwritable_trace_file(fake_server, home,
     assert len(result.stderr.strip().splitlines()) == 1
     assert result.stderr.startswith(f"error: cannot write the trace file {blocked}: ")
     assert len(fake_server.chat_requests()) == 1
+
+
+def test_mcp_server_starts_when_its_log_folder_cannot_be_written(tmp_path):
+    from tests.test_mcp import Stack, stdio_server
+
+    stack = Stack([stdio_server()], log_dir=a_file_at(tmp_path / "state") / "mcp").start()
+    try:
+        assert stack.manager.servers["t"].status == "ready", stack.notices
+        assert any(name.startswith("t__") for name in stack.registry.names())
+    finally:
+        stack.manager.close()

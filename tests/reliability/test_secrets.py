@@ -149,3 +149,26 @@ def test_url_credentials_are_masked_in_error_lines_and_trace(keyed, tmp_path):
                "chat": chat.stdout + chat.stderr}
     assert_url_masked(outputs)
     record("secrets", path="url credentials", outputs_checked=len(outputs) + 1, shown=0)
+
+
+def test_known_secrets_are_every_secret_the_config_holds(tmp_path, monkeypatch):
+    from repl.config import load_settings
+    from repl.redact import redactor_for
+
+    token, header, password = "ghp_mcpEnvToken0123456789", "headerToken0123456789", "urlPassword99"
+    config = tmp_path / "c.toml"
+    config.write_text(
+        f'[providers.openai]\nbase_url = "https://me:{password}@api.example.test/v1?key=queryKey0123"\n'
+        f'[mcp.servers.gh]\nurl = "https://mcp.example.test/?token=mcpUrlToken0123"\n'
+        f'headers = {{ Authorization = "Bearer {header}", Accept = "application/json" }}\n'
+        f'[mcp.servers.local]\ncommand = "server"\nenv = {{ GITHUB_TOKEN = "{token}", MODE = "verbose-mode" }}\n',
+        encoding="utf-8")
+    for name in ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+    settings = load_settings(config_file=config, cwd=tmp_path, env={"OPENAI_API_KEY": KEY})
+    redact = redactor_for(settings)
+    secrets = [KEY, token, header, password, "queryKey0123", "mcpUrlToken0123"]
+    said = "; ".join(f"value {s} here" for s in secrets) + "; application/json verbose-mode"
+    out = redact(said)
+    assert [s for s in secrets if s in out] == []
+    assert "application/json" in out and "verbose-mode" in out  # not secret-named: kept

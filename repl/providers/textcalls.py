@@ -30,6 +30,7 @@ import secrets
 from collections.abc import Iterable
 from typing import Any
 
+from repl.prompts import split_session_part
 from repl.providers.base import ToolCall
 
 OPEN_TAG = "<tool_call>"
@@ -115,7 +116,10 @@ def to_text_messages(
             system = out.pop(0)["content"]
         else:
             system = _DEFAULT_SYSTEM
-        out.insert(0, {"role": "system", "content": system + tools_system_block(tools)})
+        # the date and the user's own prompt go after the tools: the fixed prefix
+        # (instructions + tool block) is then the same for every session
+        fixed, session = split_session_part(system)
+        out.insert(0, {"role": "system", "content": fixed + tools_system_block(tools) + session})
     if after_results and messages and messages[-1]["role"] == "tool":
         out.append({"role": "user", "content": after_results})
     return out

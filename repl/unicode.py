@@ -17,7 +17,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def valid_text(text: str) -> str:
     """``text`` with surrogate pairs joined and lone surrogates replaced by U+FFFD."""
-    if not _SURROGATE.search(text):
+    if text.isascii() or not _SURROGATE.search(text):  # isascii() is a flag check
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 

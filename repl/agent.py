@@ -26,7 +26,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from repl.approval import Allow, ApprovalRequest, Approver
+from repl.approval import Allow, ApprovalRequest, Approver, PendingCall
 from repl.context import ContextWindow
 from repl.events import (
     ApprovalDecided,
@@ -356,21 +356,24 @@ def _execute(state: _Turn, calls, registry, approver, limits, emit, results) -> 
         results[call.id], ended = _wait(call, future, started, registry, limits, state.deadline)
         _emit_finished(emit, step, call, results[call.id], started, ended)
     for index, call in enumerate(effectful, 1):
-        _run_effectful(state, call, index, len(effectful), registry, approver, limits, emit, results)
+        later = tuple(PendingCall(c.id, c.name, _display_args(c.arguments), registry.get(c.name).destructive)
+                      for c in effectful[index:])
+        _run_effectful(state, call, index, len(effectful), later, registry, approver, limits, emit, results)
 
 
 def _no_time(call: ToolCall) -> dict[str, Any]:
     return error_result("timeout", f"{call.name} was not run: the turn's time ran out (turn_timeout_s)")
 
 
-def _run_effectful(state: _Turn, call, index, count, registry, approver, limits, emit, results) -> None:
+def _run_effectful(state: _Turn, call, index, count, later, registry, approver, limits, emit, results) -> None:
     step = state.steps
     started = time.monotonic()
     arguments, error = registry.parse_arguments(call.name, call.arguments)
     if error is None:
         tool = registry.get(call.name)
         preview = _preview(tool, arguments)
-        request = ApprovalRequest(step, call.id, call.name, arguments, preview, index, count)
+        request = ApprovalRequest(step, call.id, call.name, arguments, preview, index, count,
+                                  tool.destructive, later, lambda edited: _preview(tool, edited))
         emit(ApprovalRequested(step, call.id, call.name, arguments))
 
         def validate(args: dict[str, Any]) -> str | None:

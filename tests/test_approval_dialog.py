@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from repl.approval import ApprovalRequest, UserChoice
+from repl.approval import ApprovalRequest, PendingCall, UserChoice
 from repl.ui.approval_dialog import ApprovalDialog, check_arguments
 
 ESC_ENTER = "\x1b\r"
@@ -73,7 +74,8 @@ def test_always_and_rest_of_step() -> None:
     choice, shown = ask("a", DELETE)
     assert choice == UserChoice("always")
     assert "- delete todo-001" in shown and "[red]old[/] item" in shown
-    assert ask("r")[0] == UserChoice("rest")
+    later = (PendingCall("c2", "update_todo", {"todo_id": "todo-002", "priority": "high"}),)
+    assert ask("ry", replace(NEW_TODO, later=later))[0] == UserChoice("rest")  # r, then yes to the list
 
 
 def test_other_keys_are_ignored() -> None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tools.schema import parse_docstring, schema_from_signature, with_none_defaults
-from tools.validation import check_schema, describe_errors, json_type, validator_for
+from tools.validation import check_schema, describe_errors, json_type, schema_problem, validator_for
 
 
 class ToolError(Exception):
@@ -37,6 +37,9 @@ class Tool:
     parameters: dict[str, Any]
     fn: Callable[..., Any]
     side_effects: bool = False
+    # Removes or overwrites data for good (implies side effects): each call is asked
+    # on its own, never approved by a session rule ("always", "rest of step").
+    destructive: bool = False
     timeout_s: float | None = None  # None: the agent loop's default
     # Given validated args, describe the change without making it: {"before", "after"}.
     preview: Callable[[dict[str, Any]], dict[str, Any]] | None = None
@@ -55,6 +58,7 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     side_effects: bool = False,
+    destructive: bool = False,
     timeout_s: float | None = None,
     parameters: dict[str, Any] | None = None,
     preview: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
@@ -78,7 +82,8 @@ def tool(
             description=description if description is not None else summary,
             parameters=schema,
             fn=target,
-            side_effects=side_effects,
+            side_effects=side_effects or destructive,
+            destructive=destructive,
             timeout_s=timeout_s,
             preview=preview,
         )
@@ -142,6 +147,8 @@ def decode_arguments(raw: str | dict | None) -> Any:
         return {}
     if isinstance(raw, dict):
         return dict(raw)
+    if not isinstance(raw, str):  # already a value (a list, a number): checked as one
+        return raw
     text = raw.strip()
     if not text or text == "null":
         return {}
@@ -175,9 +182,20 @@ class Registry:
             self._tools[t.name] = t
         self._validators: dict[str, Any] = {}  # built on a tool's first call (see _validator)
 
-    def add(self, tools: Iterable[Tool]) -> None:
-        """Register more tools (e.g. from an MCP server), appended after the others."""
-        new = list(tools)
+    def add(self, tools: Iterable[Tool]) -> list[str]:
+        """Register more tools (e.g. from an MCP server), appended after the others.
+
+        A tool whose input schema cannot validate arguments (``schema_problem``: invalid,
+        or a ``$ref`` that resolves nowhere) is refused; the others are added. Returns
+        one line per refused tool, for the user.
+        """
+        new, refused = [], []
+        for t in tools:
+            problem = schema_problem(t.parameters)
+            if problem is None:
+                new.append(t)
+            else:
+                refused.append(f"tool {t.name} not loaded: its input schema is broken ({problem})")
         names = [t.name for t in new]
         clash = sorted({n for n in names if n in self._tools or names.count(n) > 1})
         if clash:
@@ -185,6 +203,7 @@ class Registry:
         # Copy-on-write: other threads may be reading the registry.
         self._validators = {n: v for n, v in self._validators.items() if n not in names}
         self._tools = {**self._tools, **{t.name: t for t in new}}
+        return refused
 
     def remove(self, prefix: str) -> list[str]:
         """Unregister every tool whose name starts with ``prefix``; returns their names."""
@@ -194,9 +213,10 @@ class Registry:
         return gone
 
     def _validator(self, name: str, tool_: Tool) -> Any:
+        """The tool's validator, or why its schema cannot have one (a str)."""
         validator = self._validators.get(name)
         if validator is None:  # built (and jsonschema imported) on the tool's first call
-            validator = validator_for(tool_.parameters)
+            validator = schema_problem(tool_.parameters) or validator_for(tool_.parameters)
             self._validators = {**self._validators, name: validator}  # copy-on-write, as in add()
         return validator
 
@@ -232,24 +252,35 @@ class Registry:
             return None, error_result(
                 "invalid_arguments", f"arguments for {name} must be a JSON object, got {kind}"
             )
-        errors = list(self._validator(name, tool_).iter_errors(value))
-        if errors:
-            message = describe_errors(name, errors, tool_.parameters)
-            return None, error_result("invalid_arguments", message)
-        return _coerce_integers(value, tool_.parameters), None
+        validator = self._validator(name, tool_)
+        problem = validator if isinstance(validator, str) else None
+        try:
+            errors = [] if problem else list(validator.iter_errors(value))
+            if errors:
+                return None, error_result("invalid_arguments", describe_errors(name, errors, tool_.parameters))
+            if not problem:
+                return _coerce_integers(value, tool_.parameters), None
+        except Exception as exc:  # noqa: BLE001 - a schema that cannot validate is the tool's fault
+            problem = _describe(exc)
+        return None, error_result("invalid_schema", f"{name} cannot be called: its input schema is broken ({problem})")
 
     def call(self, name: str, raw: str | dict | None) -> dict[str, Any]:
-        """Run a tool; every failure comes back as an error result, never raised."""
-        args, error = self.parse_arguments(name, raw)
-        if error is not None:
-            return error
+        """Run a tool; every failure comes back as an error result, never raised (only Ctrl-C)."""
         try:
-            value = self._tools[name].fn(**args)
-            return _success(value)
-        except ToolError as exc:
-            return error_result(exc.type, exc.message)
-        except Exception as exc:  # noqa: BLE001 - failures are data for the model
-            return error_result("tool_error", f"{type(exc).__name__}: {exc}")
+            args, error = self.parse_arguments(name, raw)
+            if error is not None:
+                return error
+            try:
+                value = self._tools[name].fn(**args)
+                return _success(value)
+            except ToolError as exc:
+                return error_result(exc.type, exc.message)
+            except Exception as exc:  # noqa: BLE001 - failures are data for the model
+                return error_result("tool_error", f"{type(exc).__name__}: {exc}")
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - last resort: a bug here, or a tool's sys.exit()
+            return error_result("internal_error", f"{name} failed inside glassloop: {_describe(exc)}")
 
     def preview(self, name: str, args: dict[str, Any]) -> dict[str, Any] | None:
         """What a side effect would change, or None (no preview, or it failed)."""
@@ -260,6 +291,13 @@ class Registry:
             return _jsonable(tool_.preview(args))
         except Exception:  # noqa: BLE001 - the real call will report the problem
             return None
+
+
+def _describe(exc: BaseException) -> str:
+    try:
+        return f"{type(exc).__name__}: {exc}"[:300]
+    except Exception:  # noqa: BLE001 - even str() of the exception may fail
+        return type(exc).__name__
 
 
 def _jsonable(value: Any) -> Any:

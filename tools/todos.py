@@ -228,7 +228,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
         """
         return _commit(path, _complete, {"todo_id": todo_id})
 
-    @tool(side_effects=True, preview=_previewer(path, _delete))
+    @tool(destructive=True, preview=_previewer(path, _delete))
     def delete_todo(todo_id: str | int) -> dict:
         """Delete a todo for good. Only when the user asks to remove it; finished items
         should be completed with complete_todo, not deleted.

@@ -3,7 +3,9 @@
 ``ask()`` shows a panel (a before → after preview when the tool gives one,
 then the arguments) and reads one key: y / n / a / r / e. ``n`` asks for an
 optional reason; ``e`` opens the arguments as editable JSON, validates them
-and shows the panel again. Ctrl-C raises KeyboardInterrupt (the caller denies
+and shows the panel again, its preview made anew from the edited arguments;
+``r`` lists the later calls of the step it would approve and asks once more.
+A destructive call offers neither ``a`` nor ``r``: it is asked every time. Ctrl-C raises KeyboardInterrupt (the caller denies
 the call and cancels the turn). Input and output are injectable for tests.
 
 Keys typed before a question is on screen never answer it: on a terminal the
@@ -18,7 +20,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from prompt_toolkit import PromptSession
@@ -32,7 +34,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from repl.approval import ApprovalRequest, UserChoice
+from repl.approval import ApprovalRequest, PendingCall, UserChoice
 from repl.ui.escape import clean
 from repl.ui.pieces import arguments_text
 
@@ -55,11 +57,13 @@ class ApprovalDialog:
         arguments, edited = dict(request.arguments), False
         while True:
             self.console.print(approval_panel(request, arguments, edited))
-            key = self._read_key(_choice_prompt(request), "ynare")
+            key = self._read_key(_choice_prompt(request), _keys(request))
             if key == "e":
                 new_arguments = self._edit(arguments, validate)
                 if new_arguments is not None:
                     arguments, edited = new_arguments, True
+                continue
+            if key == "r" and not self._confirm_rest(request):
                 continue
             reason = self._read_reason() if key == "n" else ""
             return UserChoice(ACTIONS[key], reason, arguments if edited else None)  # type: ignore[arg-type]
@@ -70,6 +74,18 @@ class ApprovalDialog:
             return self._read_key([("bold", clean(question)), ("", " [y]es [n]o › ")], "yn") == "y"
         except KeyboardInterrupt:
             return False
+
+    def _confirm_rest(self, request: ApprovalRequest) -> bool:
+        """``r``: show the later calls it approves (and those still asked), then yes or no."""
+        rest = request.rest()
+        self.console.print(Text(f"[r] approves this call and {_calls(len(rest))} later in this step, "
+                                "without showing them:", "bold"))
+        self.console.print(_call_list(rest))
+        asked = [c for c in request.later if c.destructive]
+        if asked:
+            self.console.print(Text(f"still asked one by one (destructive): {_calls(len(asked))}", "dim"))
+            self.console.print(_call_list(asked))
+        return self.confirm(f"Approve this call and these {_calls(len(rest))}?")
 
     # ----- prompts -----
 
@@ -141,9 +157,25 @@ def _choose(key: str) -> Callable[[Any], None]:
     return handler
 
 
+def _keys(request: ApprovalRequest) -> str:
+    return "yn" + ("" if request.destructive else "a") + ("r" if request.rest() else "") + "e"
+
+
 def _choice_prompt(request: ApprovalRequest) -> list[tuple[str, str]]:
-    rest = " [r]est of step" if request.index < request.count else ""
-    return [("bold", "Allow?"), ("", f" [y]es [n]o [a]lways{rest} [e]dit › ")]
+    always = "" if request.destructive else " [a]lways"
+    rest = f" [r]est of step (+{len(request.rest())})" if request.rest() else ""
+    return [("bold", "Allow?"), ("", f" [y]es [n]o{always}{rest} [e]dit › ")]
+
+
+def _calls(count: int) -> str:
+    return f"{count} call" + ("" if count == 1 else "s")
+
+
+def _call_list(calls: Iterable[PendingCall]) -> Table:
+    grid = _grid()
+    for call in calls:
+        grid.add_row(Text(f"  {clean(call.name)}", "bold"), Text(_value(call.arguments)))
+    return grid
 
 
 def check_arguments(text: str, validate: Validate) -> tuple[dict[str, Any], str | None]:
@@ -165,16 +197,33 @@ def approval_panel(request: ApprovalRequest, arguments: dict[str, Any], edited: 
     title = Text.assemble((clean(request.name), "bold"), " — needs approval")
     if request.count > 1:
         title.append(f" ({request.index}/{request.count})")
+    if request.destructive:
+        title.append(" · destructive: asked every time")
     parts: list[RenderableType] = []
-    if request.preview is not None:
-        before, after = request.preview.get("before"), request.preview.get("after")
-        if edited and isinstance(after, dict):  # the preview was made for the original arguments
-            after = {**after, **{k: v for k, v in arguments.items() if k in after}}
-        parts.append(preview_view(before, after))
+    preview = _preview(request, arguments) if edited else request.preview
+    if preview is not None:
+        parts.append(preview_view(preview.get("before"), preview.get("after")))
+    elif request.preview is not None:
+        parts.append(Text("no preview for the edited arguments", "dim"))
     label = "arguments (edited)" if edited else "arguments"
     parts.append(Text(label, "dim italic"))
     parts.append(arguments_text(arguments))
     return Panel(Group(*parts), title=title, title_align="left", border_style="yellow", expand=False)
+
+
+def _preview(request: ApprovalRequest, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """The preview for edited arguments: made anew by the tool when it can."""
+    if request.preview_for is not None:
+        try:
+            return request.preview_for(arguments)
+        except Exception:  # a preview is a courtesy; the call itself reports real errors
+            return None
+    if request.preview is None:
+        return None
+    after = request.preview.get("after")  # no way to ask the tool: patch what changed
+    if isinstance(after, dict):
+        after = {**after, **{k: v for k, v in arguments.items() if k in after}}
+    return {**request.preview, "after": after}
 
 
 def preview_view(before: Any, after: Any) -> RenderableType:

@@ -53,7 +53,7 @@ def test_keys_typed_while_streaming_do_not_answer(repl_factory, fake_server, hom
     streamed_s = time.monotonic() - typed_at
     assert _still_waiting(repl), "a key typed before the dialog answered it"
     assert todos.read_bytes() == before
-    repl.key("n")  # pressed once the dialog is visible: it counts
+    repl.child.send("n")  # pressed once the dialog is visible: it counts
     repl.expect("Reason")
     repl.say("")
     repl.expect("Kept it")
@@ -73,7 +73,7 @@ def test_keys_sent_with_the_message_do_not_answer(repl_factory, fake_server, hom
     repl.expect("Allow")
     assert _still_waiting(repl)
     assert any(t["id"] == "todo-002" for t in todos_of(home))
-    repl.key("y")  # after the dialog is visible: approves
+    repl.child.send("y")  # after the dialog is visible: approves
     repl.expect("Deleted")
     repl.ready()
     assert not any(t["id"] == "todo-002" for t in todos_of(home))

@@ -169,7 +169,8 @@ def start_mcp(settings: Settings, registry: Registry, notify: Callable[[str], No
         clash = [t.name for t in tools if registry.get(t.name) is not None]
         if clash:
             notify(f"MCP server {server!r}: skipped tools whose names are taken: {', '.join(clash)}")
-        registry.add(t for t in tools if t.name not in clash)
+        for refused in registry.add(t for t in tools if t.name not in clash):
+            notify(f"MCP server {server!r}: {refused}")
 
     configs = [ServerConfig.from_table(name, table) for name, table in settings.mcp_servers.items()]
     return McpManager(configs, on_notice=notify, on_tools=register,

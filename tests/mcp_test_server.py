@@ -4,8 +4,10 @@ Tools: ``lookup`` (read-only), ``write_note`` (side effect: appends to a file
 named by ``MCP_TEST_NOTES`` when set), ``fail`` (an ``isError`` result),
 ``slow`` (sleeps), ``crash`` (the server process exits mid-call), ``stats``
 (structured output). ``MCP_TEST_TOOLS_EXTRA=1`` adds ``extra`` so a restart can
-show a changed tool list. ``--http PORT`` serves streamable HTTP on 127.0.0.1
-instead (``/mcp``), where ``echo_header`` shows the ``X-Test-Token`` header.
+show a changed tool list. ``MCP_TEST_BROKEN_SCHEMA=1`` adds ``broken_ref``, whose
+input schema has a ``$ref`` that resolves nowhere (valid JSON Schema otherwise).
+``--http PORT`` serves streamable HTTP on 127.0.0.1 instead (``/mcp``), where
+``echo_header`` shows the ``X-Test-Token`` header.
 """
 
 from __future__ import annotations
@@ -81,6 +83,17 @@ if os.environ.get("MCP_TEST_TOOLS_EXTRA") == "1":
     def extra() -> str:
         """Only present when MCP_TEST_TOOLS_EXTRA=1."""
         return "extra"
+
+
+if os.environ.get("MCP_TEST_BROKEN_SCHEMA") == "1":
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def broken_ref(value: str) -> str:
+        """Echo a value (its advertised schema points at a definition that is missing)."""
+        return value
+
+    server._tool_manager.get_tool("broken_ref").parameters = {
+        "type": "object", "properties": {"value": {"$ref": "#/$defs/Missing"}}, "required": ["value"]}
 
 
 if __name__ == "__main__":

@@ -6,7 +6,6 @@ import re
 from typing import Any
 
 from tools.registry import ToolError
-from tools.validation import is_valid_schema
 
 SEPARATOR = "__"
 NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
@@ -26,10 +25,14 @@ def one_line(exc: BaseException) -> str:
 
 
 def parameters_from(schema: dict[str, Any] | None) -> dict[str, Any]:
-    """The server's input schema when it is a valid object schema, else any object."""
+    """The server's input schema when it describes an object, else any object.
+
+    A broken object schema (invalid, or a ``$ref`` that resolves nowhere) is kept as
+    it is: ``Registry.add`` refuses the tool with a line saying why.
+    """
     schema = dict(schema or {})
     schema.pop("title", None)  # noise for the model; the tool name says it
-    if not is_valid_schema(schema) or schema.get("type") != "object":
+    if schema.get("type") != "object":
         return {"type": "object", "properties": {}}
     schema.setdefault("properties", {})
     return schema

@@ -30,14 +30,69 @@ def check_schema(schema: dict[str, Any]) -> None:
     Draft202012Validator.check_schema(schema)
 
 
-def is_valid_schema(schema: dict[str, Any]) -> bool:
-    from jsonschema import SchemaError
+# Keywords whose values are data, not schemas: a "$ref" inside them is not a reference.
+_DATA_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
 
+
+def schema_problem(schema: Any) -> str | None:
+    """Why ``schema`` cannot validate tool arguments (one line), or None when it can.
+
+    ``check_schema`` accepts a ``$ref`` that points nowhere; validating against it
+    raises later, on a call. So every ``$ref`` must also resolve within the schema
+    (nothing is fetched from the network), and a validator built from it must run.
+    """
+    from jsonschema import Draft202012Validator, SchemaError
+
+    if not isinstance(schema, dict):
+        return f"the schema is {json_type(schema)}, not an object"
     try:
-        check_schema(schema)
-    except SchemaError:
-        return False
-    return True
+        Draft202012Validator.check_schema(schema)
+        missing = _unresolved_refs(schema)
+        if missing:
+            return f"$ref {missing[0]!r} does not resolve within the schema"
+        list(Draft202012Validator(schema).iter_errors({}))
+    except SchemaError as exc:
+        return f"invalid schema: {_first_line(exc.message)}"
+    except RecursionError:
+        return "the schema is nested too deeply"
+    except Exception as exc:  # noqa: BLE001 - any failure to validate means the schema is unusable
+        return f"the schema cannot be used: {type(exc).__name__}: {_first_line(str(exc))}"
+    return None
+
+
+def _unresolved_refs(schema: dict[str, Any]) -> list[str]:
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
+    from referencing.jsonschema import DRAFT202012
+
+    root = DRAFT202012.create_resource(schema)
+    missing: list[str] = []
+
+    def walk(node: Any, resolver: Any) -> None:
+        if isinstance(node, list):
+            for item in node:
+                walk(item, resolver)
+            return
+        if not isinstance(node, dict):
+            return
+        if node is not schema and isinstance(node.get("$id"), str):
+            resolver = resolver.in_subresource(DRAFT202012.create_resource(node))
+        if isinstance(node.get("$ref"), str):
+            try:
+                resolver.lookup(node["$ref"])
+            except Unresolvable:
+                missing.append(node["$ref"])
+        for key, value in node.items():
+            if key not in _DATA_KEYWORDS:
+                walk(value, resolver)
+
+    walk(schema, Registry().with_resource(root.id() or "", root).resolver(root.id() or ""))
+    return missing
+
+
+def _first_line(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= 160 else line[:159] + "…"
 
 
 _JSON_TYPES = [(bool, "boolean"), (int, "integer"), (float, "number"), (str, "string"),

@@ -135,6 +135,25 @@ def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ensure_model(tmp_path_factory.mktemp("model-data"))
 
 
+@pytest.fixture(autouse=True)
+def _own_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Servers save their prompt state under the user cache dir: keep it per test."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def test_threads_default_to_one_decoding_and_all_cpus_evaluating(tmp_path: Path) -> None:
+    from repl.providers.local import LocalServer, _usable_cpus
+
+    server = LocalServer(tmp_path / "m.gguf", log_path=tmp_path / "log")
+    command = server.command(8080)
+    decode = int(command[command.index("--n_threads") + 1])
+    batch = int(command[command.index("--n_threads_batch") + 1])
+    assert decode == max(1, _usable_cpus() // 2) and batch == _usable_cpus()
+    assert server.state_dir == tmp_path / "cache" / "glassloop" / "local-model"
+    explicit = LocalServer(tmp_path / "m.gguf", log_path=tmp_path / "log", threads=3, threads_batch=5)
+    assert (explicit.threads, explicit.threads_batch) == (3, 5)
+
+
 def _alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie (an unreaped corpse)."""
     try:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import atexit
 import ctypes
+import hashlib
+import json
 import os
 import signal
 import socket
@@ -23,25 +25,201 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from importlib import util
+from importlib import metadata, util
 from pathlib import Path
 from typing import IO
 
 import httpx
 
-from repl.providers.weights import INSTALL_HINT, parts_installed
+from repl.providers.weights import INSTALL_HINT, model_digest, parts_installed
 
 _SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
 _PR_SET_PDEATHSIG = 1
+_STATE_FORMAT = 1
+_N_BATCH = 512  # llama-cpp-python's default, passed explicitly: it is part of the state key
+_STATE_LINE = "glassloop prefix state: "
 # Runs in the child: exit when the parent's end of the stdin pipe closes.
-_BOOTSTRAP = (
+_WATCHDOG = (
     "import os, runpy, threading\n"
     "def watch():\n"
     "    while os.read(0, 512):\n"
     "        pass\n"
     "    os._exit(0)\n"
     "threading.Thread(target=watch, daemon=True).start()\n"
-    "runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)\n"
+)
+# Runs in the child: on CPUs with AMX, keep llama.cpp off its AMX weight buffers.
+# Their matrix product crashes (SIGSEGV at ldtilecfg) on the first prompt of more
+# than one token on the Sapphire Rapids test machine (upstream llama.cpp issue
+# 20824, unfixed in llama-cpp-python 0.3.36). This also turns off the other
+# "extra" (repacked) weight layouts; prompt evaluation measured 44 tokens/s
+# without them, as fast as on the AMD machine of docs/LOCAL_MODEL.md.
+_NO_AMX = r'''
+def _has_amx():
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
+            return " amx_tile" in cpuinfo.read()
+    except OSError:
+        return False
+if _has_amx() and os.environ.get("GLASSLOOP_LLAMA_AMX") != "1":
+    import llama_cpp.llama as _llama_module
+    _default_model_params = _llama_module.llama_cpp.llama_model_default_params
+    def _model_params_without_amx():
+        params = _default_model_params()
+        params.use_extra_bufts = False
+        return params
+    _llama_module.llama_cpp.llama_model_default_params = _model_params_without_amx
+'''
+# Runs in the child when GLASSLOOP_PREFIX_STATE names a state file: restore the
+# KV cache of the prompt prefix saved by an earlier server right after the model
+# loads, and save it after the first completion when there was none (or it no
+# longer fits). llama-cpp-python's own longest-common-prefix check then skips the
+# tokens that match. The file is ours: magic line, JSON header (settings key,
+# token count, state size, SHA-256 of the rest), the tokens (int32), the seq state
+# (llama_state_seq_get_data: the KV cells only, ~12 KB per token here; not
+# Llama.save_state, which also copies a ~300 MB logits buffer).
+_PREFIX_STATE = r'''
+import ctypes, hashlib, json, sys, tempfile, time
+_STATE = os.environ.pop("GLASSLOOP_PREFIX_STATE", "")
+_KEY = os.environ.pop("GLASSLOOP_PREFIX_KEY", "")
+_MAGIC = b"glassloop prefix state 1\n"
+_restored = []  # the tokens restored at start
+_handled = []   # non-empty once the first completion has been looked at
+
+def _say(text):
+    sys.stderr.write("glassloop prefix state: " + text + "\n")
+    sys.stderr.flush()
+
+def _sweep(folder):
+    for name in os.listdir(folder) if os.path.isdir(folder) else ():
+        path = os.path.join(folder, name)
+        try:
+            if name.endswith(".partial") and time.time() - os.path.getmtime(path) > 3600:
+                os.unlink(path)  # left by a server killed while writing
+        except OSError:
+            pass  # another server finished or swept it meanwhile
+
+def _restore(llama):
+    import llama_cpp, numpy as np
+    try:
+        _sweep(os.path.dirname(_STATE))
+        with open(_STATE, "rb") as handle:
+            data = bytearray(handle.read())
+    except FileNotFoundError:
+        return "missing"
+    except OSError as exc:
+        return "unusable (unreadable: %s)" % (exc.strerror or exc)
+    end = data.find(b"\n", len(_MAGIC))
+    if not data.startswith(_MAGIC) or end < 0:
+        return "unusable (not a state file)"
+    try:
+        head = json.loads(bytes(data[len(_MAGIC):end]))
+        n, size, digest = int(head["n_tokens"]), int(head["state_bytes"]), str(head["sha256"])
+    except (ValueError, KeyError, TypeError):
+        return "unusable (damaged header)"
+    if head.get("key") != _KEY:
+        return "unusable (made for another model or other settings)"
+    body = memoryview(data)[end + 1:]
+    if len(body) != 4 * n + size:
+        return "unusable (truncated)" if len(body) < 4 * n + size else "unusable (wrong length)"
+    if hashlib.sha256(body).hexdigest() != digest:
+        return "unusable (checksum mismatch)"
+    if not 0 < n <= llama.n_ctx():
+        return "unusable (token count out of range)"
+    blob = (ctypes.c_uint8 * size).from_buffer(data, end + 1 + 4 * n)
+    if llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, blob, size, 0) != size:
+        llama._ctx.kv_cache_seq_rm(-1, 0, -1)
+        return "unusable (rejected by llama.cpp)"
+    tokens = np.frombuffer(body[:4 * n], dtype="<i4")
+    llama.input_ids[:n] = tokens
+    llama.n_tokens = n
+    llama._requires_eval = True  # the logits are not restored: always evaluate one token
+    _restored[:] = tokens.tolist()
+    return "loaded %d tokens" % n
+
+def _save(llama):
+    import llama_cpp, numpy as np
+    n, ctx = llama.n_tokens, llama._ctx.ctx
+    blob = (ctypes.c_uint8 * llama_cpp.llama_state_seq_get_size(ctx, 0))()
+    size = llama_cpp.llama_state_seq_get_data(ctx, blob, len(blob), 0)
+    tokens = np.ascontiguousarray(llama.input_ids[:n], dtype="<i4").tobytes()
+    state = memoryview(blob).cast("B")[:size]
+    digest = hashlib.sha256(tokens)
+    digest.update(state)
+    head = {"key": _KEY, "n_tokens": n, "state_bytes": size, "sha256": digest.hexdigest()}
+    folder = os.path.dirname(_STATE)
+    os.makedirs(folder, exist_ok=True)
+    handle, temp = tempfile.mkstemp(dir=folder, prefix=".prefix-", suffix=".partial")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(_MAGIC + json.dumps(head).encode() + b"\n")
+            out.write(tokens)
+            out.write(state)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, _STATE)  # atomic: readers see the old file or the whole new one
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
+    return n, size
+
+def _after_first(llama):
+    if _handled:
+        return
+    _handled.append(True)
+    n = llama.n_tokens
+    same = 0
+    for a, b in zip(_restored, llama.input_ids[:n].tolist()):
+        if a != b:
+            break
+        same += 1
+    if _restored and 2 * same >= n:
+        return  # the saved prefix served this request: keep it
+    started = time.perf_counter()
+    try:
+        saved, size = _save(llama)
+    except Exception as exc:
+        _say("not saved (%s: %s)" % (type(exc).__name__, exc))
+        return
+    _say("saved %d tokens, %.0f MB, in %.2f s" % (saved, size / 1e6, time.perf_counter() - started))
+
+if _STATE:
+    import llama_cpp
+    from llama_cpp.server import model as _server_model
+    _load = _server_model.LlamaProxy.load_llama_from_model_settings
+    _create = llama_cpp.Llama.create_completion
+
+    def _load_restoring(settings):
+        llama = _load(settings)
+        started = time.perf_counter()
+        try:
+            outcome = _restore(llama)
+        except Exception as exc:
+            llama.n_tokens = 0  # the next evaluation drops whatever was restored
+            outcome = "unusable (%s: %s)" % (type(exc).__name__, exc)
+        _say("%s (%.2f s)" % (outcome, time.perf_counter() - started))
+        return llama
+
+    def _create_saving(self, *args, **kwargs):
+        result = _create(self, *args, **kwargs)
+        if _handled:
+            return result
+        if isinstance(result, dict):
+            _after_first(self)
+            return result
+        def chunks():
+            yield from result
+            _after_first(self)
+        return chunks()
+
+    _server_model.LlamaProxy.load_llama_from_model_settings = staticmethod(_load_restoring)
+    llama_cpp.Llama.create_completion = _create_saving
+'''
+_BOOTSTRAP = (
+    _WATCHDOG + _NO_AMX + _PREFIX_STATE
+    + "runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)\n"
 )
 
 
@@ -80,18 +258,30 @@ def _die_with_parent(parent_pid: int) -> Callable[[], None] | None:
     return arm
 
 
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
 def _default_threads() -> int:
-    """Half the usable CPUs (llama-cpp-python's own default; physical cores on SMT).
+    """Decode threads: half the usable CPUs (llama-cpp-python's own default).
 
     On the 2-core benchmark machine one thread decoded 3-10x faster than two
     whenever anything else ran (the REPL rendering, a test): llama.cpp's
     threads wait for each other, so one preempted thread stalls them all.
+    Prompt evaluation (``threads_batch``) uses all of them: it is one long
+    burst of large matrix products, where a second thread nearly doubled
+    the speed (docs/LOCAL_MODEL.md).
     """
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count() or 1
-    return max(1, usable // 2)
+    return max(1, _usable_cpus() // 2)
+
+
+def default_state_dir() -> Path:
+    import platformdirs
+
+    return platformdirs.user_cache_path("glassloop") / "local-model"
 
 
 def _log_tail(path: Path, lines: int = 12) -> str:
@@ -111,7 +301,9 @@ class LocalServer:
         *,
         n_ctx: int = 4096,
         threads: int = 0,
+        threads_batch: int = 0,
         log_path: Path,
+        state_dir: Path | None = None,
         on_wait: Callable[[float], None] | None = None,
         start_timeout: float = 180.0,
         stop_grace: float = 5.0,
@@ -119,6 +311,10 @@ class LocalServer:
         self.model_path = Path(model_path)
         self.n_ctx = n_ctx
         self.threads = threads if threads > 0 else _default_threads()
+        self.threads_batch = threads_batch if threads_batch > 0 else max(self.threads, _usable_cpus())
+        self.state_dir = Path(state_dir) if state_dir else default_state_dir()
+        self.prefix_state: str | None = None  # what the server did with the saved prefix state
+        self.notice: str | None = None  # one line for the user when it could not be used
         self.log_path = Path(log_path)
         self.on_wait = on_wait
         self.start_timeout = start_timeout
@@ -139,7 +335,8 @@ class LocalServer:
             "--model_alias", self.model_path.stem,
             "--host", "127.0.0.1", "--port", str(port),
             "--n_ctx", str(self.n_ctx),
-            "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads),
+            "--n_threads", str(self.threads), "--n_threads_batch", str(self.threads_batch),
+            "--n_batch", str(_N_BATCH), "--n_ubatch", str(_N_BATCH),
             # the default (True) keeps n_ctx x vocab float logits: ~2.5 GB for Qwen
             "--logits_all", "false",
         ]
@@ -153,8 +350,9 @@ class LocalServer:
         port = _free_port()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
+        log_start = self._log.tell()
         self._process = subprocess.Popen(
-            self.command(port),
+            self.command(port), env=self._environment(),
             stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,
             start_new_session=True, preexec_fn=_die_with_parent(os.getpid()),
         )
@@ -166,7 +364,47 @@ class LocalServer:
             self.stop()
             raise
         self.base_url = url
+        self._read_prefix_state(log_start)
         return url
+
+    def state_key(self) -> str:
+        """What the saved KV state depends on: the model, the context and batch sizes,
+        the prompt-evaluation threads and the llama-cpp-python version."""
+        try:
+            version = metadata.version("llama-cpp-python")
+        except metadata.PackageNotFoundError:
+            version = "unknown"
+        parts = {"format": _STATE_FORMAT, "model": model_digest(self.model_path),
+                 "n_ctx": self.n_ctx, "n_batch": _N_BATCH, "n_ubatch": _N_BATCH,
+                 "n_threads_batch": self.threads_batch, "llama_cpp_python": version}
+        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+    def state_path(self, key: str | None = None) -> Path:
+        return self.state_dir / f"prefix-{(key or self.state_key())[:32]}.bin"
+
+    def _environment(self) -> dict[str, str]:
+        key = self.state_key()
+        return {**os.environ, "GLASSLOOP_PREFIX_STATE": str(self.state_path(key)),
+                "GLASSLOOP_PREFIX_KEY": key}
+
+    def _read_prefix_state(self, log_start: int) -> None:
+        """The child's one line on the saved prefix state (written before it listens)."""
+        try:
+            with self.log_path.open("rb") as log:
+                log.seek(log_start)
+                text = log.read().decode("utf-8", "replace")
+        except OSError:
+            text = ""
+        lines = [line for line in text.splitlines() if line.startswith(_STATE_LINE)]
+        self.prefix_state = lines[0][len(_STATE_LINE):] if lines else None
+        state = self.prefix_state or ""
+        if state.startswith("missing"):
+            self.notice = ("local model: no saved prompt state yet, so the first answer reads "
+                           "the whole tool prompt; later sessions reuse it")
+        elif state.startswith("unusable"):
+            reason = state.removeprefix("unusable (").rsplit(") (", 1)[0]
+            self.notice = (f"local model: saved prompt state not used ({reason}); "
+                           "starting cold, it is rebuilt after the first answer")
 
     def _wait_ready(self, url: str) -> None:
         started = time.monotonic()

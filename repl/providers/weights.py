@@ -114,6 +114,24 @@ def ensure_model(
     return target
 
 
+def model_digest(model: Path) -> str:
+    """A stable identity of a model file, cheap to compute at every start.
+
+    The SHA-256 recorded by ``ensure_model`` when its ``.verified`` marker
+    still matches the file (size and mtime); for any other file (a configured
+    ``model_path``) a digest of its resolved path, size and mtime.
+    """
+    stat = model.stat()
+    try:
+        recorded = json.loads(_marker(model).read_text(encoding="utf-8"))
+        if recorded["size"] == stat.st_size and recorded["mtime_ns"] == stat.st_mtime_ns:
+            return str(recorded["sha256"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    identity = f"{model.resolve()}\0{stat.st_size}\0{stat.st_mtime_ns}"
+    return "file:" + hashlib.sha256(identity.encode("utf-8", "surrogateescape")).hexdigest()
+
+
 def _marker(target: Path) -> Path:
     return target.with_name(target.name + ".verified")
 

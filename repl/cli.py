@@ -15,7 +15,8 @@ from typing import Annotated
 import typer
 
 from repl import __version__
-from repl.config import ConfigError, Settings, load_settings
+from repl.config import PROJECT_FILE, ConfigError, Settings, load_settings
+from repl.trust import ProjectTrust
 from repl.unicode import valid_text
 
 app = typer.Typer(
@@ -37,14 +38,62 @@ ApprovalOpt = Annotated[str | None, typer.Option("--approval", help="Approval mo
 
 
 def _settings(config: Path | None, provider: str | None, model: str | None, base_url: str | None,
-              api: str | None, max_steps: int | None, yes: bool, approval: str | None) -> Settings:
+              api: str | None, max_steps: int | None, yes: bool, approval: str | None,
+              untrusted: str = "quiet") -> Settings:
+    """``untrusted``: what to do when the project file sets keys that need trust:
+    "ask" (a terminal at the REPL's start), "tell" (one line on stderr) or "quiet"."""
     flags = {"provider": provider, "model": model, "base_url": base_url, "api": api,
              "max_steps": max_steps, "approval": approval, "yes": yes or None}
+    given = {k: v for k, v in flags.items() if v is not None}
     try:
-        return load_settings({k: v for k, v in flags.items() if v is not None}, config_file=config)
+        settings = load_settings(given, config_file=config)
+        project = settings.project
+        if project is None or not project.ignored or untrusted == "quiet":
+            return settings
+        if untrusted == "ask" and _confirm_trust(project):
+            from repl.trust import record
+
+            record(project)
+            settings = load_settings(given, config_file=config)  # the file may have changed since
+            project = settings.project
+        if project is not None and project.ignored:
+            from repl.trust import notice
+
+            typer.echo(notice(project), err=True)
+        return settings
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
+
+
+def _confirm_trust(project: ProjectTrust) -> bool:
+    """Ask once at the REPL's start; keys typed before the question are dropped, not taken."""
+    from repl.config_schema import printable
+    from repl.trust import details
+
+    lines = details(project)
+    typer.echo(f"{printable(str(project.path))} sets what can run programs, send your keys "
+               "elsewhere or loosen approvals:", err=True)
+    for line in lines[:20] + ([f"… and {len(lines) - 20} more"] if len(lines) > 20 else []):
+        typer.echo("  " + line, err=True)
+    _drop_typeahead()
+    try:
+        return typer.confirm("Trust this file? (this exact content; `glassloop trust --revoke` undoes it)",
+                             default=False, err=True)
+    except typer.Abort:  # Ctrl-C or Ctrl-D: not trusted
+        typer.echo("", err=True)
+        return False
+
+
+def _drop_typeahead() -> None:
+    try:
+        import termios
+    except ImportError:
+        return
+    try:
+        termios.tcflush(sys.stdin.fileno(), termios.TCIFLUSH)
+    except (termios.error, OSError, ValueError):
+        pass
 
 
 def _version(value: bool) -> None:
@@ -64,7 +113,7 @@ def main_callback(
 ) -> None:
     """Chat with a model that uses local tools; every step shown, every side effect approved."""
     if ctx.invoked_subcommand is None:
-        settings = _settings(config, provider, model, base_url, api, max_steps, yes, approval)
+        settings = _settings(config, provider, model, base_url, api, max_steps, yes, approval, _chat_trust())
         _run_chat(settings, resume)
 
 
@@ -76,7 +125,12 @@ def chat(
     yes: YesOpt = False, approval: ApprovalOpt = None,
 ) -> None:
     """Open the interactive REPL (the default command)."""
-    _run_chat(_settings(config, provider, model, base_url, api, max_steps, yes, approval), resume)
+    _run_chat(_settings(config, provider, model, base_url, api, max_steps, yes, approval, _chat_trust()),
+              resume)
+
+
+def _chat_trust() -> str:
+    return "ask" if sys.stdin.isatty() and sys.stdout.isatty() else "tell"
 
 
 def _run_chat(settings: Settings, resume: str | None) -> None:
@@ -108,7 +162,7 @@ def ask(
     if not question.strip():
         typer.echo("error: the question is empty", err=True)
         raise typer.Exit(2)
-    settings = _settings(config, provider, model, base_url, api, max_steps, yes, approval)
+    settings = _settings(config, provider, model, base_url, api, max_steps, yes, approval, "tell")
     from repl.oneshot import run_ask
 
     code = run_ask(settings, question.strip(), as_json=as_json, assume_yes=yes, trace_file=trace_file)
@@ -132,6 +186,47 @@ def show_config(
         typer.echo(f"{key:<{width}}  {value:<{value_width}}  {source}")
 
 
+@app.command("trust")
+def trust_project(
+    folder: Annotated[Path | None, typer.Argument(help="The folder holding glassloop.toml, or the file (default: the current folder).")] = None,
+    revoke: Annotated[bool, typer.Option("--revoke", help="Forget the trust: its risky keys are ignored again.")] = False,
+) -> None:
+    """Trust a project's glassloop.toml: let it set MCP servers, base URLs, key variables, approval, paths.
+
+    The trust holds for the file's exact content: any change makes it untrusted again.
+    """
+    from repl.config_schema import printable
+    from repl.trust import details, record, trust_key
+    from repl.trust import revoke as forget
+
+    folder = (folder or Path.cwd()).absolute()
+    if folder.name == PROJECT_FILE and not folder.is_dir():
+        folder = folder.parent
+    path = folder / PROJECT_FILE
+    try:
+        if revoke:
+            done = forget(path)
+            typer.echo(f"{'no longer trusted' if done else 'was not trusted'}: {printable(trust_key(path))}")
+            return
+        project = load_settings(cwd=folder, env={}).project  # env={}: list every key it may set
+        if project is None:
+            typer.echo(f"error: no {PROJECT_FILE} in {printable(str(folder))}", err=True)
+            raise typer.Exit(2)
+        if project.trusted:
+            state = "already trusted"
+        else:
+            record(project)
+            state = "trusted"
+        lines = details(project)
+        what = "; it may set:" if lines else " (nothing in it needs trust)"
+        typer.echo(f"{state}: {printable(trust_key(path))} (sha256 {project.sha256[:12]}…){what}")
+        for line in lines:
+            typer.echo("  " + line)
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+
+
 @app.command("trace")
 def show_trace(
     session: Annotated[str, typer.Argument(help="Session id, a trace file, or 'last'.")] = "last",
@@ -152,8 +247,10 @@ def show_trace(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    from repl.ui.escape import clean  # trace records hold model, tool and server text
+
     for line in lines:
-        typer.echo(line)
+        typer.echo(line if as_json else clean(line))
 
 
 def main() -> None:

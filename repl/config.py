@@ -4,8 +4,10 @@ Layers, lowest first: the packaged ``default_config.toml``, the user file, the
 project file ``./glassloop.toml``, ``--config FILE``, the environment, CLI flags.
 Every file is checked against one schema (``config_schema``); any problem is a
 one-line ``ConfigError`` naming the file (or variable, or flag), the dotted key
-and what was expected. Only the standard library and platformdirs are imported
-here: this module is on the start-up path.
+and what was expected. The project file comes with the repository it sits in:
+what it may set before the user trusts it is decided in ``repl.trust``. Only the
+standard library and platformdirs are imported here: this module is on the
+start-up path.
 """
 
 from __future__ import annotations
@@ -32,11 +34,13 @@ from repl.config_schema import (
     config_error,
     flatten,
     overrides,
+    read_input,
     show,
     spec_for,
 )
 from repl.config_show import describe as describe  # re-exported for callers of repl.config
 from repl.config_show import redact as redact
+from repl.trust import ProjectTrust, screen
 
 APP = "glassloop"
 PROJECT_FILE = "glassloop.toml"
@@ -109,6 +113,7 @@ class Settings:
     sources: dict[str, str]  # dotted key -> "default" | file path | "env X" | "flag --x"
     config_files: tuple[Path, ...] = ()  # files read, lowest layer first
     pricing: dict[str, ModelPrice] = field(default_factory=dict)  # by model name
+    project: ProjectTrust | None = None  # ./glassloop.toml as read, and what it was not allowed to set
 
     @property
     def active(self) -> ProviderSettings:
@@ -121,31 +126,28 @@ _PROFILE_FALLBACK = {f.name: f.default for f in fields(ProviderSettings)}
 # ---- layers -------------------------------------------------------------------
 
 
-def _read_toml(path: Path, required: bool) -> dict | None:
+def _parse_toml(path: Path, raw: bytes) -> dict:
     origin = str(path)
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        if required:
-            raise ConfigError(f"config error in {origin}: file not found") from None
-        return None
-    except OSError as exc:
-        raise ConfigError(f"config error in {origin}: cannot read ({exc.strerror or exc})") from None
     try:
         return tomllib.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigError(f"config error in {origin}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config error in {origin}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"config error in {origin}: invalid TOML: nested too deeply") from None
 
 
 def _file_layers(cwd: Path, config_file: Path | None) -> list[tuple[Path, bool]]:
-    layers = [(DEFAULT_FILE, True), (platformdirs.user_config_path(APP) / "config.toml", False),
-              (cwd / PROJECT_FILE, False)]
-    if config_file is not None:
-        path = Path(config_file).expanduser()
-        layers.append((path if path.is_absolute() else cwd / path, True))
-    return layers
+    layers = [(DEFAULT_FILE, True), (platformdirs.user_config_path(APP) / "config.toml", False)]
+    project = cwd / PROJECT_FILE
+    if config_file is None:
+        return [*layers, (project, False)]
+    path = Path(config_file).expanduser()
+    path = path if path.is_absolute() else cwd / path
+    if os.path.realpath(path) == os.path.realpath(project):  # named explicitly: read once, as --config
+        return [*layers, (path, True)]
+    return [*layers, (project, False), (path, True)]
 
 
 def _profile_names(flat: dict[str, Any]) -> list[str]:
@@ -174,18 +176,39 @@ def load_settings(flags: dict | None = None, *, cwd: Path | None = None,
     env = os.environ if env is None else env
     flat: dict[str, Any] = {}
     sources: dict[str, str] = {}
+    whole: tuple[dict[str, Any], dict[str, str]] = ({}, {})  # as if the project file were trusted
     read: list[Path] = []
+    project: ProjectTrust | None = None
+    later: set[str] = set()  # keys set above the project file
     for path, required in _file_layers(cwd, config_file):
-        data = _read_toml(path, required)
-        if data is None:
+        raw = read_input(path, required)
+        if raw is None:
             continue
         layer: dict[str, Any] = {}
         label = "default" if path == DEFAULT_FILE else str(path)
-        flatten(data, SCHEMA, "", label, layer)
+        flatten(_parse_toml(path, raw), SCHEMA, "", label, layer)
+        whole[0].update(layer)
+        whole[1].update(dict.fromkeys(layer, label))
+        if path == cwd / PROJECT_FILE and not required:
+            project = screen(path, raw, layer, flat)
+        elif project is not None:
+            later.update(layer)
         flat.update(layer)
         sources.update(dict.fromkeys(layer, label))
         read.append(path)
     given = overrides(env, flags or {})
+    settings = _settle(flat, sources, given, env, cwd, tuple(read))
+    if project is None or not project.ignored:
+        return replace(settings, project=project)
+    _settle(*whole, given, env, cwd, tuple(read))  # the file is checked whole, ignored parts too
+    later.update(k for k, _, _ in given)
+    later.update(f"providers.{settings.provider}.{k[2:]}" for k, _, _ in given if k.startswith("@."))
+    return replace(settings, project=_without(project, later))
+
+
+def _settle(flat: dict[str, Any], sources: dict[str, str], given: list[tuple[str, Any, str]],
+            env: Mapping[str, str], cwd: Path, read: tuple[Path, ...]) -> Settings:
+    """The file layers plus the environment and flags (``given``) → Settings."""
     active = [o for o in given if o[0].startswith("@.")]
     for key, raw, label in [o for o in given if not o[0].startswith("@.")]:
         flat[key], sources[key] = coerce(spec_for(key), raw, label, key), label
@@ -193,7 +216,14 @@ def load_settings(flags: dict | None = None, *, cwd: Path | None = None,
     for key, raw, label in active:
         key = f"providers.{provider}.{key[2:]}"
         flat[key], sources[key] = coerce(spec_for(key), raw, label, key), label
-    return _build(flat, sources, env, cwd, provider, auto, tuple(read))
+    return _build(flat, sources, env, cwd, provider, auto, read)
+
+
+def _without(project: ProjectTrust, keys: set[str]) -> ProjectTrust:
+    """``project`` minus risky keys that a later layer sets anyway."""
+    if not any(k in keys for k in project.risky):
+        return project
+    return replace(project, risky={k: v for k, v in project.risky.items() if k not in keys})
 
 
 # ---- building -----------------------------------------------------------------
@@ -222,7 +252,7 @@ def _profile(name: str, flat: dict, sources: dict, env: Mapping[str, str],
     return ProviderSettings(name=name, api_key=api_key, **values)
 
 
-def _mcp_servers(flat: dict) -> dict[str, dict[str, Any]]:
+def _mcp_servers(flat: dict, sources: dict) -> dict[str, dict[str, Any]]:
     servers: dict[str, dict[str, Any]] = {}
     for name in dict.fromkeys(k.split(".")[2] for k in flat if k.startswith("mcp.servers.")):
         empty: dict[str, Any] = {"command": "", "args": [], "env": {}, "cwd": "", "url": "",
@@ -230,6 +260,9 @@ def _mcp_servers(flat: dict) -> dict[str, dict[str, Any]]:
         servers[name] = {k: flat.get(f"mcp.servers.{name}.{k}", v) for k, v in empty.items()}
         servers[name].update({k: flat[f"mcp.servers.{name}.{k}"] for k in MCP_OPTIONAL
                               if f"mcp.servers.{name}.{k}" in flat})
+        if not servers[name]["command"] and not servers[name]["url"]:
+            raise config_error(sources[f"mcp.servers.{name}"], f"mcp.servers.{name}",
+                               "expected a command or a url")
     return servers
 
 
@@ -248,11 +281,7 @@ def _pricing(flat: dict, sources: dict) -> dict[str, ModelPrice]:
 def _build(flat: dict, sources: dict, env: Mapping[str, str], cwd: Path, provider: str,
            auto: bool, read: tuple[Path, ...]) -> Settings:
     data_dir, state_dir = platformdirs.user_data_path(APP), platformdirs.user_state_path(APP)
-    servers = _mcp_servers(flat)
-    for name, server in servers.items():
-        if not server["command"] and not server["url"]:
-            raise config_error(sources[f"mcp.servers.{name}"], f"mcp.servers.{name}",
-                               "expected a command or a url")
+    servers = _mcp_servers(flat, sources)
     return Settings(
         provider=provider,
         provider_auto=auto,

@@ -186,7 +186,7 @@ def test_unknown_flag_is_a_programming_error(home: Path) -> None:
 
 
 def test_paths_in_files_are_relative_to_cwd_and_expand_home(home: Path) -> None:
-    project_file(home, '[tools]\ntodos_file = "data/todos.json"\nnotes_file = "~/notes.json"\n'
+    user_file(home, '[tools]\ntodos_file = "data/todos.json"\nnotes_file = "~/notes.json"\n'
                        'files_root = "~"\n[trace]\ndir = "traces"\n')
     s = load(home)
     assert s.todos_file == home / "work" / "data" / "todos.json"
@@ -233,7 +233,7 @@ def test_api_key_comes_from_the_profile_variable(home: Path) -> None:
 
 
 def test_explicit_provider_is_not_auto(home: Path) -> None:
-    project_file(home, 'provider = "deepseek"\n')
+    user_file(home, 'provider = "deepseek"\n')
     s = load(home, env={"OPENAI_API_KEY": SECRET})
     assert s.provider == "deepseek" and s.provider_auto is False
 
@@ -261,7 +261,7 @@ def test_empty_user_profile_exists(home: Path) -> None:
 
 
 def test_mcp_servers_are_accepted(home: Path) -> None:
-    project_file(home, '[mcp.servers.fs]\ncommand = "fs-server"\nargs = ["."]\nenv = { TOKEN = "t" }\n'
+    user_file(home, '[mcp.servers.fs]\ncommand = "fs-server"\nargs = ["."]\nenv = { TOKEN = "t" }\n'
                        '[mcp.servers.web]\nurl = "http://127.0.0.1:9/mcp"\n')
     s = load(home)
     assert s.mcp_servers["fs"] == {"command": "fs-server", "args": ["."], "env": {"TOKEN": "t"},
@@ -383,8 +383,8 @@ def test_default_prices_and_budget(home: Path) -> None:
 
 def test_pricing_layers_merge_per_key_and_cached_defaults_to_input(home: Path) -> None:
     path = project_file(home, '[pricing."gpt-4.1-mini"]\noutput = 2.0\n'
-                              '[pricing."acme/model.v2"]\ninput = 1.0\noutput = 3.0\n'
                               "[guards]\nsession_budget_usd = 0.5\nsession_budget_tokens = 100000\n")
+    user_file(home, '[pricing."acme/model.v2"]\ninput = 1.0\noutput = 3.0\n')
     s = load(home)
     assert s.pricing["gpt-4.1-mini"] == config.ModelPrice(0.40, 0.10, 2.0)
     assert s.pricing["acme/model.v2"] == config.ModelPrice(1.0, 1.0, 3.0)
@@ -421,7 +421,7 @@ def test_bad_pricing_and_budget(home: Path, text: str, expected: str) -> None:
 
 
 def test_describe_redacts_keys_and_names_sources(home: Path) -> None:
-    project_file(home, '[mcp.servers.fs]\ncommand = "x"\nenv = { TOKEN = "secret-token-value-1234" }\n')
+    user = user_file(home, '[mcp.servers.fs]\ncommand = "x"\nenv = { TOKEN = "secret-token-value-1234" }\n')
     s = load(home, env={"OPENAI_API_KEY": SECRET, "DEEPSEEK_API_KEY": "dk-tiny"})
     rows = describe(s)
     text = repr(rows)
@@ -432,7 +432,7 @@ def test_describe_redacts_keys_and_names_sources(home: Path) -> None:
     assert by_key["providers.ollama.api_key"][0] == "(not set)"
     assert by_key["provider"] == ("openai (auto)", "default")
     assert by_key["guards.max_steps"] == ("8", "default")
-    assert by_key["mcp.servers.fs.command"] == ("x", str(home / "work" / "glassloop.toml"))
+    assert by_key["mcp.servers.fs.command"] == ("x", str(user))
     for name in s.providers:
         assert f"providers.{name}.model" in by_key and f"providers.{name}.price_output" in by_key
     assert all(isinstance(v, str) for row in rows for v in row)

@@ -50,7 +50,9 @@ def local_home(tmp_path: Path, model_file: Path) -> tuple[dict[str, str], Path]:
     env["GLASSLOOP_TODOS_FILE"] = str(todos)
     project = tmp_path / "project"
     project.mkdir()
-    (project / "glassloop.toml").write_text(
+    user_config = tmp_path / "config" / "glassloop" / "config.toml"  # a project file would need trust
+    user_config.parent.mkdir(parents=True)
+    user_config.write_text(
         f'[providers.local]\nmodel_path = "{model_file}"\n[guards]\nmax_steps = 3\nturn_timeout_s = 900\n',
         encoding="utf-8")
     return env, project

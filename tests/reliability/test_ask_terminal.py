@@ -81,3 +81,12 @@ def test_piped_answer_stays_byte_exact(fake_server, home):  # noqa: F811
     assert result.returncode == 0, result.stderr
     assert result.stdout == ANSWER + "\n"
     assert "step 1 call evil" in result.stderr and leaked(result.stderr) == []  # progress: always clean
+
+
+def test_trace_timeline_of_such_a_turn_is_clean(fake_server, home, tmp_path):  # noqa: F811
+    fake_server.script(evil_tools(), fault_status(400, message=f"bad request {EVIL} from the server"))
+    trace_file = tmp_path / "t.jsonl"
+    glassloop("ask", "go", "--base-url", fake_server.base_url, "--trace-file", str(trace_file), env=home)
+    shown = glassloop("trace", str(trace_file), env=home)
+    assert shown.returncode == 0 and "call evil" in shown.stdout and "bad request" in shown.stdout, shown
+    assert leaked(shown.stdout) == []

@@ -374,10 +374,8 @@ def _plan_revert(path: Path, writes: list[StoreWrite]) -> tuple[Path, bytes | No
     if not isinstance(validate, Collection):
         raise _conflict_error(path, "it was changed by another process since this turn")
     theirs = _decode(path, current, {"version": 1, validate.key: []}, validate)
-    items = theirs[validate.key]
     try:
-        for write in reversed(writes):
-            items = _unapply(path, write, validate, items)
+        items = _take_back(_net_changes(path, writes, validate), theirs[validate.key])
     except _Conflict as exc:
         raise _conflict_error(path, str(exc)) from None
     if items == theirs[validate.key]:
@@ -391,9 +389,21 @@ def _conflict_error(path: Path, why: str) -> StoreError:
                       "nothing was undone and the file is left as it is")
 
 
-def _keyed(items: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+Item = dict[str, Any]
+
+
+@dataclass
+class _Change:
+    """What a turn did to one item: its value before the turn and after it (None: absent)."""
+
+    before: Item | None
+    after: Item | None
+    neighbours: list[str]  # the item keys of the list it was in before the turn, in order
+
+
+def _keyed(items: list[Item]) -> dict[str, Item]:
     """Items by id (an item without a string id by its content); a duplicate cannot be merged."""
-    keyed: dict[str, dict[str, Any]] = {}
+    keyed: dict[str, Item] = {}
     for item in items:
         key = item["id"] if isinstance(item.get("id"), str) else json.dumps(item, sort_keys=True)
         if key in keyed:
@@ -406,35 +416,48 @@ def _label(key: str) -> str:
     return "(no id)" if key.startswith("{") else key
 
 
-def _unapply(path: Path, write: StoreWrite, validate: Collection, items: list[dict[str, Any]]) -> list:
-    """``items`` with one write's changes taken back; _Conflict where someone else changed the same item."""
+def _net_changes(path: Path, writes: list[StoreWrite], validate: Collection) -> dict[str, _Change]:
+    """Each item the turn's writes changed, composed over the writes.
+
+    An item another process changed between two of the turn's writes to it is a conflict;
+    an item added and deleted again within the turn is no change (its id may be reused).
+    """
     empty = {"version": 1, validate.key: []}
-    before = _keyed(_decode(path, write.before, empty, validate)[validate.key])
-    after = _keyed(_decode(path, write.after, empty, validate)[validate.key])
-    now = _keyed(items)
-    for key, ours in after.items():
-        base = before.get(key)
-        if base == ours:
-            continue
-        if key not in now and base is None:
-            continue  # added, and someone else already removed it
-        if now.get(key) != ours:
-            raise _Conflict(f"another process also changed item {_label(key)} since this turn")
-        if base is None:
-            del now[key]
-        else:
-            now[key] = base
-    order = list(before)
-    for position, key in enumerate(order):
-        if key in after:
-            continue
-        if key in now:
-            if now[key] == before[key]:
+    changes: dict[str, _Change] = {}
+    for write in writes:
+        before = _keyed(_decode(path, write.before, empty, validate)[validate.key])
+        after = _keyed(_decode(path, write.after, empty, validate)[validate.key])
+        for key in [*before, *(k for k in after if k not in before)]:
+            old, new = before.get(key), after.get(key)
+            if old == new:
                 continue
-            raise _Conflict(f"another process has an item {_label(key)} where this turn deleted one")
-        anchor = next((k for k in reversed(order[:position]) if k in now), None)
-        pairs = list(now.items())
-        at = 0 if anchor is None else [k for k, _ in pairs].index(anchor) + 1
-        pairs.insert(at, (key, before[key]))
-        now = dict(pairs)
+            change = changes.get(key)
+            if change is None:
+                changes[key] = _Change(old, new, list(before))
+            elif change.after != old:
+                raise _Conflict(f"another process also changed item {_label(key)} during this turn")
+            else:
+                change.after = new
+    return changes
+
+
+def _take_back(changes: dict[str, _Change], items: list[Item]) -> list[Item]:
+    """``items`` (what the file holds now) with the turn's changes undone, item by item."""
+    now = _keyed(items)
+    for key, change in changes.items():
+        if change.before == change.after or now.get(key) == change.before:
+            continue  # nothing to undo, or someone else already did
+        if now.get(key) != change.after:
+            raise _Conflict(f"another process also changed item {_label(key)} since this turn")
+        if change.before is None:
+            del now[key]
+        elif key in now:
+            now[key] = change.before
+        else:  # deleted by the turn: back after the nearest item that preceded it
+            order = change.neighbours
+            anchor = next((k for k in reversed(order[: order.index(key)]) if k in now), None)
+            pairs = list(now.items())
+            at = 0 if anchor is None else [k for k, _ in pairs].index(anchor) + 1
+            pairs.insert(at, (key, change.before))
+            now = dict(pairs)
     return list(now.values())

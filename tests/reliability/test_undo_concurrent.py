@@ -12,19 +12,22 @@ cases a pipe cannot order (another write between two writes of one turn).
 from __future__ import annotations
 
 import json
+import os
+import random
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 from tests.fakeserver import call, text, tool_calls
-from tests.reliability.helpers import record, wait_for
+from tests.reliability.helpers import record, scaled, wait_for
 from tests.test_agent import SEED_TODOS
 from tests.test_cli import glassloop, home  # noqa: F401 - fixture
 from tools import build_tools, store
 from tools.registry import Registry
 
 WIDE = {"COLUMNS": "400"}  # keep a long path on one line
+SEED = int(os.environ.get("GLASSLOOP_RELIABILITY_SEED", "7"))
 WRITER = """
 import json, sys
 from pathlib import Path
@@ -192,6 +195,19 @@ def test_revert_conflict_is_all_or_nothing_across_files(tmp_path):
     assert path.read_bytes() == todo_bytes and notes.read_bytes() == note_bytes  # neither file touched
 
 
+def test_revert_of_an_item_added_and_deleted_in_one_turn_leaves_a_reused_id_alone(tmp_path):
+    reg, path, ours = tools_on(tmp_path)
+    try:
+        store.set_write_observer(ours.append)
+        reg.call("add_todo", {"title": "ours"})  # todo-004
+        reg.call("delete_todo", {"todo_id": "todo-004"})
+        as_other(reg, "add_todo", {"title": "theirs"})  # todo-004 again
+    finally:
+        store.set_write_observer(None)
+    assert [r.merged for r in store.revert(ours)] == [True]
+    assert reg.call("get_todo", {"todo_id": "todo-004"})["todo"]["title"] == "theirs"
+
+
 def test_revert_when_the_other_writer_already_removed_the_added_item(tmp_path):
     reg, path, ours = tools_on(tmp_path)
     try:
@@ -203,3 +219,99 @@ def test_revert_when_the_other_writer_already_removed_the_added_item(tmp_path):
     now = path.read_bytes()
     assert [r.merged for r in store.revert(ours)] == [True]
     assert path.read_bytes() == now  # nothing left to undo, nothing rewritten
+
+
+TURNS = scaled(400, 25)
+SERVE = """
+import json, sys
+from pathlib import Path
+from tools.registry import Registry
+from tools.todos import make_todo_tools
+reg = Registry(make_todo_tools(Path(sys.argv[1])))
+for line in sys.stdin:
+    name, args = json.loads(line)
+    print(json.dumps(reg.call(name, args)), flush=True)
+"""
+
+
+class OtherProcess:
+    """Another process writing the same todo file, one acknowledged call at a time."""
+
+    def __init__(self, path: Path) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", SERVE, str(path)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        self.items: dict[str, str] = {}  # its own todos still in the file: id -> title
+
+    def call(self, name: str, args: dict) -> dict:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps([name, args]) + "\n")
+        self.proc.stdin.flush()
+        result = json.loads(self.proc.stdout.readline())
+        assert result["ok"], result
+        return result
+
+    def step(self, rng: random.Random, n: int) -> None:
+        if self.items and rng.random() < 0.3:
+            victim = rng.choice(sorted(self.items))
+            self.call("delete_todo", {"todo_id": victim})
+            del self.items[victim]
+        elif self.items and rng.random() < 0.3:
+            self.call("complete_todo", {"todo_id": rng.choice(sorted(self.items))})
+        else:
+            item = self.call("add_todo", {"title": f"theirs-{n}"})["todo"]
+            self.items[item["id"]] = item["title"]
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=30) == 0
+
+
+def test_undo_interleaved_with_another_process_many_times(tmp_path):
+    """Random interleavings of a turn's writes, another process's writes and the revert.
+
+    The other process only touches its own todos, so every revert must succeed,
+    keep all of them exactly and take back everything the turn did.
+    """
+    reg, path, _ = tools_on(tmp_path)
+    detail = SEED_TODOS[2]["detail"]
+    other, rng, how = OtherProcess(path), random.Random(SEED), {"exact": 0, "merged": 0}
+    started, other_writes = time.monotonic(), 0
+    try:
+        for turn in range(TURNS):
+            ours: list[store.StoreWrite] = []
+            steps = [("add_todo", {"title": f"ours-{turn}"}), ("complete_todo", None),
+                     ("update_todo", {"todo_id": "todo-003", "detail": f"turn {turn}"}), ("delete_todo", None)]
+            added = None
+            for name, args in [steps[0], *rng.sample(steps[1:], rng.randint(0, 3))]:
+                while rng.random() < 0.4:  # the other process writes between our writes
+                    other.step(rng, other_writes)
+                    other_writes += 1
+                if name in ("complete_todo", "delete_todo"):
+                    if added is None:
+                        continue
+                    args = {"todo_id": added}
+                store.set_write_observer(ours.append)
+                try:
+                    result = reg.call(name, args)
+                finally:
+                    store.set_write_observer(None)
+                assert result["ok"], result
+                if name == "add_todo":
+                    added = result["todo"]["id"]
+                elif name == "delete_todo":
+                    added = None
+            while rng.random() < 0.5:
+                other.step(rng, other_writes)
+                other_writes += 1
+            for reverted in store.revert(ours):
+                how["merged" if reverted.merged else "exact"] += 1
+    finally:
+        other.close()
+    todos = reg.call("list_todos", {})["todos"]
+    assert [(t["id"], t["title"]) for t in todos[3:]] == list(other.items.items())
+    assert [t["title"] for t in todos[:3]] == [t["title"] for t in SEED_TODOS]
+    assert reg.call("get_todo", {"todo_id": "todo-003"})["todo"]["detail"] == detail
+    assert how["merged"] > 0 and how["exact"] > 0
+    record("undo_concurrent", case="random interleavings with another process", turns=TURNS,
+           other_writes=other_writes, seconds=round(time.monotonic() - started, 2), **how)

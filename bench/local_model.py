@@ -1,10 +1,13 @@
 """Benchmark of the embedded local model (a script, not a test).
 
 Measures on this machine: server cold start, time to first token, prompt and
-decode speed, and the full turn time of the todo question, then prints the
-figures (and writes bench/results/local_model.json).
+decode speed, the first token of a new session with and without the saved
+prompt state, and the full turn time of the todo question, then prints the
+figures (and writes bench/results/local_model.json). Every figure group
+records the 1-minute load average it ran under.
 
     .venv/bin/python bench/local_model.py
+    .venv/bin/python bench/local_model.py --threads-matrix   # threads x OMP_WAIT_POLICY
     .venv/bin/python bench/local_model.py --collect tests/data/textcall_corpus.json
 
 ``--collect`` records real replies of the model (several prompts, low and high
@@ -36,12 +39,12 @@ from repl.prompts import system_prompt  # noqa: E402
 from repl.providers.local import LocalServer  # noqa: E402
 from repl.providers.textcalls import parse_text_calls, to_text_messages  # noqa: E402
 from repl.providers.weights import ensure_model  # noqa: E402
-from tools.calculator import make_calculator_tool  # noqa: E402
-from tools.notes import make_note_tools  # noqa: E402
+from tools import build_tools  # noqa: E402
 from tools.registry import Registry  # noqa: E402
-from tools.todos import make_todo_tools  # noqa: E402
 
 QUESTION = "Which todos are not done yet? Explain the highest-priority one."
+OTHER_QUESTION = "What is 17.5% of 2480?"
+NEW_SESSION_TARGET_S = 2.0  # first token of a new session's first request, with the saved state
 FIXTURE_TODOS = [
     {"id": "todo-001", "title": "Buy groceries", "detail": "Milk, eggs, rice.",
      "status": "done", "priority": "low"},
@@ -70,10 +73,11 @@ COLLECT_PROMPTS = [
 
 
 def fixture_registry(folder: Path) -> Registry:
+    """glassloop's own tools (all of them, as a session has), the todos from the fixture."""
     todos = folder / "todos.json"
     todos.write_text(json.dumps({"version": 1, "todos": FIXTURE_TODOS}), encoding="utf-8")
-    tools = make_todo_tools(todos) + make_note_tools(folder / "notes.json")
-    return Registry([*tools, make_calculator_tool()])
+    return Registry(build_tools(todos_path=todos, notes_path=folder / "notes.json",
+                                files_root=folder, weather="sample"))
 
 
 def stream_chat(url: str, messages: list[dict], **options: Any) -> dict[str, Any]:
@@ -138,7 +142,8 @@ def cli_turn(model: Path, work: Path) -> dict[str, Any] | None:
     config = work / "bench.toml"
     config.write_text(f"[providers.local]\nmodel_path = {json.dumps(str(model))}\n", "utf-8")
     env = {**os.environ, "XDG_DATA_HOME": str(work / "xdg"), "XDG_STATE_HOME": str(work / "xdg"),
-           "XDG_CONFIG_HOME": str(work / "xdg"), "GLASSLOOP_TODOS_FILE": str(work / "todos.json")}
+           "XDG_CONFIG_HOME": str(work / "xdg"), "XDG_CACHE_HOME": str(work / "xdg"),
+           "GLASSLOOP_TODOS_FILE": str(work / "todos.json")}
     for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "GLASSLOOP_BASE_URL", "GLASSLOOP_PROVIDER"):
         env.pop(key, None)
     started = time.perf_counter()
@@ -175,25 +180,94 @@ def measured(url: str, log: Path, messages: list[dict], **options: Any) -> dict[
     return {"ttft_s": ttft, "total_s": reply["total_s"], **server_perf(log, offset)}
 
 
-def todo_prompt(registry: Registry, fresh: bool) -> list[dict[str, Any]]:
+def todo_prompt(registry: Registry, fresh: bool, question: str = QUESTION) -> list[dict[str, Any]]:
     messages = to_text_messages([
         {"role": "system", "content": system_prompt(compact=True)},
-        {"role": "user", "content": QUESTION},
+        {"role": "user", "content": question},
     ], registry.schemas())
     if fresh:  # a different first token: nothing of the prompt can come from the cache
         messages[0]["content"] = f"[{time.time():.0f}] " + messages[0]["content"]
     return messages
 
 
-def start_seconds(model: Path, log: Path, evict: bool, threads: int = 0) -> tuple[LocalServer, float]:
-    """A started server and how long it took (evict: drop the model from the page cache)."""
+def start_seconds(model: Path, log: Path, evict: bool, threads: int = 0,
+                  state_dir: Path | None = None, threads_batch: int = 0) -> tuple[LocalServer, float]:
+    """A started server and how long it took (evict: drop the model from the page cache).
+
+    Without ``state_dir`` the server gets an empty one of its own: no saved prompt state.
+    """
     if evict:
         with model.open("rb") as handle:
             os.posix_fadvise(handle.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
-    server = LocalServer(model, log_path=log, threads=threads)
+    state_dir = state_dir or Path(tempfile.mkdtemp(prefix="state-", dir=log.parent))
+    server = LocalServer(model, log_path=log, threads=threads, threads_batch=threads_batch,
+                         state_dir=state_dir)
     started = time.perf_counter()
     server.start()
     return server, time.perf_counter() - started
+
+
+def new_sessions(model: Path, work: Path, threads: int = 0) -> dict[str, Any]:
+    """A new session's first request in a fresh server: with no saved prompt state (the
+    server saves it after answering), then in another fresh server that restores it.
+
+    The second session asks another question, as a new session would: only the
+    fixed prefix (instructions + tool block) is shared with what was saved.
+    """
+    state = work / "prefix-state"
+    figures: dict[str, Any] = {"target_with_state_s": NEW_SESSION_TARGET_S}
+    for label, question in (("without_state", QUESTION), ("with_state", OTHER_QUESTION)):
+        log = work / f"session-{label}.log"
+        load = os.getloadavg()[0]
+        server, start_s = start_seconds(model, log, evict=False, threads=threads, state_dir=state)
+        try:
+            prompt = todo_prompt(fixture_registry(work), fresh=False, question=question)
+            result = measured(server.base_url or "", log, prompt, temperature=0, max_tokens=16)
+        finally:
+            server.stop()
+        figures[label] = {"load_avg_1m": load, "server_start_s": start_s,
+                          "prefix_state": server.prefix_state, **result}
+    with_state = figures["with_state"]["ttft_s"]
+    figures["met_target"] = with_state <= NEW_SESSION_TARGET_S
+    figures["speedup"] = figures["without_state"]["ttft_s"] / max(with_state, 1e-9)
+    return figures
+
+
+MATRIX = [(1, 1, None), (1, 2, None), (2, 2, None), (1, 2, "PASSIVE"), (2, 2, "PASSIVE")]
+SPEED_PROMPT = "Summarise this text in one line.\n\n" + " ".join(
+    f"Note {n}: the weekly report lists open issues, the release plan and the budget." for n in range(40))
+
+
+def threads_matrix(model: Path, work: Path) -> list[dict[str, Any]]:
+    """Prompt evaluation and decode speed per (n_threads, n_threads_batch, OMP_WAIT_POLICY)."""
+    rows = []
+    for threads, batch, wait_policy in MATRIX:
+        previous = os.environ.pop("OMP_WAIT_POLICY", None)
+        if wait_policy:
+            os.environ["OMP_WAIT_POLICY"] = wait_policy
+        log = work / f"matrix-{threads}-{batch}-{wait_policy}.log"
+        load = os.getloadavg()[0]
+        try:
+            server, _ = start_seconds(model, log, evict=False, threads=threads, threads_batch=batch)
+        finally:
+            os.environ.pop("OMP_WAIT_POLICY", None)
+            if previous is not None:
+                os.environ["OMP_WAIT_POLICY"] = previous
+        try:
+            url = server.base_url or ""
+            prompt = measured(url, log, [{"role": "user", "content": SPEED_PROMPT}],
+                              temperature=0, max_tokens=1)
+            decode = measured(url, log, [{"role": "user", "content": DECODE_PROMPT}],
+                              temperature=0.1, max_tokens=120, seed=1)
+        finally:
+            server.stop()
+        rows.append({"n_threads": threads, "n_threads_batch": batch,
+                     "omp_wait_policy": wait_policy or "default", "load_avg_1m": load,
+                     "prompt_tokens": prompt["prompt_tokens_evaluated"],
+                     "prompt_tok_s": prompt["prompt_tok_s"], "decode_tok_s": decode["decode_tok_s"],
+                     "load_avg_1m_after": os.getloadavg()[0]})
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
 
 
 def benchmark(model: Path, work: Path, threads: int = 0, with_cli: bool = True) -> dict[str, Any]:
@@ -205,7 +279,8 @@ def benchmark(model: Path, work: Path, threads: int = 0, with_cli: bool = True) 
     server.stop()
     log = work / "server.log"
     server, figures["start_warm_cache_s"] = start_seconds(model, log, evict=False, threads=threads)
-    figures.update(threads=server.threads, n_ctx=server.n_ctx)
+    figures.update(threads=server.threads, threads_batch=server.threads_batch, n_ctx=server.n_ctx,
+                   omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", "(server default)"))
     url = server.base_url or ""
     try:
         prompt = todo_prompt(fixture_registry(work), fresh=True)
@@ -216,16 +291,20 @@ def benchmark(model: Path, work: Path, threads: int = 0, with_cli: bool = True) 
         figures["raw_turn"] = raw_turn(url, fixture_registry(work), QUESTION)
     finally:
         server.stop()
+    figures["new_session"] = new_sessions(model, work, threads)
     if with_cli:
         (work / "cli").mkdir()
-        figures["glassloop_ask"] = cli_turn(model, work / "cli")
+        figures["glassloop_ask"] = {"load_avg_1m": os.getloadavg()[0], **(cli_turn(model, work / "cli") or {})}
+        # a second `glassloop ask`: the first one saved the prompt state in the same cache dir
+        figures["glassloop_ask_with_state"] = {"load_avg_1m": os.getloadavg()[0],
+                                               **(cli_turn(model, work / "cli") or {})}
     figures["load_avg_1m_after"] = os.getloadavg()[0]
     return figures
 
 
 def collect(model: Path, work: Path, target: Path) -> None:
     records: list[dict[str, Any]] = []
-    with LocalServer(model, log_path=work / "server.log") as server:
+    with LocalServer(model, log_path=work / "server.log", state_dir=work / "state") as server:
         for prompt in COLLECT_PROMPTS:
             for temperature, seed in ((0.1, 7), (0.9, 21)):
                 raw_turn(server.base_url or "", fixture_registry(work), prompt, max_steps=3,
@@ -246,14 +325,24 @@ def collect(model: Path, work: Path, target: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--collect", type=Path, help="write a corpus of real replies here")
-    parser.add_argument("--threads", type=int, default=0, help="llama.cpp threads (0 = all CPUs)")
-    parser.add_argument("--no-cli", action="store_true", help="skip the `glassloop ask` turn")
+    parser.add_argument("--threads", type=int, default=0, help="llama.cpp decode threads (0 = half the CPUs)")
+    parser.add_argument("--no-cli", action="store_true", help="skip the `glassloop ask` turns")
+    parser.add_argument("--threads-matrix", action="store_true",
+                        help="only compare thread counts and OMP_WAIT_POLICY")
+    parser.add_argument("--new-session", action="store_true",
+                        help="only the new-session first token, without and with the saved state")
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "glassloop-bench")
     args = parser.parse_args()
     model = ensure_model(args.data_dir)
     with tempfile.TemporaryDirectory() as folder:
         if args.collect:
             collect(model, Path(folder), args.collect)
+            return
+        if args.threads_matrix or args.new_session:
+            part = "threads_matrix" if args.threads_matrix else "new_session"
+            found = (threads_matrix(model, Path(folder)) if args.threads_matrix
+                     else new_sessions(model, Path(folder), args.threads))
+            print(json.dumps({part: found}, indent=1))
             return
         figures = benchmark(model, Path(folder), args.threads, not args.no_cli)
     figures["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),

@@ -147,6 +147,8 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
     except ProviderError as exc:
         progress.say(f"error: {exc.message}")
         return EXIT_FAILED
+    if notice := getattr(provider, "notice", None):  # the local server's start
+        emit(Notice(notice))
     registry = build_registry(settings)
     mcp = start_mcp(settings, registry, lambda text: emit(Notice(text)))
     try:

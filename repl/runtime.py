@@ -94,6 +94,11 @@ class _WithServer:
     def __getattr__(self, name: str) -> Any:  # name, model, context_window, stream, ...
         return getattr(self._provider, name)
 
+    @property
+    def notice(self) -> str | None:
+        """One line for the user about the server's start (its saved prompt state), or None."""
+        return self._server.notice
+
     def close(self) -> None:
         try:
             self._provider.close()

@@ -134,9 +134,12 @@ class ChatSession:
 
         def build() -> Provider:
             try:
-                return make_provider(profile, settings, self.ui.waiting)
+                provider = make_provider(profile, settings, self.ui.waiting)
             finally:
                 self.ui.waiting(None)
+            if notice := getattr(provider, "notice", None):  # the local server's start
+                self._background_notice(notice)
+            return provider
 
         self._provider = LazyProvider(build).start()
 

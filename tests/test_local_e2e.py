@@ -84,6 +84,16 @@ def test_ask_answers_a_todo_question_through_the_todo_tools(local_home):
     assert payload["steps"] >= 2  # a tool step and an answer
     assert payload["usage"]["output_tokens"] > 0
     assert "Traceback" not in result.stderr
+    assert "no saved prompt state yet" in result.stderr  # the one line of a first start
+    # a second glassloop restores the prompt state the first one saved
+    log = Path(env["XDG_STATE_HOME"]) / "glassloop" / "local-server.log"
+    again = subprocess.run([sys.executable, "-m", "repl.cli", "ask", "What is 2+2?", "--json"],
+                           env=env, cwd=project, capture_output=True, text=True, timeout=1200)
+    assert again.returncode == 0, again.stderr
+    assert "prompt state" not in again.stderr
+    states = [line for line in log.read_text().splitlines() if "glassloop prefix state:" in line]
+    assert states[0].split(": ", 1)[1].startswith("missing")
+    assert any(line.split(": ", 1)[1].startswith("loaded") for line in states[1:]), states
 
 
 @pytest.mark.timeout(1500)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from repl.approval import MODES
 from repl.command_table import REGISTRY, Command, command, dispatch, save_text, specs, suggest
+from repl.cost import context_window_for
 from repl.providers.base import ProviderError
 from repl.timeline import format_turn
 from repl.trace import read_records, turns
@@ -129,7 +130,7 @@ def _usage(session, args):
     rows.append(("all", str(sum(len(t.model_calls) for t in session.turns)), str(u.input_tokens),
                  str(u.cached_tokens), str(u.output_tokens), session.cost.text(), ""))
     session.ui.table("usage", ["turn", "calls", "in", "cached", "out", "cost", "stopped by"], rows)
-    window = session.settings.active.context_window
+    window = context_window_for(session.settings)
     if window and session.last_prompt_tokens:
         session.ui.info(f"context: {session.last_prompt_tokens:,} of {window:,} tokens "
                         f"({100 * session.last_prompt_tokens / window:.0f}%)")
@@ -158,17 +159,40 @@ def _compact(session, args):
                     "tokens of context (estimated); /undo restores them")
 
 
-@command("tools", help="Each tool, whether it has side effects, and its approval rule.")
+@command("tools", args="[reload]", help="Each tool, where it comes from, its side effects and approval rule; "
+         "reload runs your tool files again.", complete=lambda session: ["reload"])
 def _tools(session, args):
+    if args[:1] == ["reload"]:
+        _reload_tools(session)
+        return
+    if args:
+        session.ui.error("usage: /tools [reload]")
+        return
+    session.user_tools.wait(5.0)  # loading in the background since the start
+    home = str(Path.home())
     rows = []
     for name in session.registry.names():
         tool = session.registry.get(name)
+        if tool is None:  # removed meanwhile (an MCP server went away)
+            continue
         rule = "—"
         if tool.side_effects:
             rule = "always (this session)" if name in session.approver.always else session.approver.mode
             rule += " · every call" if tool.destructive and session.approver.mode == "ask" else ""
-        rows.append((name, "yes" if tool.side_effects else "no", rule, tool.description.split("\n")[0][:60]))
-    session.ui.table("tools", ["tool", "side effects", "approval", "description"], rows)
+        source = "~" + tool.source[len(home):] if tool.source.startswith(home + "/") else tool.source
+        rows.append((name, "yes" if tool.side_effects else "no", rule, source,
+                     tool.description.split("\n")[0][:60]))
+    session.ui.table("tools", ["tool", "side effects", "approval", "from", "description"], rows)
+
+
+def _reload_tools(session):
+    report = session.user_tools.reload()
+    for line in report.problems:
+        session.ui.error(line)
+    files = f"{report.files} file" + ("" if report.files == 1 else "s")
+    problems = f"{len(report.problems)} problem" + ("" if len(report.problems) == 1 else "s")
+    session.ui.info(f"user tools reloaded: {report.tools} tools from {files} and installed packages, "
+                    f"{problems}; the conversation is kept")
 
 
 @command("todos", help="Show the todo list straight from the store (no model call).")

@@ -1,17 +1,20 @@
 """What model calls cost, and the per-session budget.
 
 Prices are USD per million tokens: ``[pricing."MODEL"]`` in the config wins,
-else the active profile's ``price_*`` keys; with neither (all zero) the cost
-is unknown and shown as such, never as $0. A cost is summed per model call
-at the price of the model that made it, so switching models mid-session
-keeps earlier costs right.
+else the ``price_*`` keys of a profile whose model is that model; with neither
+the cost is unknown and shown as such, never as $0. A profile's prices (and its
+``context_window``) belong to the model the same layer names: a model chosen by
+a later layer (``--model``, an environment variable, ``/model``, a user file
+over the defaults) does not inherit them. A cost is summed per model call at the
+price of the model that made it, so switching models mid-session keeps earlier
+costs right.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from repl.config import ModelPrice, ProviderSettings, Settings
+from repl.config import RUNTIME, ModelPrice, ProviderSettings, Settings
 from repl.events import Usage
 
 
@@ -22,10 +25,43 @@ def price_for(settings: Settings, profile: ProviderSettings | None = None) -> Mo
     for name in (model, model.rsplit("/", 1)[-1]):  # "vendor/model" as routers spell it
         if name in settings.pricing:
             return settings.pricing[name]
-    if not (profile.price_input or profile.price_output):
-        return None
-    return ModelPrice(profile.price_input, profile.price_cached_input or profile.price_input,
-                      profile.price_output)
+    for owner in _owners(settings, profile, ("price_input", "price_output")):
+        if owner.price_input or owner.price_output:
+            return ModelPrice(owner.price_input, owner.price_cached_input or owner.price_input,
+                              owner.price_output)
+    return None
+
+
+def context_window_for(settings: Settings, profile: ProviderSettings | None = None) -> int | None:
+    """The context window of ``profile``'s model (default: the active one); None when unknown."""
+    profile = profile or settings.active
+    return next((p.context_window for p in _owners(settings, profile, ("context_window",))
+                 if p.context_window), None)
+
+
+def _owners(settings: Settings, profile: ProviderSettings, keys: tuple[str, ...]) -> list[ProviderSettings]:
+    """The profiles (``profile`` first) whose ``keys`` describe ``profile``'s model: the
+    profile names that model, and no later layer chose the model than set the keys."""
+    found = []
+    for other in [profile, *(p for p in settings.providers.values() if p.name != profile.name)]:
+        if other.model != profile.model:
+            continue
+        model_rank = _rank(settings, f"providers.{other.name}.model")
+        if max(_rank(settings, f"providers.{other.name}.{k}") for k in keys) >= model_rank:
+            found.append(other)
+    return found
+
+
+def _rank(settings: Settings, key: str) -> int:
+    """How late the layer that set ``key`` comes: defaults, files in order, env, flags, runtime."""
+    source = settings.sources.get(key, "default")
+    if source == "default":
+        return 0
+    for prefix, rank in (("env ", 1000), ("flag ", 2000), (RUNTIME, 3000)):
+        if source.startswith(prefix):
+            return rank
+    files = [str(path) for path in settings.config_files]
+    return 1 + files.index(source) if source in files else 0
 
 
 def usd(usage: Usage, price: ModelPrice | None) -> float | None:

@@ -13,7 +13,7 @@ from typing import Any
 
 from repl.approval import ApprovalRequest, UserChoice
 from repl.config import Settings
-from repl.cost import Cost, price_for, usd
+from repl.cost import Cost, context_window_for, price_for, usd
 from repl.events import Event, Usage
 from repl.redact import redactor_for
 from repl.unicode import valid_text
@@ -122,8 +122,8 @@ class Terminal:
         active = s.settings.active
         parts = [f"{active.name}:{active.model}", f"approvals {s.approver.mode}",
                  f"session {s.usage.total} tokens"]
-        if active.context_window:
-            parts.append(f"context {100 * s.last_prompt_tokens / active.context_window:.0f}%")
+        if window := context_window_for(s.settings):
+            parts.append(f"context {100 * s.last_prompt_tokens / window:.0f}%")
         parts.append(s.cost.text())
         return " · ".join(parts)
 

@@ -306,7 +306,7 @@ class McpManager:
                     description=listed.description or listed.title or listed.name,
                     parameters=parameters_from(listed.input_schema), fn=run,
                     side_effects=not read_only, destructive=not read_only and not additive,
-                    timeout_s=cfg.timeout_s)
+                    timeout_s=cfg.timeout_s, source=f"MCP server {cfg.name}")
 
 
 async def _list_tools(client: Any) -> list[Any]:

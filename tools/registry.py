@@ -43,6 +43,8 @@ class Tool:
     timeout_s: float | None = None  # None: the agent loop's default
     # Given validated args, describe the change without making it: {"before", "after"}.
     preview: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    # Where it comes from, for /tools: "built-in", "FILE:LINE", "package NAME", "MCP server NAME".
+    source: str = "built-in"
 
     def schema(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -62,10 +64,12 @@ def tool(
     timeout_s: float | None = None,
     parameters: dict[str, Any] | None = None,
     preview: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    source: str = "built-in",
+    scope: dict[str, Any] | None = None,
 ) -> Any:
     """Turn a typed function into a :class:`Tool` (usable as ``@tool`` or ``@tool(...)``)."""
     # Annotations are strings; aliases defined inside a factory live in the caller's frame.
-    scope = dict(sys._getframe(1).f_locals)
+    scope = dict(sys._getframe(1).f_locals) if scope is None else scope
 
     def build(func: Callable[..., Any]) -> Tool:
         summary, arg_docs = parse_docstring(inspect.getdoc(func) or "")
@@ -86,6 +90,7 @@ def tool(
             destructive=destructive,
             timeout_s=timeout_s,
             preview=preview,
+            source=source,
         )
 
     return build(fn) if fn is not None else build
@@ -207,7 +212,11 @@ class Registry:
 
     def remove(self, prefix: str) -> list[str]:
         """Unregister every tool whose name starts with ``prefix``; returns their names."""
-        gone = [n for n in self._tools if n.startswith(prefix)]
+        return self.remove_names([n for n in self._tools if n.startswith(prefix)])
+
+    def remove_names(self, names: Iterable[str]) -> list[str]:
+        """Unregister the named tools (unknown names are skipped); returns those removed."""
+        gone = [n for n in names if n in self._tools]
         self._tools = {n: t for n, t in self._tools.items() if n not in gone}
         self._validators = {n: v for n, v in self._validators.items() if n not in gone}
         return gone

@@ -75,7 +75,9 @@ def _type_schema(hint: Any) -> dict[str, Any]:
         if all(set(p) == {"type"} and isinstance(p["type"], str) for p in parts):
             return {"type": [p["type"] for p in parts]}
         return {"anyOf": parts}
-    raise TypeError(f"unsupported type hint for a tool parameter: {hint!r}")
+    shown = getattr(hint, "__name__", None) or repr(hint)
+    raise TypeError(f"unsupported type {shown} (use str, int, float, bool, list, dict, Literal "
+                    "or X | None)")
 
 
 def _split_optional(hint: Any) -> tuple[Any, bool]:
@@ -121,7 +123,10 @@ def schema_from_signature(
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
         base, optional = _split_optional(hints.get(param.name, param.empty))
-        prop = _type_schema(base)
+        try:
+            prop = _type_schema(base)
+        except TypeError as exc:
+            raise TypeError(f"parameter {param.name!r}: {exc}") from None
         if optional:
             prop = _allow_null(prop)
         if param.name in arg_docs:

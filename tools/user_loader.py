@@ -1,0 +1,210 @@
+"""Loading the user's own tools: Python files and installed packages.
+
+Files (every ``*.py`` of a folder, or one named file) are read once, compiled from
+those bytes (so a trust check over the same bytes holds for what runs, and an edit
+is picked up at once by a reload) and run as fresh modules. Packages declare tools
+in the ``glassloop.tools`` entry-point group: the value is a module holding
+``@tool`` functions, one such function or a list of them.
+
+Nothing here raises for a bad file: a syntax error, a failing import, a tool whose
+parameters cannot make a schema, a name that is not allowed or already taken, each
+becomes one line naming the file, the line and the tool; every other tool loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import os
+import re
+import sys
+import threading
+import types
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tools.registry import Tool
+from tools.store import StoreError, read_regular
+from tools.user_api import MARK, Declared, collecting
+
+ENTRY_POINT_GROUP = "glassloop.tools"
+MAX_FILE_BYTES = 1_000_000
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")  # what the model APIs accept
+_load_lock = threading.Lock()  # @tool collection is per thread; sys.modules edits are not
+
+
+@dataclass(frozen=True)
+class Source:
+    """A tool file as read: its bytes, or why it could not be read."""
+
+    path: Path
+    data: bytes | None
+    problem: str = ""
+
+
+@dataclass
+class Loaded:
+    tools: list[Tool] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # one line each
+    modules: list[str] = field(default_factory=list)  # names added to sys.modules
+
+    def extend(self, other: Loaded) -> None:
+        self.tools += other.tools
+        self.problems += other.problems
+        self.modules += other.modules
+
+
+def tool_files(folder: Path) -> list[Path]:
+    """The folder's ``*.py`` files (not ``_x.py`` or ``.x.py``), by name; [] when it has none."""
+    try:
+        names = sorted(p for p in Path(folder).glob("*.py") if not p.name.startswith(("_", ".")))
+    except OSError:
+        return []
+    return [p for p in names if not p.is_dir()]
+
+
+def read_sources(paths: Iterable[Path]) -> list[Source]:
+    out = []
+    for path in paths:
+        try:
+            data = read_regular(Path(path), MAX_FILE_BYTES)
+            out.append(Source(path, data, "" if data is not None else f"{path}: no such file"))
+        except StoreError as exc:
+            out.append(Source(path, None, f"{path}: {exc.message.removeprefix(f'cannot read {path}: ')}"))
+    return out
+
+
+def digest(sources: Iterable[Source]) -> str:
+    """SHA-256 over the files' names and bytes, in name order (what a trust record binds to)."""
+    h = hashlib.sha256()
+    for source in sorted(sources, key=lambda s: s.path.name):
+        data = source.data or b""
+        h.update(source.path.name.encode("utf-8", "surrogateescape") + b"\0")
+        h.update(len(data).to_bytes(8, "big") + data)
+    return h.hexdigest()
+
+
+def forget(modules: Iterable[str]) -> None:
+    """Drop modules of an earlier load, so a reload runs the files anew."""
+    for name in modules:
+        sys.modules.pop(name, None)
+
+
+def load_sources(sources: Iterable[Source], taken: Mapping[str, str]) -> Loaded:
+    """Run each file and collect its tools; ``taken``: names already in use -> their source."""
+    loaded, names = Loaded(), dict(taken)
+    with _load_lock:
+        for source in sources:
+            if source.data is None:
+                loaded.problems.append(f"{source.problem}; no tool from it loaded")
+                continue
+            declared = _run_file(source.path, source.data, loaded)
+            _accept(declared, names, loaded, lambda d: f"{d.file}:{d.line}")
+    return loaded
+
+
+def load_entry_points(taken: Mapping[str, str], group: str = ENTRY_POINT_GROUP) -> Loaded:
+    """Tools of the installed packages that declare ``group`` entry points."""
+    from importlib.metadata import entry_points
+
+    loaded, names = Loaded(), dict(taken)
+    with _load_lock:
+        try:
+            found = sorted(entry_points(group=group), key=lambda ep: (ep.name, ep.value))
+        except Exception as exc:  # noqa: BLE001 - broken metadata of some package
+            return Loaded(problems=[f"cannot list the {group} entry points: {_one_line(exc)}"])
+        for ep in found:
+            dist = getattr(getattr(ep, "dist", None), "name", None) or "?"
+            label = f"package {dist}: entry point {ep.name} = {ep.value}"
+            with collecting() as collected:
+                try:
+                    target = ep.load()
+                except (Exception, SystemExit) as exc:
+                    file, line = _where(exc, None)
+                    at = f"{file}:{line}: " if line else ""
+                    loaded.problems.append(f"{at}{label}: cannot import it: {_one_line(exc)}")
+                    continue
+            declared = list(collected) or _declared_in(target)
+            if not declared:
+                loaded.problems.append(f"{label}: holds no @tool function (give a module, a @tool "
+                                       "function or a list of them)")
+            _accept(declared, names, loaded, lambda d, dist=dist: f"package {dist}")
+    return loaded
+
+
+def _run_file(path: Path, data: bytes, loaded: Loaded) -> list[Declared]:
+    """Compile and run one file as a new module; its ``@tool`` functions in order."""
+    try:
+        code = compile(data, str(path), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        loaded.problems.append(f"{path}:{exc.lineno or 1}: syntax error: {exc.msg}; no tool from this file loaded")
+        return []
+    except ValueError as exc:  # e.g. NUL bytes
+        loaded.problems.append(f"{path}:1: cannot compile it: {exc}; no tool from this file loaded")
+        return []
+    name = f"_glassloop_user_{re.sub(r'[^0-9A-Za-z_]', '_', path.stem)}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
+    sys.modules[name] = module  # dataclasses and typing look their module up there
+    loaded.modules.append(name)
+    with collecting() as collected:
+        try:
+            exec(code, module.__dict__)  # noqa: S102 - the user's own (or trusted) tool file
+        except (Exception, SystemExit) as exc:
+            _, line = _where(exc, str(path))
+            loaded.problems.append(f"{path}:{line}: cannot load it: {_one_line(exc)}; no tool from this file loaded")
+            return []
+    return list(collected)
+
+
+def _accept(declared: list[Declared], names: dict[str, str], loaded: Loaded, source_of: Any) -> None:
+    for d in declared:
+        where = f"{d.file}:{d.line}: tool {d.name}"
+        if d.tool is None:
+            loaded.problems.append(f"{where}: {d.problem}; skipped")
+        elif not _TOOL_NAME.match(d.name):
+            loaded.problems.append(f"{where}: the name may only hold letters, digits, _ and - "
+                                   "(at most 64); rename it with @tool(name=...)")
+        elif d.name in names:
+            other = names[d.name]
+            why = "a built-in tool has this name" if other == "built-in" else f"the name is taken by {other}"
+            loaded.problems.append(f"{where}: {why}; skipped (rename it with @tool(name=...))")
+        else:
+            tool = replace(d.tool, source=source_of(d))
+            names[d.name] = tool.source
+            loaded.tools.append(tool)
+
+
+def _declared_in(target: Any) -> list[Declared]:
+    """The ``@tool`` functions an entry point's object stands for."""
+    if isinstance(target, types.ModuleType):
+        values = list(vars(target).values())
+    elif isinstance(target, (list, tuple)):
+        values = list(target)
+    else:
+        values = [target]
+    return [getattr(v, MARK) for v in values if isinstance(getattr(v, MARK, None), Declared)]
+
+
+_IMPORTLIB = os.path.dirname(importlib.__file__)
+
+
+def _where(exc: BaseException, path: str | None) -> tuple[str, int]:
+    """The file and line an exception came from: in ``path`` when given, else the deepest frame
+    outside the import machinery (line 0: none)."""
+    tb, best = exc.__traceback__, ("?", 0)
+    while tb is not None:
+        file = tb.tb_frame.f_code.co_filename
+        if (file == path) if path else not file.startswith(("<frozen", _IMPORTLIB)):
+            best = (file, tb.tb_lineno)
+        tb = tb.tb_next
+    if isinstance(exc, SyntaxError) and exc.filename and (path is None or exc.filename == path):
+        best = (exc.filename, exc.lineno or 1)
+    return best
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

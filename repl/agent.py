@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from repl.approval import Allow, ApprovalRequest, Approver, PendingCall
-from repl.context import ContextWindow
+from repl.context import ContextWindow, cached_estimate, messages_tokens, tools_tokens
 from repl.events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -209,6 +209,7 @@ def _call_model(state, history, provider, tools, emit, final_note: str = "") -> 
     completed: Completed | None = None
     text: list[str] = []
     held = ""  # the first half of a character whose second half may be in the next chunk
+    sent = time.monotonic()
     stream = provider.stream(messages, tools or None, deadline=state.deadline)
     try:
         for part in stream:
@@ -226,6 +227,7 @@ def _call_model(state, history, provider, tools, emit, final_note: str = "") -> 
         if text:
             history.add_assistant("".join(text) + "\n\n[interrupted]")
             state.answer = "".join(text)
+        _count_interrupted(state, step, messages, tools, "".join(text), sent, emit)
         raise
     except ProviderError as exc:
         exc.partial_text = valid_text(exc.partial_text or "".join(text))
@@ -246,6 +248,15 @@ def _call_model(state, history, provider, tools, emit, final_note: str = "") -> 
     history.add_assistant(completed.text, calls)
     state.answer = completed.text
     return completed
+
+
+def _count_interrupted(state: _Turn, step: int, messages, tools, text: str, sent: float, emit: Emit) -> None:
+    """A call stopped mid-way reports no usage, but its request was sent (and is billed):
+    count it as estimated, the answer so far too."""
+    usage = Usage(messages_tokens(messages) + tools_tokens(tools), 0, cached_estimate(text) if text else 0,
+                  estimated=True)
+    state.usage += usage
+    emit(ModelUsage(step, usage, round(time.monotonic() - sent, 3), "interrupted"))
 
 
 def _keep_cut_answer(state: _Turn, history: History, partial: str) -> None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
 from repl.command_table import command, save_text
-from repl.journal import list_sessions
+from repl.journal import recent_sessions
 from repl.redact import redactor_for
 
 
@@ -35,22 +36,39 @@ def transcript_markdown(messages: list[dict[str, Any]]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-@command("sessions", help="List saved sessions (resume one with /resume ID).")
+@command("sessions", help="Saved sessions, newest first: start, turns, model, first message.")
 def _sessions(session, args):
-    rows = []
-    for path in list_sessions(session.settings.data_dir / "sessions")[-20:]:
-        rows.append((path.stem, f"{path.stat().st_size / 1024:.1f} KiB",
-                     "current" if path.stem == session.session_id else ""))
-    session.ui.table("sessions", ["id", "size", ""], rows)
-
-
-@command("resume", args="ID|last", help="Continue a saved session.",
-         complete=lambda session: [p.stem for p in list_sessions(session.settings.data_dir / "sessions")])
-def _resume(session, args):
-    if not args:
-        session.ui.error("usage: /resume ID (see /sessions)")
+    found = recent_sessions(session.settings.data_dir / "sessions")
+    if not found:
+        session.ui.info("no saved session with a turn yet")
         return
-    session.resume(args[0])
+    rows = []
+    for info in found:
+        first = " ".join(info.first.split())
+        rows.append((info.id + (" (current)" if info.id == session.session_id else ""),
+                     time.strftime("%m-%d %H:%M", time.localtime(info.started)), str(info.turns),
+                     info.model, first if len(first) <= 60 else first[:59] + "…"))
+    session.ui.table("sessions, newest first (/resume ID, or /resume to pick)",
+                     ["id", "started", "turns", "model", "first message"], rows, keep=("id", "started"))
+
+
+@command("resume", args="[ID|last]", help="Continue a saved session; without an argument, pick one from a list.",
+         complete=lambda session: [s.id for s in recent_sessions(session.settings.data_dir / "sessions")])
+def _resume(session, args):
+    key = args[0] if args else session.pick()
+    if key is not None:
+        session.resume(key)
+
+
+@command("verbose", args="[on|off]", help="A usage line for every model call, not only in multi-step turns.",
+         complete=lambda session: ["on", "off"])
+def _verbose(session, args):
+    if args and args[0] not in ("on", "off"):
+        session.ui.error("usage: /verbose [on|off]")
+        return
+    on = session.ui.set_verbose(args[0] == "on" if args else None)
+    session.ui.info("verbose: a usage line for every model call" if on
+                    else "verbose off: one summary line for a one-call turn")
 
 
 @command("system", help="Show the system prompt.")

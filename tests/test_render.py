@@ -111,19 +111,22 @@ def test_usage_line() -> None:
 
 def test_summary_line_with_cost_and_highlighted_stop_reason() -> None:
     done = TurnFinished(3, "answer", 2, 3, Usage(870, 256, 40), 1.93)
-    assert summary_line(done, 0.0012).plain == (
+    assert summary_line(done, 0.0012, width=120).plain == (
         "turn 3 · 2 steps · 3 tool calls · 910 tokens (in 870 · cached 256 · out 40)"
         " · $0.0012 · 1.9 s · answer")
-    stopped = summary_line(TurnFinished(1, "max_steps", 8, 1, Usage(10, 0, 5, True), 20.0))
-    assert "1 tool call · ~15 tokens (in ~10 · out ~5) · 20.0 s · stopped by max_steps" in stopped.plain
+    assert summary_line(done, 0.0012).plain == (  # 80 columns: shortened, not wrapped
+        "turn 3 · 2 steps · 3 tool calls · 910 tokens · $0.0012 · 1.9 s · answer")
+    stopped = summary_line(TurnFinished(1, "max_steps", 8, 1, Usage(10, 0, 5, True), 20.0), width=120)
+    assert "1 tool call · ~15 tokens (in ~10 · out ~5) · 20.0 s · stopped: max_steps" in stopped.plain
     assert "$" not in stopped.plain
-    assert any("yellow" in str(span.style) and stopped.plain[span.start:span.end] == "stopped by max_steps"
+    assert any("yellow" in str(span.style) and stopped.plain[span.start:span.end] == "stopped: max_steps"
                for span in stopped.spans)
 
 
 def test_renderer_prints_usage_and_priced_summary() -> None:
     out = console()
     renderer = Renderer(out, refresh_per_second=0, price=lambda usage: usage.total * 2e-6)
+    renderer.verbose = True  # a usage line per call also in a one-call turn
     renderer(ModelUsage(1, Usage(300, 0, 20), 0.5, "stop"))
     renderer(TurnFinished(1, "answer", 1, 0, Usage(300, 0, 20), 0.5))
     quiet = console()

@@ -87,7 +87,7 @@ def _describe(payload: Any) -> str:
     if payload is None or payload == {}:
         return "done"
     if isinstance(payload, list):
-        return _plural(len(payload), "item")
+        return plural(len(payload), "item")
     if isinstance(payload, dict):
         for key in ("items", "todos", "notes", "results", "files", "entries"):
             if isinstance(payload.get(key), list):
@@ -125,26 +125,42 @@ def format_cost(cost: float) -> str:
     return f"${cost:.4f}" if cost < 0.01 else f"${cost:.2f}"
 
 
-def summary_line(event: TurnFinished, cost: float | None = None, cost_unknown: bool = False) -> Text:
-    """'turn 1 · 2 steps · 3 tool calls · 910 tokens (in 870 · out 40) · $0.0012 · 1.9 s · answer'."""
+SUMMARY_WIDTH = 80  # a turn's summary line is shortened to fit this, never wrapped
+
+
+def summary_line(event: TurnFinished, cost: float | None = None, cost_unknown: bool = False,
+                 width: int = SUMMARY_WIDTH) -> Text:
+    """'turn 1 · 2 steps · 3 tool calls · 910 tokens (in 870 · out 40) · $0.0012 · 1.9 s · answer',
+    shortened to ``width`` columns: the token breakdown, the tool calls and the time go first."""
     usage, est = event.usage, event.usage.estimated
-    tokens = f"{_tokens(usage.total, est)} tokens (in {_tokens(usage.input_tokens, est)}"
-    if usage.cached_tokens:
-        tokens += f" · cached {_tokens(usage.cached_tokens, est)}"
-    tokens += f" · out {_tokens(usage.output_tokens, est)})"
-    parts = [f"turn {event.turn}", _plural(event.steps, "step"),
-             _plural(event.tool_calls, "tool call"), tokens]
-    if cost is not None:
-        parts.append(format_cost(cost))
-    elif cost_unknown:
-        parts.append("cost unknown")
-    parts.append(f"{event.duration_s:.1f} s")
-    line = Text(" · ".join(parts) + " · ", "dim")
+    detail = [f"in {_tokens(usage.input_tokens, est)}",
+              *([f"cached {_tokens(usage.cached_tokens, est)}"] if usage.cached_tokens else []),
+              f"out {_tokens(usage.output_tokens, est)}"]
+    total = f"{_tokens(usage.total, est)} tokens"
+    money = format_cost(cost) if cost is not None else ("cost unknown" if cost_unknown else "")
+    stop = "answer" if event.stopped_by == "answer" else f"stopped: {event.stopped_by}"
+    calls = plural(event.tool_calls, "tool call") if event.tool_calls else ""
+    seconds = f"{event.duration_s:.1f} s"
+    shorter = [  # each a little shorter than the one before
+        [calls, f"{total} ({' · '.join(detail)})", money, seconds],
+        [calls, f"{total} ({' · '.join(d for d in detail if not d.startswith('cached'))})", money, seconds],
+        [calls, total, money, seconds],
+        [calls.replace("tool call", "call"), total, money, seconds],
+        [total, money, seconds],
+        [total, money],
+        [total],
+    ]
+    for middle in shorter:
+        parts = [f"turn {event.turn}", plural(event.steps, "step"), *(p for p in middle if p)]
+        head = " · ".join(parts) + " · "
+        if len(head) + len(stop) <= width:
+            break
+    line = Text(head, "dim")
     if event.stopped_by == "answer":
-        line.append("answer", "dim")
+        line.append(stop, "dim")
     else:
-        colour = "bold red" if event.stopped_by == "error" else "bold yellow"
-        line.append(f"stopped by {event.stopped_by}", colour)
+        line.append(stop, "bold red" if event.stopped_by == "error" else "bold yellow")
+    line.no_wrap, line.overflow = True, "ellipsis"  # narrower than the shortest form: cut, not wrapped
     return line
 
 
@@ -157,5 +173,5 @@ def decision_line(event: ApprovalDecided) -> Text:
     return Text(f"{name} denied: {one_line(event.reason, 200) or event.by}", "dim yellow")
 
 
-def _plural(count: int, noun: str) -> str:
+def plural(count: int, noun: str) -> str:
     return f"{count} {noun}" + ("" if count == 1 else "s")

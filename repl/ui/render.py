@@ -41,6 +41,7 @@ from repl.ui.live import LiveArea, interrupts_deferred
 from repl.ui.mdstream import MarkdownStream, make_markdown
 from repl.ui.pieces import (
     EDITED_KEY,
+    SUMMARY_WIDTH,
     decision_line,
     finished_panel,
     running_panel,
@@ -91,6 +92,8 @@ class Renderer:
         self._waiting: Spinner | None = None
         self._suspended = 0  # nesting depth of suspended()
         self._approval_open = False
+        self.verbose = False  # a usage line for every model call, also in one-call turns
+        self._held_usage: Text | None = None  # a turn's first usage line, until it has a second call
         self._handlers: dict[type, Callable[[Any], None]] = {
             TurnStarted: self._turn_started, ModelRequest: self._model_request,
             TextDelta: self._text, ModelUsage: self._usage, ToolCallStarted: self._call_started,
@@ -133,15 +136,31 @@ class Renderer:
     def markdown(self, text: str) -> None:
         self.print(make_markdown(clean(text), self._md.code_theme))
 
-    def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
+              keep: Sequence[str] = ()) -> None:
+        """``keep``: columns never wrapped or cut (ids to copy); the others give way."""
         from rich.table import Table
 
         table = Table(title=Text(clean(title), "bold"), title_justify="left", expand=False)
-        for column in columns:
-            table.add_column(Text(clean(column)))
+        for n, column in enumerate(columns):
+            widest = max((len(clean(str(row[n]))) for row in rows if n < len(row)), default=0)
+            table.add_column(Text(clean(column)), **({"no_wrap": True, "min_width": widest} if column in keep else {}))
         for row in rows:
             table.add_row(*(Text(clean("" if cell is None else str(cell))) for cell in row))
         self.print(table)
+
+    def recap(self, earlier: int, turns: Sequence[dict[str, Any]]) -> None:
+        """A resumed session's last turns: the question, one line per tool call, the answer."""
+        if earlier:
+            self.notice(f"… {earlier} earlier turn{'' if earlier == 1 else 's'}, /trace all to see them")
+        for turn in turns:
+            self.print(Text("› " + one_line(turn["user"], max(20, self.console.width - 2)), "bold"))
+            for name, arguments, ok in turn["calls"]:
+                mark = ("✓", "green") if ok else ("✗", "red") if ok is False else ("·", "dim")
+                self.print(Text.assemble("  ", mark, " ", (one_line(f"{name} {arguments}",
+                                                                    max(20, self.console.width - 4)), "dim")))
+            if turn["answer"].strip():
+                self.markdown(turn["answer"])
 
     def close(self) -> None:
         """Print what is still open and stop the live area (on Ctrl-C, before exiting)."""
@@ -198,6 +217,7 @@ class Renderer:
 
     def _turn_started(self, event: TurnStarted) -> None:
         self._end_text()
+        self._held_usage = None
         self._running.clear()
         self._waiting = None  # the provider is ready once a turn starts
         self._approval_open = False
@@ -221,11 +241,22 @@ class Renderer:
         self._end_text()
         self._waiting = None
         if self.show_usage:
-            self.console.print(usage_line(event, self.price(event.usage) if self.price else None))
+            line = usage_line(event, self.price(event.usage) if self.price else None)
+            if self.verbose or event.step > 1 or event.finish_reason == "tool_calls" or event.retries:
+                self._print_held_usage()
+                self.console.print(line)
+            else:  # the turn's summary says it all when this stays its only call
+                self._held_usage = line
         self._sync_live()
+
+    def _print_held_usage(self) -> None:
+        if self._held_usage is not None:
+            self.console.print(self._held_usage)
+            self._held_usage = None
 
     def _call_started(self, event: ToolCallStarted) -> None:
         self._end_text()
+        self._print_held_usage()
         self._waiting = None
         self._running[event.call_id] = _Running(event)
         self._sync_live(refresh=True)
@@ -272,7 +303,11 @@ class Renderer:
         self._approval_open = False
         self._area.stop()
         cost = self.price(event.usage) if self.price else None
-        self.console.print(summary_line(event, cost, cost_unknown=self.price is not None and cost is None))
+        if event.steps > 1:
+            self._print_held_usage()
+        self._held_usage = None
+        self.console.print(summary_line(event, cost, cost_unknown=self.price is not None and cost is None,
+                                        width=min(SUMMARY_WIDTH, self.console.width)))
 
     # ----- the live area -----
 

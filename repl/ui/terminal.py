@@ -85,12 +85,34 @@ class Terminal:
     def render(self, event: Event) -> None:
         self.renderer(event)
 
+    def set_verbose(self, on: bool | None) -> bool:
+        """A usage line for every model call (also in one-call turns), or only in multi-step
+        turns; None toggles. The new setting."""
+        self.renderer.verbose = not self.renderer.verbose if on is None else on
+        return self.renderer.verbose
+
     def stop_live(self) -> None:
         self.renderer.close()
 
     def waiting(self, status: str | None) -> None:
         """Progress while a local model is prepared (from a background thread); None when ready."""
         self.renderer.waiting(status)
+
+    def recap(self, earlier: int, turns: list[dict[str, Any]]) -> None:
+        """A resumed session's last turns, compactly (``journal.recap``)."""
+        self.renderer.recap(earlier, turns)
+
+    def pick_session(self, sessions: list[Any]) -> str | None:
+        """The id of one of ``sessions`` (``journal.SessionInfo``, newest first) chosen with
+        the arrow keys and Enter; None when cancelled or there is no terminal."""
+        if self.prompt is None:
+            return None
+        from repl.ui.picker import pick, session_rows
+
+        width = self.renderer.console.width
+        with self.renderer.suspended():
+            chosen = pick("resume which session? (↑ ↓, Enter; Esc cancels)", session_rows(sessions, width - 4))
+        return None if chosen is None else sessions[chosen].id
 
     def header(self, provider: str, model: str, approval: str, session_id: str) -> None:
         self.renderer.header(provider, model, approval, session_id)
@@ -105,8 +127,8 @@ class Terminal:
         for line in lines:
             self.renderer.info(line)
 
-    def table(self, title: str, columns: list[str], rows: list[tuple[str, ...]]) -> None:
-        self.renderer.table(title, columns, rows)
+    def table(self, title: str, columns: list[str], rows: list[tuple[str, ...]], keep: tuple[str, ...] = ()) -> None:
+        self.renderer.table(title, columns, rows, keep)
 
     def cost(self, usage: Usage) -> float | None:
         """USD of ``usage`` at the active model's price; None when unknown."""
@@ -128,7 +150,12 @@ class Terminal:
         return " · ".join(parts)
 
     def goodbye(self, session: Any) -> None:
+        if not session.saved:  # a session without a turn is not kept: nothing to name
+            self.renderer.notice("no turns: nothing saved")
+            return
+        from repl.ui.pieces import plural
+
         u = session.usage
-        resume = f" · resume with glassloop --resume {session.session_id}" if session.journal else ""
-        self.renderer.notice(f"session {session.session_id}: {len(session.turns)} turns · "
+        resume = f" · resume with glassloop --resume {session.session_id}"
+        self.renderer.notice(f"session {session.session_id}: {plural(session.turn_count(), 'turn')} · "
                              f"{u.total} tokens · {session.cost.text()}{resume}")

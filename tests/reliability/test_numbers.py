@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 
-from tests.fakeserver import text
+from tests.fakeserver import call, slow_chunks, text, tool_calls
+from tests.reliability.helpers import trace_records
 from tests.reliability.pty_sized import sized_repl  # noqa: F401 - fixture
 from tests.test_cli import home  # noqa: F401 - fixture
 
@@ -30,4 +31,59 @@ def test_an_unpriced_model_shows_no_cost_and_no_context_share(sized_repl, fake_s
     repl.expect("hello from mini")
     repl.expect(r"turn 2[^\r\n]*")
     assert re.search(r"\$\d", repl.child.after)
+    repl.ready()
+    repl.close()
+
+
+def _line(screen: str, start: str) -> str:
+    return next(line for line in screen.splitlines() if line.startswith(start))
+
+
+def test_one_call_turn_gets_one_line_that_fits_80_columns(sized_repl, fake_server):  # noqa: F811
+    fake_server.script(text("short answer", usage=(123456, 4567, 100000)),
+                       tool_calls(call("list_todos", {})), text("two steps"),
+                       text("verbose answer"))
+    repl = sized_repl(cols=80)
+    repl.say("hi")
+    repl.expect("short answer")
+    repl.expect(r"turn 1[^\r\n]*")
+    repl.ready()
+    screen = repl.screen()
+    assert "step 1 · in" not in screen  # one model call: the turn's line says it all
+    summary = _line(screen, "turn 1")
+    assert summary.rstrip().endswith("answer") and len(summary.rstrip()) <= 80, summary
+    assert "1 step ·" in summary and "128,023 tokens" in summary and "tool call" not in summary
+    repl.say("list")
+    repl.expect("two steps")
+    repl.expect(r"turn 2[^\r\n]*")
+    assert "1 tool call ·" in repl.child.after
+    repl.ready()
+    assert "step 1 · in" in repl.screen() and "step 2 · in" in repl.screen()  # per-step lines
+    repl.say("/verbose on")
+    repl.ready()
+    repl.say("again")
+    repl.expect("verbose answer")
+    repl.expect(r"turn 3[^\r\n]*")
+    repl.ready()
+    assert "step 1 · in" in repl.screen().split("verbose answer")[1]
+    repl.close()
+
+
+def test_an_interrupted_turn_counts_the_input_it_sent(sized_repl, fake_server, home):  # noqa: F811
+    fake_server.script(slow_chunks(0.1, text("word " * 200, chunk_size=5)))
+    repl = sized_repl()
+    repl.say("a question long enough to count " * 20)
+    repl.expect("word")
+    repl.child.sendintr()
+    repl.expect(r"turn 1[^\r\n]*interrupted")
+    summary = repl.child.after
+    repl.ready()
+    assert "stopped: interrupted" in summary and "~" in summary
+    estimated = int(re.search(r"~([\d,]+) tokens", summary).group(1).replace(",", ""))
+    assert estimated > 100  # the question alone is ~150 tokens
+    finished = [r for r in trace_records(home) if r["type"] == "turn_finished"][-1]
+    assert finished["usage"]["input_tokens"] > 100 and finished["usage"]["estimated"]
+    repl.say("/usage")
+    repl.expect("all")
+    repl.ready()
     repl.close()

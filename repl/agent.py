@@ -393,13 +393,15 @@ def _run_effectful(state: _Turn, call, index, count, later, registry, approver, 
 
         asked = time.monotonic()
         decision = approver.decide(request, validate)
-        state.deadline += time.monotonic() - asked  # the user's time does not count against the turn
-        emit(ApprovalDecided(step, call.id, call.name, isinstance(decision, Allow), decision.by, getattr(decision, "reason", "")))
+        started = time.monotonic()  # the duration shown is the call's, not the user's
+        state.deadline += started - asked  # the user's time does not count against the turn
+        decided_s = round(started - asked, 3) if decision.by == "user" else 0.0
+        emit(ApprovalDecided(step, call.id, call.name, isinstance(decision, Allow), decision.by,
+                             getattr(decision, "reason", ""), decided_s))
         if isinstance(decision, Allow) and state.time_left() <= 0:
             error = _no_time(call)
         elif isinstance(decision, Allow):
             edited = decision.arguments
-            started = time.monotonic()  # the duration shown is the call's, not the user's
             future = _pool.submit(_timed, registry.call, call.name, edited if edited is not None else arguments)
             error, _ = _wait(call, future, started, registry, limits, state.deadline)
             if edited is not None and edited != arguments:

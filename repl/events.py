@@ -66,6 +66,29 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ReasoningDelta:
+    """The model's reasoning as it streams (``reasoning_content``, Responses reasoning
+    summaries): shown dimmed, traced, never sent back to the model."""
+
+    step: int
+    text: str
+    type: Literal["reasoning_delta"] = "reasoning_delta"
+
+
+@dataclass(frozen=True)
+class ModelRetry:
+    """A model call failed in a way worth retrying: attempt ``attempt`` of ``attempts``
+    starts in ``delay_s`` seconds. ``reason`` is short: "429 rate limited", "timeout"."""
+
+    step: int
+    attempt: int
+    attempts: int
+    delay_s: float
+    reason: str
+    type: Literal["model_retry"] = "model_retry"
+
+
+@dataclass(frozen=True)
 class ModelUsage:
     step: int
     usage: Usage
@@ -102,6 +125,7 @@ class ApprovalDecided:
     allowed: bool
     by: Decider
     reason: str = ""
+    decided_s: float = 0.0  # how long the person took (0 when a rule or the mode decided)
     type: Literal["approval_decided"] = "approval_decided"
 
 
@@ -158,6 +182,8 @@ Event = (
     TurnStarted
     | ModelRequest
     | TextDelta
+    | ReasoningDelta
+    | ModelRetry
     | ModelUsage
     | ToolCallStarted
     | ApprovalRequested

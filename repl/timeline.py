@@ -72,7 +72,8 @@ def _describe(r: dict[str, Any]) -> str | None:
     if kind == "approval_decided":
         verdict = "allowed" if r.get("allowed") else "denied"
         reason = f": {r['reason']}" if r.get("reason") else ""
-        return f"  {verdict} {r.get('name')} by {r.get('by')}{reason}"
+        took = f" in {r['decided_s']:.1f} s" if isinstance(r.get("decided_s"), int | float) and r["decided_s"] else ""
+        return f"  {verdict} {r.get('name')} by {r.get('by')}{took}{reason}"
     if kind == "tool_call_finished":
         status = "ok" if r.get("ok") else f"error {r.get('error_type')}"
         result = json.dumps(r.get("result"), ensure_ascii=False)

@@ -49,7 +49,8 @@ def running_panel(call: ToolCallStarted, spinner: Spinner) -> ToolPanel:
     return ToolPanel(Group(arguments_text(call.arguments), spinner), call.name, Text(""), "cyan")
 
 
-def finished_panel(event: ToolCallFinished, arguments: Any) -> ToolPanel:
+def finished_panel(event: ToolCallFinished, arguments: Any, decided_s: float = 0.0) -> ToolPanel:
+    """The panel of a finished call: its own run time, and apart from it the person's time to decide."""
     status, colour = call_status(event)
     summary = Text("→ " + result_summary(event), "dim" if event.ok else colour)
     if arguments is None:
@@ -58,7 +59,10 @@ def finished_panel(event: ToolCallFinished, arguments: Any) -> ToolPanel:
         args = arguments_text(arguments)
         one_line_args = "\n" not in args.plain and len(args.plain) <= ONE_LINE_ARGS
         body = Text.assemble(args, "  ", summary) if one_line_args else Group(args, summary)
-    return ToolPanel(body, event.name, Text(status, colour), colour)
+    subtitle = Text(status, colour)
+    if decided_s:
+        subtitle.append(f" · decided in {decided_s:.1f} s", "dim")
+    return ToolPanel(body, event.name, subtitle, colour)
 
 
 def call_status(event: ToolCallFinished) -> tuple[str, str]:

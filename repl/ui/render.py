@@ -58,6 +58,7 @@ class _Running:
     call: ToolCallStarted
     spinner: Spinner = field(init=False)
     awaiting_approval: bool = False  # the dialog is open: not drawn
+    decided_s: float = 0.0  # how long the person took to approve or deny it
 
     def __post_init__(self) -> None:
         label = "waiting for approval" if self.call.side_effects else "running"
@@ -274,6 +275,7 @@ class Renderer:
         running = self._running.get(event.call_id)
         if running is not None:
             running.awaiting_approval = False
+            running.decided_s = event.decided_s
             running.spinner.update(text=Text("running" if event.allowed else "denied", "dim"))
         if event.by != "user":
             self.console.print(decision_line(event))
@@ -282,7 +284,7 @@ class Renderer:
     def _call_finished(self, event: ToolCallFinished) -> None:
         running = self._running.pop(event.call_id, None)
         arguments = event.result.get(EDITED_KEY, running.call.arguments if running else None)
-        self.console.print(finished_panel(event, arguments))
+        self.console.print(finished_panel(event, arguments, running.decided_s if running else 0.0))
         self._sync_live()
 
     def _guard(self, event: GuardTripped) -> None:

@@ -7,6 +7,7 @@ The real program in a pseudo-terminal against the scripted server.
 from __future__ import annotations
 
 import re
+import time
 
 from tests.fakeserver import call, slow_chunks, text, tool_calls
 from tests.reliability.helpers import trace_records
@@ -85,5 +86,31 @@ def test_an_interrupted_turn_counts_the_input_it_sent(sized_repl, fake_server, h
     assert finished["usage"]["input_tokens"] > 100 and finished["usage"]["estimated"]
     repl.say("/usage")
     repl.expect("all")
+    repl.ready()
+    repl.close()
+
+
+def test_tool_time_and_decision_time_are_apart(sized_repl, fake_server, home):  # noqa: F811
+    fake_server.script(tool_calls(call("delete_todo", {"todo_id": "todo-002"})), text("Kept it."))
+    repl = sized_repl()
+    repl.say("delete the weekly report")
+    repl.expect("Allow")
+    time.sleep(1.2)  # the person thinks it over
+    repl.key("n")
+    repl.expect("Reason")
+    repl.say("")
+    repl.expect(r"denied · \d+ ms[^\r\n]*")
+    status = repl.child.after
+    repl.expect("Kept it")
+    repl.ready()
+    ms = int(re.search(r"denied · (\d+) ms", status).group(1))
+    decided = float(re.search(r"decided in ([\d.]+) s", status).group(1))
+    assert ms < 500 and decided >= 1.2, status
+    records = trace_records(home)
+    finished = next(r for r in records if r["type"] == "tool_call_finished")
+    decision = next(r for r in records if r["type"] == "approval_decided")
+    assert finished["duration_s"] < 0.5 and decision["decided_s"] >= 1.2
+    repl.say("/trace")
+    repl.expect(r"denied delete_todo by user in \d")
     repl.ready()
     repl.close()

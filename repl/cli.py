@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +17,7 @@ import typer
 
 from repl import __version__
 from repl.config import PROJECT_FILE, ConfigError, Settings, load_settings
-from repl.trust import ProjectTrust
+from repl.trust import ProjectTrust, ToolsTrust
 from repl.unicode import valid_text
 
 app = typer.Typer(
@@ -35,39 +36,84 @@ ApiOpt = Annotated[str | None, typer.Option("--api", help="Wire API: chat or res
 MaxStepsOpt = Annotated[int | None, typer.Option("--max-steps", min=1, help="Most model calls per turn.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Allow side effects without asking (approval mode auto).")]
 ApprovalOpt = Annotated[str | None, typer.Option("--approval", help="Approval mode: ask, auto or read-only.")]
+ToolsOpt = Annotated[list[Path] | None, typer.Option("--tools", help="A Python file of your own tools (@tool functions); repeatable.")]
 
 
 def _settings(config: Path | None, provider: str | None, model: str | None, base_url: str | None,
               api: str | None, max_steps: int | None, yes: bool, approval: str | None,
-              untrusted: str = "quiet") -> Settings:
-    """``untrusted``: what to do when the project file sets keys that need trust:
-    "ask" (a terminal at the REPL's start), "tell" (one line on stderr) or "quiet"."""
+              untrusted: str = "quiet", tool_files: list[Path] | None = None) -> Settings:
+    """``untrusted``: what to do when the project file sets keys that need trust, or the
+    project's tool folder is not trusted: "ask" (a terminal at the REPL's start), "tell"
+    (one line on stderr) or "quiet"."""
     flags = {"provider": provider, "model": model, "base_url": base_url, "api": api,
              "max_steps": max_steps, "approval": approval, "yes": yes or None}
     given = {k: v for k, v in flags.items() if v is not None}
     try:
-        settings = load_settings(given, config_file=config)
-        project = settings.project
-        if project is None or not project.ignored or untrusted == "quiet":
-            return settings
-        if untrusted == "ask" and _confirm_trust(project):
-            from repl.trust import record
-
-            record(project)
-            settings = load_settings(given, config_file=config)  # the file may have changed since
-            project = settings.project
-        if project is not None and project.ignored:
-            from repl.trust import notice
-
-            typer.echo(notice(project), err=True)
-        return settings
+        settings = _project_tools(_project_file(given, config, untrusted), untrusted)
+        return replace(settings, tool_files=_tool_files(tool_files or []))
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
 
 
+def _project_file(given: dict, config: Path | None, untrusted: str) -> Settings:
+    settings = load_settings(given, config_file=config)
+    project = settings.project
+    if project is None or not project.ignored or untrusted == "quiet":
+        return settings
+    if untrusted == "ask" and _confirm_trust(project):
+        from repl.trust import record
+
+        record(project)
+        settings = load_settings(given, config_file=config)  # the file may have changed since
+        project = settings.project
+    if project is not None and project.ignored:
+        from repl.trust import notice
+
+        typer.echo(notice(project), err=True)
+    return settings
+
+
+def _tool_files(paths: list[Path]) -> tuple[Path, ...]:
+    missing = [p for p in paths if not p.expanduser().is_file()]
+    if missing:
+        raise ConfigError(f"error: --tools {missing[0]}: no such file")
+    return tuple(p.expanduser().absolute() for p in paths)
+
+
+def _project_tools(settings: Settings, untrusted: str) -> Settings:
+    """Ask (once per content) or tell about an untrusted ./.glassloop/tools."""
+    tools = settings.project_tools
+    if tools is None or tools.trusted or untrusted == "quiet":
+        return settings
+    from repl.trust import record, tools_notice
+
+    if untrusted == "ask" and _confirm_tools(tools):
+        record(tools)
+        return replace(settings, project_tools=replace(tools, trusted=True))
+    typer.echo(tools_notice(tools), err=True)
+    return settings
+
+
+def _confirm_tools(tools: ToolsTrust) -> bool:
+    from repl.config_schema import printable
+
+    typer.echo(f"{printable(str(tools.path))} holds tool files that run as Python code in glassloop: "
+               f"{printable(', '.join(tools.files))}", err=True)
+    return _ask_yes("Trust these tool files? (this exact content; `glassloop trust --revoke` undoes it)")
+
+
+def _ask_yes(question: str) -> bool:
+    """A yes/no at the REPL's start; keys typed before the question are dropped, not taken."""
+    _drop_typeahead()
+    try:
+        return typer.confirm(question, default=False, err=True)
+    except typer.Abort:  # Ctrl-C or Ctrl-D: no
+        typer.echo("", err=True)
+        return False
+
+
 def _confirm_trust(project: ProjectTrust) -> bool:
-    """Ask once at the REPL's start; keys typed before the question are dropped, not taken."""
     from repl.config_schema import printable
     from repl.trust import details
 
@@ -76,13 +122,7 @@ def _confirm_trust(project: ProjectTrust) -> bool:
                "elsewhere or loosen approvals:", err=True)
     for line in lines[:20] + ([f"… and {len(lines) - 20} more"] if len(lines) > 20 else []):
         typer.echo("  " + line, err=True)
-    _drop_typeahead()
-    try:
-        return typer.confirm("Trust this file? (this exact content; `glassloop trust --revoke` undoes it)",
-                             default=False, err=True)
-    except typer.Abort:  # Ctrl-C or Ctrl-D: not trusted
-        typer.echo("", err=True)
-        return False
+    return _ask_yes("Trust this file? (this exact content; `glassloop trust --revoke` undoes it)")
 
 
 def _drop_typeahead() -> None:
@@ -108,12 +148,13 @@ def main_callback(
     resume: Annotated[str | None, typer.Option("--resume", help="Continue a saved session: an id, or 'last'.")] = None,
     config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
     base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
-    yes: YesOpt = False, approval: ApprovalOpt = None,
+    yes: YesOpt = False, approval: ApprovalOpt = None, tools: ToolsOpt = None,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
     """Chat with a model that uses local tools; every step shown, every side effect approved."""
     if ctx.invoked_subcommand is None:
-        settings = _settings(config, provider, model, base_url, api, max_steps, yes, approval, _chat_trust())
+        settings = _settings(config, provider, model, base_url, api, max_steps, yes, approval, _chat_trust(),
+                             tools)
         _run_chat(settings, resume)
 
 
@@ -122,11 +163,11 @@ def chat(
     resume: Annotated[str | None, typer.Option("--resume", help="Continue a saved session: an id, or 'last'.")] = None,
     config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
     base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
-    yes: YesOpt = False, approval: ApprovalOpt = None,
+    yes: YesOpt = False, approval: ApprovalOpt = None, tools: ToolsOpt = None,
 ) -> None:
     """Open the interactive REPL (the default command)."""
-    _run_chat(_settings(config, provider, model, base_url, api, max_steps, yes, approval, _chat_trust()),
-              resume)
+    _run_chat(_settings(config, provider, model, base_url, api, max_steps, yes, approval, _chat_trust(),
+                        tools), resume)
 
 
 def _chat_trust() -> str:
@@ -146,7 +187,7 @@ def ask(
     trace_file: Annotated[Path | None, typer.Option("--trace-file", help="Write this turn's trace (JSONL) here.")] = None,
     config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
     base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
-    yes: YesOpt = False, approval: ApprovalOpt = None,
+    yes: YesOpt = False, approval: ApprovalOpt = None, tools: ToolsOpt = None,
 ) -> None:
     """Run one turn without the REPL: progress on stderr, the answer on stdout.
 
@@ -162,7 +203,7 @@ def ask(
     if not question.strip():
         typer.echo("error: the question is empty", err=True)
         raise typer.Exit(2)
-    settings = _settings(config, provider, model, base_url, api, max_steps, yes, approval, "tell")
+    settings = _settings(config, provider, model, base_url, api, max_steps, yes, approval, "tell", tools)
     from repl.oneshot import run_ask
 
     code = run_ask(settings, question.strip(), as_json=as_json, assume_yes=yes, trace_file=trace_file)
@@ -191,12 +232,13 @@ def trust_project(
     folder: Annotated[Path | None, typer.Argument(help="The folder holding glassloop.toml, or the file (default: the current folder).")] = None,
     revoke: Annotated[bool, typer.Option("--revoke", help="Forget the trust: its risky keys are ignored again.")] = False,
 ) -> None:
-    """Trust a project's glassloop.toml: let it set MCP servers, base URLs, key variables, approval, paths.
+    """Trust a project's glassloop.toml (MCP servers, base URLs, key variables, approval, paths)
+    and its .glassloop/tools (Python files of tools).
 
-    The trust holds for the file's exact content: any change makes it untrusted again.
+    The trust holds for the exact content: any change makes it untrusted again.
     """
     from repl.config_schema import printable
-    from repl.trust import details, record, trust_key
+    from repl.trust import PROJECT_TOOLS, details, record, trust_key
     from repl.trust import revoke as forget
 
     folder = (folder or Path.cwd()).absolute()
@@ -205,23 +247,28 @@ def trust_project(
     path = folder / PROJECT_FILE
     try:
         if revoke:
-            done = forget(path)
-            typer.echo(f"{'no longer trusted' if done else 'was not trusted'}: {printable(trust_key(path))}")
+            for target in (path, *([folder / PROJECT_TOOLS] if (folder / PROJECT_TOOLS).is_dir() else [])):
+                done = forget(target)
+                typer.echo(f"{'no longer trusted' if done else 'was not trusted'}: {printable(trust_key(target))}")
             return
-        project = load_settings(cwd=folder, env={}).project  # env={}: list every key it may set
-        if project is None:
-            typer.echo(f"error: no {PROJECT_FILE} in {printable(str(folder))}", err=True)
+        settings = load_settings(cwd=folder, env={})  # env={}: list every key it may set
+        project, tools = settings.project, settings.project_tools
+        if project is None and tools is None:
+            typer.echo(f"error: no {PROJECT_FILE} or {PROJECT_TOOLS}/*.py in {printable(str(folder))}", err=True)
             raise typer.Exit(2)
-        if project.trusted:
-            state = "already trusted"
-        else:
-            record(project)
-            state = "trusted"
-        lines = details(project)
-        what = "; it may set:" if lines else " (nothing in it needs trust)"
-        typer.echo(f"{state}: {printable(trust_key(path))} (sha256 {project.sha256[:12]}…){what}")
-        for line in lines:
-            typer.echo("  " + line)
+        if project is not None:
+            state = "already trusted" if project.trusted else "trusted"
+            if not project.trusted:
+                record(project)
+            lines = details(project)
+            what = "; it may set:" if lines else " (nothing in it needs trust)"
+            typer.echo(f"{state}: {printable(trust_key(path))} (sha256 {project.sha256[:12]}…){what}")
+            for line in lines:
+                typer.echo("  " + line)
+        if tools is not None:
+            state = "trusted" if record(tools) else "already trusted"
+            typer.echo(f"{state}: {printable(trust_key(tools.path))} (sha256 {tools.sha256[:12]}…); "
+                       f"tool files: {printable(', '.join(tools.files))}")
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None

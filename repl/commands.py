@@ -169,7 +169,6 @@ def _tools(session, args):
         session.ui.error("usage: /tools [reload]")
         return
     session.user_tools.wait(5.0)  # loading in the background since the start
-    home = str(Path.home())
     rows = []
     for name in session.registry.names():
         tool = session.registry.get(name)
@@ -179,10 +178,17 @@ def _tools(session, args):
         if tool.side_effects:
             rule = "always (this session)" if name in session.approver.always else session.approver.mode
             rule += " · every call" if tool.destructive and session.approver.mode == "ask" else ""
-        source = "~" + tool.source[len(home):] if tool.source.startswith(home + "/") else tool.source
-        rows.append((name, "yes" if tool.side_effects else "no", rule, source,
+        rows.append((name, "yes" if tool.side_effects else "no", rule, _short_source(tool.source, session.user_tools.project_folder),
                      tool.description.split("\n")[0][:60]))
     session.ui.table("tools", ["tool", "side effects", "approval", "from", "description"], rows)
+
+
+def _short_source(source: str, project: Path) -> str:
+    """A user file's source as its name and line (``project`` when it is the project's)."""
+    if not source.startswith("/"):
+        return source  # built-in, package NAME, MCP server NAME
+    path = Path(source.rsplit(":", 1)[0])
+    return ("project " if path.parent == project else "") + Path(source).name
 
 
 def _reload_tools(session):

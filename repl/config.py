@@ -40,7 +40,7 @@ from repl.config_schema import (
 )
 from repl.config_show import describe as describe  # re-exported for callers of repl.config
 from repl.config_show import redact as redact
-from repl.trust import ProjectTrust, screen
+from repl.trust import ProjectTrust, ToolsTrust, project_tools, screen
 
 APP = "glassloop"
 PROJECT_FILE = "glassloop.toml"
@@ -109,11 +109,15 @@ class Settings:
     trace_dir: Path
     data_dir: Path
     state_dir: Path
+    config_dir: Path  # the user's: config.toml, trusted.json, tools/
+    trust_project_tools: bool
     mcp_servers: dict[str, dict[str, Any]]
     sources: dict[str, str]  # dotted key -> "default" | file path | "env X" | "flag --x"
     config_files: tuple[Path, ...] = ()  # files read, lowest layer first
     pricing: dict[str, ModelPrice] = field(default_factory=dict)  # by model name
     project: ProjectTrust | None = None  # ./glassloop.toml as read, and what it was not allowed to set
+    project_tools: ToolsTrust | None = None  # ./.glassloop/tools when it holds tool files
+    tool_files: tuple[Path, ...] = ()  # --tools FILE
 
     @property
     def active(self) -> ProviderSettings:
@@ -198,6 +202,7 @@ def load_settings(flags: dict | None = None, *, cwd: Path | None = None,
         read.append(path)
     given = overrides(env, flags or {})
     settings = _settle(flat, sources, given, env, cwd, tuple(read))
+    settings = replace(settings, project_tools=project_tools(cwd, settings.trust_project_tools))
     if project is None or not project.ignored:
         return replace(settings, project=project)
     _settle(*whole, given, env, cwd, tuple(read))  # the file is checked whole, ignored parts too
@@ -297,6 +302,8 @@ def _build(flat: dict, sources: dict, env: Mapping[str, str], cwd: Path, provide
         trace_dir=_path(flat["trace.dir"], cwd, state_dir / "traces"),
         data_dir=data_dir,
         state_dir=state_dir,
+        config_dir=platformdirs.user_config_path(APP),
+        trust_project_tools=flat["tools.trust_project_tools"],
         mcp_servers=servers,
         sources=sources,
         config_files=read,

@@ -112,7 +112,7 @@ SCHEMA: dict[str, Any] = {
     "system_prompt": _STR,
     "guards": GUARDS_SCHEMA,
     "tools": {"todos_file": _STR, "notes_file": _STR, "files_root": _STR,
-              "weather": _enum("open-meteo", "sample")},
+              "weather": _enum("open-meteo", "sample"), "trust_project_tools": _BOOL},
     "trace": {"enabled": _BOOL, "dir": _STR},
     "providers": _Named(PROFILE_SCHEMA),
     "mcp": {"servers": _Named(MCP_SCHEMA)},

@@ -30,10 +30,12 @@ def describe(settings: Settings) -> list[tuple[str, str, str]]:
              **{f"guards.{k}": getattr(settings.guards, k) for k in GUARDS_SCHEMA},
              "tools.todos_file": settings.todos_file, "tools.notes_file": settings.notes_file,
              "tools.files_root": settings.files_root, "tools.weather": settings.weather,
+             "tools.trust_project_tools": settings.trust_project_tools,
              "trace.enabled": settings.trace_enabled, "trace.dir": settings.trace_dir}
     rows += [(k, _fmt(v), src.get(k, "default")) for k, v in plain.items()]
     rows += [("data_dir", str(settings.data_dir), "platformdirs"),
-             ("state_dir", str(settings.state_dir), "platformdirs")]
+             ("state_dir", str(settings.state_dir), "platformdirs"),
+             ("config_dir", str(settings.config_dir), "platformdirs")]
     for name, profile in settings.providers.items():
         for f in fields(profile):
             key, value = f"providers.{name}.{f.name}", getattr(profile, f.name)

@@ -58,6 +58,7 @@ from repl.runtime import (
 from repl.trace import joined_text
 from repl.ui.escape import clean  # pure; imports no rich
 from repl.unicode import valid_text
+from repl.user_tools import UserTools
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -150,6 +151,8 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
     if notice := getattr(provider, "notice", None):  # the local server's start
         emit(Notice(notice))
     registry = build_registry(settings)
+    for line in UserTools(settings, registry, lambda text: None).load().problems:
+        emit(Notice(line))
     mcp = start_mcp(settings, registry, lambda text: emit(Notice(text)))
     try:
         if mcp is not None:

@@ -38,9 +38,11 @@ from repl.runtime import (
     redactor_for,
     start_mcp,
 )
+from repl.user_tools import UserTools
 from tools import store
 
 EXIT_WINDOW_S = 2.0
+USER_TOOLS_WAIT_S = 30.0  # how long the first turn waits for the user's tool files to load
 
 
 @dataclass
@@ -83,6 +85,8 @@ class ChatSession:
         self.journal: Journal | None = None
         store.set_write_observer(self._on_write)
         self.mcp: Any = None  # tools.mcp_client.McpManager once started
+        self.user_tools = UserTools(self.settings, self.registry, self._background_notice,
+                                    self.ui.confirm if self.interactive else None)
 
     # ---- lifecycle ---------------------------------------------------------
     def open_journal(self, path: Path | None = None) -> None:
@@ -179,6 +183,10 @@ class ChatSession:
         """Connect the configured MCP servers in the background (no-op without any)."""
         self.mcp = start_mcp(self.settings, self.registry, self._background_notice)
 
+    def start_user_tools(self) -> None:
+        """Load the user's own tools (packages, files) in the background."""
+        self.user_tools.start()
+
     def _background_notice(self, text: str) -> None:
         """A notice from another thread: shown and traced, the journal is left alone."""
         event = Notice(text)
@@ -214,6 +222,8 @@ class ChatSession:
             return None
         if self.mcp is not None and not self.turns:
             self.mcp.wait_ready(MCP_READY_WAIT_S)  # the first turn sees every server's tools
+        if not self.turns:
+            self.user_tools.wait(USER_TOOLS_WAIT_S)
         self._writes, self._model_calls, self._turn_cost = [], [], Cost()
         budget = session_budget(self.settings, self.usage, self.cost)
         if budget is not None and budget.max_usd and budget.price is None and not self.turns:
@@ -341,6 +351,7 @@ def run_chat(settings: Settings, *, resume: str | None = None) -> int:
                                 "(set OPENAI_API_KEY or pass --provider/--base-url for a hosted one)"))
         session.start_provider()
         session.start_mcp()
+        session.start_user_tools()
         code = session.loop()
         ui.goodbye(session)
         return code

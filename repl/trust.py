@@ -147,8 +147,50 @@ def _change_record(path: Path, sha: str | None) -> bool:
         raise ConfigError(f"cannot record trust in {trust_file()}: {reason}") from None
 
 
-def record(project: ProjectTrust) -> bool:
+def record(project: ProjectTrust | ToolsTrust) -> bool:
     return _change_record(project.path, project.sha256)
+
+
+# ---- a project's own tools (./.glassloop/tools/*.py) --------------------------------
+
+PROJECT_TOOLS = Path(".glassloop") / "tools"
+
+
+@dataclass(frozen=True)
+class ToolsTrust:
+    """A project's tool folder: its files, the SHA-256 over their names and bytes, and
+    whether that content is trusted (recorded, or ``trust_project_tools = true``)."""
+
+    path: Path
+    sha256: str
+    trusted: bool
+    files: tuple[str, ...]
+
+
+def tools_trusted(folder: Path, sha: str) -> bool:
+    return trusted_projects().get(trust_key(folder)) == sha
+
+
+def project_tools(cwd: Path, trust_all: bool = False) -> ToolsTrust | None:
+    """The project's tool folder as it is now; None when it holds no tool file (one stat)."""
+    folder = Path(cwd) / PROJECT_TOOLS
+    if not folder.is_dir():
+        return None
+    from tools.user_loader import digest, read_sources, tool_files  # only when the folder exists
+
+    sources = read_sources(tool_files(folder))
+    if not sources:
+        return None
+    sha = digest(sources)
+    return ToolsTrust(folder, sha, trust_all or tools_trusted(folder, sha),
+                      tuple(s.path.name for s in sources))
+
+
+def tools_notice(tools: ToolsTrust) -> str:
+    count = f"{len(tools.files)} tool file" + ("" if len(tools.files) == 1 else "s")
+    return (f"{printable(str(tools.path))} is not trusted: its {count} ({printable(', '.join(tools.files[:5]))}"
+            f"{', …' if len(tools.files) > 5 else ''}) {'was' if len(tools.files) == 1 else 'were'} not loaded (run `glassloop trust` to allow "
+            "this exact content, or set trust_project_tools = true under [tools] in your user config)")
 
 
 def revoke(path: Path) -> bool:

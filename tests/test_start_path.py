@@ -32,6 +32,7 @@ OURS = {
     "repl.config_show", "repl.context", "repl.cost", "repl.events", "repl.history",
     "repl.journal", "repl.prompts", "repl.providers", "repl.providers.base", "repl.redact",
     "repl.runtime", "repl.trust", "repl.unicode",
+    "repl.user_tools",  # the wiring only; the loader and the user's files load on a background thread
     "repl.session", "repl.timeline", "repl.trace", "repl.ui", "repl.ui.escape", "repl.ui.live",
     "repl.ui.terminal", "repl.ui.prompt", "repl.ui.render", "repl.ui.pieces", "repl.ui.mdstream",
     "repl.ui.approval_dialog",

@@ -20,6 +20,7 @@ EXPECTED_TARGETS = {
     "loop_overhead": {"ratio", "ratio_fresh"},
     "parallel_tools": {"turn"},
     "memory_resume": {"growth", "resume"},
+    "textcalls": {"linear", "100kB"},
 }
 
 

@@ -203,7 +203,8 @@ def test_previous_calls_become_assistant_text_with_object_arguments() -> None:
     assert messages[2] == {"role": "assistant", "content": call_text}
     body = call_text.removeprefix("<tool_call>\n").removesuffix("\n</tool_call>")
     assert json.loads(body) == {"name": "list_todos", "arguments": {"status": "todo"}}
-    assert messages[3] == {"role": "tool", "tool_call_id": "c1", "content": '{"ok": true}'}
+    # the result goes back as user text, the bytes Qwen's template renders for a tool message
+    assert messages[3] == {"role": "user", "content": '<tool_response>\n{"ok": true}\n</tool_response>'}
 
 
 def test_no_message_has_null_content_and_no_tools_means_no_instructions() -> None:
@@ -231,7 +232,8 @@ def test_invalid_arguments_in_history_are_kept_verbatim_as_a_string() -> None:
 def test_after_tool_results_the_model_is_asked_for_the_answer() -> None:
     ends_with_results = _history()[:4]
     messages = to_text_messages(ends_with_results, TOOLS)
-    assert messages[-1] == {"role": "user", "content": AFTER_RESULTS}
-    assert messages[-2]["role"] == "tool"
-    assert to_text_messages(ends_with_results, TOOLS, after_results=None)[-1]["role"] == "tool"
+    results = '<tool_response>\n{"ok": true}\n</tool_response>'
+    assert messages[-1] == {"role": "user", "content": f"{results}\n\n{AFTER_RESULTS}"}
+    assert messages[-2]["role"] == "assistant"
+    assert to_text_messages(ends_with_results, TOOLS, after_results=None)[-1]["content"] == results
     assert to_text_messages(_history(), TOOLS)[-1]["role"] == "assistant"  # not after text

@@ -11,11 +11,12 @@ Qwen2.5-Coder-0.5B-Instruct GGUF (details and figures: docs/LOCAL_MODEL.md):
 - Earlier calls go back as assistant TEXT with ``<tool_call>`` blocks whose
   ``arguments`` is a JSON object (the template's own ``tool_calls`` path
   applies ``tojson`` to the OpenAI argument *string*: double encoding).
-- Tool results go back as ``{"role": "tool", "tool_call_id", "content"}``; the
-  server requires ``tool_call_id``, and the template renders consecutive tool
-  messages as one user turn of ``<tool_response>`` blocks.
+- Tool results go back as TEXT too: one user message of ``<tool_response>``
+  blocks per step, the very bytes the template renders for consecutive
+  ``role: "tool"`` messages. Tool messages answering no native call would be
+  refused by any server that checks the history, so text mode never sends them.
 - ``content: null`` on an assistant message is rejected (HTTP 500): always str.
-- After tool results a short user nudge is appended (AFTER_RESULTS); without
+- After tool results a short nudge is added to them (AFTER_RESULTS); without
   it this model echoes its call and invents a result instead of answering.
 - The model itself rarely follows the format: it writes fenced ```json blocks
   or bare JSON objects (several, comma-separated, sometimes broken), never
@@ -35,11 +36,15 @@ from repl.providers.base import ToolCall
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
+RESULT_OPEN, RESULT_CLOSE = "<tool_response>\n", "\n</tool_response>"
 FENCE = "```"
 _TOKENS = (OPEN_TAG, CLOSE_TAG, FENCE, "{")
 _JSON_FENCE_INFOS = frozenset({"", "json", "json5", "jsonc", "tool_call", "tool_code"})
 _NAME_RE = re.compile(r'"(?:name|function|tool)"\s*:\s*"([A-Za-z0-9_.\-]+)"')
-_ARGS_RE = re.compile(r'"(?:arguments|parameters|args)"\s*:\s*(.*?)\s*}?\s*$', re.DOTALL)
+_ARGS_KEY_RE = re.compile(r'"(?:arguments|parameters|args)"\s*:\s*')
+_NON_SPACE = re.compile(r"\S")
+_STRING_STOP = re.compile(r'["\\]')  # what changes the state inside a JSON string
+_VALUE_STOP = re.compile(r'["{}\[\]]')  # ... and outside one
 _DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."  # the template's own
 # Wording measured to work (see docs/LOCAL_MODEL.md); words like "call another
 # tool if needed" made the model list calls to every tool instead.
@@ -92,25 +97,37 @@ def to_text_messages(
     tools: list[dict[str, Any]] | None,
     after_results: str | None = AFTER_RESULTS,
 ) -> list[dict[str, Any]]:
-    """Neutral history → plain chat messages for a template-driven local server.
+    """Neutral history → plain chat messages that any chat server accepts.
 
-    When the history ends with tool results, ``after_results`` is appended as
-    a user message (never stored in the history): without it the 0.5B model
-    mostly echoes its call and invents a result instead of answering.
+    Calls and results travel as text only: an assistant message carries its
+    calls as ``<tool_call>`` blocks, and the results of one step go back as
+    one user message of ``<tool_response>`` blocks (the bytes Qwen's template
+    renders for ``role: "tool"`` messages). A ``tool`` message answering no
+    native call is refused by servers that check the history. User text that
+    follows results (a note, the next question) joins that message: two user
+    messages never stand side by side.
+
+    When the history ends with tool results, ``after_results`` is added to
+    them (never stored in the history): without it the 0.5B model mostly
+    echoes its call and invents a result instead of answering.
     """
     out: list[dict[str, Any]] = []
+    previous = None
     for message in messages:
-        role = message["role"]
+        role, content = message["role"], message.get("content") or ""
         if role == "assistant":
             out.append({"role": "assistant", "content": _assistant_text(message)})
         elif role == "tool":
-            out.append({
-                "role": "tool",
-                "tool_call_id": message.get("tool_call_id") or "",
-                "content": message.get("content") or "",
-            })
+            block = f"{RESULT_OPEN}{content}{RESULT_CLOSE}"
+            if previous == "tool":
+                out[-1]["content"] += "\n" + block
+            else:
+                _add_user_text(out, block)
+        elif role == "user":
+            _add_user_text(out, content)
         else:
-            out.append({"role": role, "content": message.get("content") or ""})
+            out.append({"role": role, "content": content})
+        previous = role
     if tools:
         if out and out[0]["role"] == "system":
             system = out.pop(0)["content"]
@@ -121,28 +138,36 @@ def to_text_messages(
         fixed, session = split_session_part(system)
         out.insert(0, {"role": "system", "content": fixed + tools_system_block(tools) + session})
     if after_results and messages and messages[-1]["role"] == "tool":
-        out.append({"role": "user", "content": after_results})
+        _add_user_text(out, after_results)
     return out
 
 
+def _add_user_text(out: list[dict[str, Any]], text: str) -> None:
+    if out and out[-1]["role"] == "user":
+        out[-1]["content"] += "\n\n" + text
+    else:
+        out.append({"role": "user", "content": text})
+
+
 # ---------------------------------------------------------------- parsing in
+#
+# Everything below is linear in the reply's length: no pattern has nested or
+# adjacent unbounded quantifiers, brackets are counted by one scanner, and a
+# held piece of a streamed reply is only re-read once it can be decided.
 
 
 def _json_values(text: str) -> list[Any] | None:
     """All JSON values in ``text`` when it is nothing but JSON values, else None."""
     decoder = json.JSONDecoder()
     values: list[Any] = []
-    pos, end = 0, len(text)
-    while True:
-        while pos < end and text[pos].isspace():
-            pos += 1
-        if pos == end:
-            return values or None
+    pos = 0
+    while (start := _NON_SPACE.search(text, pos)) is not None:
         try:
-            value, pos = decoder.raw_decode(text, pos)
-        except ValueError:
+            value, pos = decoder.raw_decode(text, start.start())
+        except (ValueError, RecursionError):  # deep nesting exhausts the decoder's stack
             return None
         values.append(value)
+    return values or None
 
 
 def _arguments_text(arguments: Any) -> str:
@@ -151,7 +176,7 @@ def _arguments_text(arguments: Any) -> str:
     if isinstance(arguments, str):
         try:
             decoded = json.loads(arguments)  # double-encoded: unwrap once
-        except ValueError:
+        except (ValueError, RecursionError):
             return arguments
         return json.dumps(decoded, ensure_ascii=False) if isinstance(decoded, dict) else arguments
     return json.dumps(arguments, ensure_ascii=False)
@@ -184,40 +209,61 @@ def _calls_in(values: list[Any]) -> list[tuple[str, str]] | None:
 
 
 def _malformed_call(text: str) -> tuple[str, str] | None:
-    """Best effort for broken JSON: a recognisable name plus the raw arguments text."""
+    """Best effort for broken JSON: a recognisable name plus the raw arguments text
+    (what follows the arguments key, without one closing brace at the end)."""
     name = _NAME_RE.search(text)
     if name is None:
         return None
-    args = _ARGS_RE.search(text, name.end()) or _ARGS_RE.search(text)
-    return name.group(1), (args.group(1) if args else text.strip())
+    args = _ARGS_KEY_RE.search(text, name.end()) or _ARGS_KEY_RE.search(text)
+    if args is None:
+        return name.group(1), text.strip()
+    raw = text[args.end() :].rstrip()
+    return name.group(1), (raw[:-1].rstrip() if raw.endswith("}") else raw)
 
 
-def _scan_json(text: str) -> tuple[int, list[str], bool]:
-    """(end of the first balanced value or -1, closers still open, inside a string)."""
-    stack: list[str] = []
-    in_string = escaped = False
-    first_end = -1
-    for index, char in enumerate(text):
-        if in_string:
-            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
-        elif char == '"':
-            in_string = True
-        elif char in "{[":
-            stack.append("}" if char == "{" else "]")
-        elif char in "}]" and stack:
-            stack.pop()
-            if not stack and first_end < 0:
-                first_end = index + 1
-    return first_end, stack, in_string
+class _JsonScan:
+    """Open brackets and strings of JSON-ish text, fed in pieces, read once."""
+
+    def __init__(self) -> None:
+        self.stack: list[str] = []  # closers still open
+        self.in_string = False
+        self._escaped = False
+
+    def feed(self, text: str, start: int = 0, stop_when_closed: bool = False) -> int:
+        """Scan ``text[start:]``; the index just after the first balanced value that closed
+        in it (the scan stops there when ``stop_when_closed``), else -1."""
+        closed, i, end = -1, start, len(text)
+        while i < end:
+            if self._escaped:
+                self._escaped, i = False, i + 1
+                continue
+            hit = (_STRING_STOP if self.in_string else _VALUE_STOP).search(text, i)
+            if hit is None:
+                break
+            i, char = hit.end(), hit.group()
+            if self.in_string:
+                self._escaped = self.in_string = char == "\\"
+            elif char == '"':
+                self.in_string = True
+            elif char in "{[":
+                self.stack.append("}" if char == "{" else "]")
+            elif self.stack:
+                self.stack.pop()
+                if not self.stack and closed < 0:
+                    closed = i
+                    if stop_when_closed:
+                        break
+        return closed
 
 
 def _closed(text: str) -> str | None:
     """``text`` with its missing closing brackets added, when only those are missing."""
-    _, stack, in_string = _scan_json(text)
+    scan = _JsonScan()
+    scan.feed(text)
     tail = text.rstrip()[-1:]
-    if in_string or not stack or not (tail in '"}]' or tail.isalnum()):
+    if scan.in_string or not scan.stack or not (tail in '"}]' or tail.isalnum()):
         return None  # cut inside a value: do not guess the rest
-    return text.rstrip() + "".join(reversed(stack))
+    return text.rstrip() + "".join(reversed(scan.stack))
 
 
 def _parse_calls(text: str) -> list[tuple[str, str]] | None:
@@ -240,13 +286,46 @@ def _strip_fence(body: str) -> str:
     return text[: -len(FENCE)] if text.endswith(FENCE) else text
 
 
-def _partial_token_tail(text: str) -> int:
-    """Length of the longest tail of ``text`` that starts one of the tokens."""
-    for size in range(min(len(text), len(CLOSE_TAG) - 1), 0, -1):
+def _partial_token_tail(text: str, start: int) -> int:
+    """Length of the longest tail of ``text[start:]`` that starts one of the tokens."""
+    for size in range(min(len(text) - start, len(CLOSE_TAG) - 1), 0, -1):
         tail = text[-size:]
         if any(token.startswith(tail) and token != tail for token in _TOKENS):
             return size
     return 0
+
+
+class _UntilAny:
+    """A hold that can end once one of ``tokens`` appears in the text fed from now on
+    (``text[start:]``, already searched, can only contribute the start of one)."""
+
+    def __init__(self, tokens: tuple[str, ...], text: str, start: int) -> None:
+        self._tokens = tokens
+        self._keep = max(len(token) for token in tokens) - 1
+        self._tail = text[max(start, len(text) - self._keep) :]
+
+    def ready(self, chunk: str) -> bool:
+        window = self._tail + chunk
+        if any(token in window for token in self._tokens):
+            return True
+        self._tail = window[max(0, len(window) - self._keep) :]
+        return False
+
+
+class _UntilNonSpace:
+    def ready(self, chunk: str) -> bool:
+        return _NON_SPACE.search(chunk) is not None
+
+
+class _UntilBalanced:
+    def __init__(self, scan: _JsonScan) -> None:
+        self._scan = scan
+
+    def ready(self, chunk: str) -> bool:
+        return self._scan.feed(chunk, stop_when_closed=True) >= 0
+
+
+_Hold = _UntilAny | _UntilNonSpace | _UntilBalanced
 
 
 class TextCallFilter:
@@ -254,66 +333,86 @@ class TextCallFilter:
 
     ``feed`` returns what can be shown now; only text that may still turn out
     to be a call is held back. ``finish`` returns the rest and the calls.
-    Chunk boundaries never change the result.
+    Chunk boundaries never change the result, and the work is linear in the
+    reply: a held piece waits for what could decide it (a closing tag, a
+    fence, the bracket that balances it) and is read again only then.
     """
 
     def __init__(self, tool_names: Iterable[str], id_prefix: str | None = None) -> None:
         self._known = frozenset(tool_names)
         self._prefix = id_prefix or f"call_text_{secrets.token_hex(3)}_"
-        self._buf = ""
+        self._buf = ""  # the undecided text starts at _pos
+        self._pos = 0
+        self._pieces: list[str] = []  # fed since the last look at the buffer
+        self._hold: _Hold | None = None  # what the held text waits for; None: look at every piece
+        self._found: dict[str, int] = {}  # first position of each token from _pos on (-1: none)
         self._in_code = False  # inside a fenced block that is not JSON
         self._after_call = False  # the model sometimes separates bare calls with commas
         self._calls: list[ToolCall] = []
 
     def feed(self, chunk: str) -> str:
-        self._buf += chunk
+        self._pieces.append(chunk)
+        if self._hold is not None and not self._hold.ready(chunk):
+            return ""
         return self._drain(final=False)
 
     def finish(self) -> tuple[str, list[ToolCall]]:
         return self._drain(final=True), list(self._calls)
 
     def _drain(self, final: bool) -> str:
+        self._buf = self._buf[self._pos :] + "".join(self._pieces)
+        self._pos, self._pieces, self._hold, self._found = 0, [], None, {}
         shown: list[str] = []
-        while self._buf:
-            if self._after_call and self._buf[0] == ",":
-                self._buf, self._after_call = self._buf[1:], False
+        while self._pos < len(self._buf):
+            if self._after_call and self._buf[self._pos] == ",":
+                self._pos, self._after_call = self._pos + 1, False
                 continue
             calls_before = len(self._calls)
             step = self._code_step(final) if self._in_code else self._step(final)
             if step is None:
                 break
-            visible, consumed = step
+            visible, self._pos = step
             shown.append(visible)
-            self._buf = self._buf[consumed:]
             self._after_call = len(self._calls) > calls_before
         return "".join(shown)
+
+    def _next(self, token: str, start: int) -> int:
+        """The first ``token`` at or after ``start`` (-1: none); starts only grow within a drain."""
+        at = self._found.get(token)
+        if at is None or 0 <= at < start:
+            at = self._found[token] = self._buf.find(token, start)
+        return at
 
     def _add(self, calls: list[tuple[str, str]]) -> None:
         for name, arguments in calls:
             call_id = f"{self._prefix}{len(self._calls) + 1}"
             self._calls.append(ToolCall(id=call_id, name=name, arguments=arguments))
 
+    # Each step decides the text at _pos: (visible text, new _pos), or None when it
+    # needs more input (having set _hold when the wait may be long).
+
     def _step(self, final: bool) -> tuple[str, int] | None:
-        buf = self._buf
-        hits = [(buf.find(token), token) for token in _TOKENS if token in buf]
+        buf, pos = self._buf, self._pos
+        hits = [(at, token) for token in _TOKENS if (at := self._next(token, pos)) >= 0]
         if not hits:
-            hold = 0 if final else _partial_token_tail(buf)
-            return (buf[: len(buf) - hold], len(buf) - hold) if hold < len(buf) else None
+            end = len(buf) - (0 if final else _partial_token_tail(buf, pos))
+            return (buf[pos:end], end) if end > pos else None
         start, token = min(hits)
-        if start > 0:
-            return buf[:start], start
+        if start > pos:
+            return buf[pos:start], start
         if token == OPEN_TAG:
             return self._tagged(final)
         if token == CLOSE_TAG:
-            return "", len(CLOSE_TAG)  # a stray closing tag is never shown
+            return "", pos + len(CLOSE_TAG)  # a stray closing tag is never shown
         if token == FENCE:
             return self._fenced(final)
         return self._bare(final)
 
     def _tagged(self, final: bool) -> tuple[str, int] | None:
-        buf, body_start = self._buf, len(OPEN_TAG)
-        ends = [i for i in (buf.find(CLOSE_TAG, body_start), buf.find(OPEN_TAG, body_start)) if i >= 0]
+        buf, body_start = self._buf, self._pos + len(OPEN_TAG)
+        ends = [at for at in (self._next(CLOSE_TAG, body_start), self._next(OPEN_TAG, body_start)) if at >= 0]
         if not ends and not final:
+            self._hold = _UntilAny((CLOSE_TAG, OPEN_TAG), buf, body_start)
             return None
         end = min(ends) if ends else len(buf)
         consumed = end + len(CLOSE_TAG) if buf.startswith(CLOSE_TAG, end) else end
@@ -325,36 +424,45 @@ class TextCallFilter:
         return "", consumed
 
     def _fenced(self, final: bool) -> tuple[str, int] | None:
-        buf = self._buf
-        line_end = buf.find("\n", len(FENCE))
+        buf, pos = self._buf, self._pos
+        line_end = self._next("\n", pos + len(FENCE))
         if line_end < 0:
-            return (buf, len(buf)) if final else None
-        if buf[len(FENCE):line_end].strip().lower() not in _JSON_FENCE_INFOS:
+            if final:
+                return buf[pos:], len(buf)
+            self._hold = _UntilAny(("\n",), buf, pos + len(FENCE))
+            return None
+        if buf[pos + len(FENCE) : line_end].strip().lower() not in _JSON_FENCE_INFOS:
             self._in_code = True
-            return buf[: line_end + 1], line_end + 1
-        close = buf.find(FENCE, line_end)
+            return buf[pos : line_end + 1], line_end + 1
+        close = self._next(FENCE, line_end)
         if close < 0 and not final:
+            self._hold = _UntilAny((FENCE,), buf, line_end)
             return None
         end = close + len(FENCE) if close >= 0 else len(buf)
         body = buf[line_end + 1 : close if close >= 0 else len(buf)]
         if self._take_known(body):
             return "", end
-        return buf[:end], end
+        return buf[pos:end], end
 
     def _bare(self, final: bool) -> tuple[str, int] | None:
-        buf = self._buf
-        rest = buf[1:].lstrip()
-        if not rest:
-            return ("{", 1) if final else None
-        if rest[0] not in '"}':
-            return "{", 1  # prose with a brace, not a JSON object
-        end = _scan_json(buf)[0]
+        buf, pos = self._buf, self._pos
+        first = _NON_SPACE.search(buf, pos + 1)
+        if first is None:
+            if final:
+                return "{", pos + 1
+            self._hold = _UntilNonSpace()
+            return None
+        if buf[first.start()] not in '"}':
+            return "{", pos + 1  # prose with a brace, not a JSON object
+        scan = _JsonScan()
+        end = scan.feed(buf, pos, stop_when_closed=True)
         if end < 0 and not final:
+            self._hold = _UntilBalanced(scan)
             return None
         end = end if end >= 0 else len(buf)
-        if self._take_known(buf[:end]):
+        if self._take_known(buf[pos:end]):
             return "", end
-        return buf[:end], end
+        return buf[pos:end], end
 
     def _take_known(self, text: str) -> bool:
         """Record the calls in ``text`` if it is (only) calls to known tools."""
@@ -365,13 +473,14 @@ class TextCallFilter:
         return True
 
     def _code_step(self, final: bool) -> tuple[str, int] | None:
-        buf = self._buf
-        close = buf.find(FENCE)
+        buf, pos = self._buf, self._pos
+        close = self._next(FENCE, pos)
         if close >= 0:
             self._in_code = False
-            return buf[: close + len(FENCE)], close + len(FENCE)
-        hold = 0 if final else len(buf) - len(buf.rstrip("`"))
-        return (buf[: len(buf) - hold], len(buf) - hold) if hold < len(buf) else None
+            return buf[pos : close + len(FENCE)], close + len(FENCE)
+        backticks = len(buf) - len(buf.rstrip("`"))
+        end = len(buf) - (0 if final else min(backticks, len(buf) - pos))
+        return (buf[pos:end], end) if end > pos else None
 
 
 def parse_text_calls(text: str, tool_names: Iterable[str]) -> tuple[str, list[ToolCall]]:

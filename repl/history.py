@@ -17,6 +17,7 @@ interrupted or failed turn left behind. Text enters as valid Unicode
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -160,6 +161,112 @@ def check(messages: list[dict[str, Any]]) -> list[str]:
     if pending:
         errors.append(f"end: calls {pending} were never answered")
     return errors
+
+
+def repair(messages: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Messages from a file someone may have edited or damaged, made valid; and one
+    line per kind of fix (empty when nothing was wrong).
+
+    Each message becomes a well-typed neutral dict, or is dropped when it cannot
+    (not an object, unknown role, no text). Then the order: a result without its
+    call is dropped, calls left unanswered before the next message get an
+    ``interrupted`` result, a call id used before gets a fresh one, and two
+    questions in a row get a placeholder answer between them. Calls still open
+    at the very end are left for ``History.from_json`` (a crash, not damage).
+    """
+    fixes: dict[str, int] = {}
+    out: list[dict[str, Any]] = []
+    pending: dict[str, list[str]] = {}  # call id as written -> ids given, of the last calls
+    used: set[str] = set()
+    for raw in messages:
+        message = _clean(raw, fixes)
+        if message is None:
+            continue
+        if message["role"] == "tool":
+            ids = pending.get(message["tool_call_id"])
+            if not ids:
+                _count(fixes, "dropped tool results without their call")
+                continue
+            message["tool_call_id"] = ids.pop(0)
+            out.append(message)
+            continue
+        if any(pending.values()):
+            open_ids = [i for ids in pending.values() for i in ids]
+            _count(fixes, "answered calls left without a result", len(open_ids))
+            out += [{"role": "tool", "tool_call_id": i, "name": _name_of(out, i),
+                     "content": json.dumps(INTERRUPTED_RESULT)} for i in open_ids]
+        pending = {}
+        if message["role"] == "user" and out and out[-1]["role"] == "user":
+            _count(fixes, "put a placeholder answer between two questions")
+            out.append({"role": "assistant", "content": NO_ANSWER})
+        for call in message.get("tool_calls", []):
+            written = call["id"]
+            if not written or written in used:
+                _count(fixes, "gave repeated call ids fresh ones")
+                call["id"] = f"call_{uuid.uuid4().hex[:24]}"
+            used.add(call["id"])
+            pending.setdefault(written, []).append(call["id"])
+        out.append(message)
+    return out, [f"{what} ({n})" for what, n in fixes.items()]
+
+
+def _count(fixes: dict[str, int], what: str, n: int = 1) -> None:
+    fixes[what] = fixes.get(what, 0) + n
+
+
+def _name_of(messages: list[dict[str, Any]], call_id: str) -> str:
+    calls = messages[-1].get("tool_calls", []) if messages else []
+    return next((c["name"] for c in calls if c["id"] == call_id), "")
+
+
+def _clean(raw: Any, fixes: dict[str, int]) -> dict[str, Any] | None:
+    """One message with exactly the keys and types of its role, or None (counted in ``fixes``)."""
+    role = raw.get("role") if isinstance(raw, dict) else None
+    content = raw.get("content") if isinstance(raw, dict) else None
+    if role not in ("user", "assistant", "tool"):
+        _count(fixes, "dropped messages that are not user, assistant or tool messages")
+        return None
+    if role == "assistant":
+        calls = _clean_calls(raw.get("tool_calls"), fixes)
+        if not isinstance(content, str):
+            _count(fixes, "emptied answers whose text was not text")
+            content = ""
+        message: dict[str, Any] = {"role": "assistant", "content": valid_text(content)}
+        if calls:
+            message["tool_calls"] = calls
+        return message
+    if isinstance(content, (dict, list)) and role == "tool":  # a result stored as data: keep it as JSON
+        _count(fixes, "turned tool results stored as data into text")
+        content = json.dumps(content, ensure_ascii=False)
+    call_id = raw.get("tool_call_id")
+    if not isinstance(content, str) or (role == "tool" and not (isinstance(call_id, str) and call_id)):
+        _count(fixes, f"dropped {role} messages without text" + (" or call id" if role == "tool" else ""))
+        return None
+    if role == "user":
+        return {"role": "user", "content": valid_text(content)}
+    name = raw.get("name")
+    return {"role": "tool", "tool_call_id": valid_text(call_id), "name": valid_text(name) if isinstance(name, str) else "",
+            "content": valid_text(content)}
+
+
+def _clean_calls(calls: Any, fixes: dict[str, int]) -> list[dict[str, str]]:
+    if calls is None:
+        return []
+    items = calls if isinstance(calls, list) else [calls]
+    clean = []
+    for call in items:
+        name = call.get("name") if isinstance(call, dict) else None
+        if not isinstance(name, str) or not name:
+            continue
+        arguments = call.get("arguments")
+        if not isinstance(arguments, str):
+            arguments = "{}" if arguments is None else json.dumps(arguments, ensure_ascii=False, default=str)
+        call_id = call.get("id")
+        clean.append({"id": valid_text(call_id) if isinstance(call_id, str) else "", "name": valid_text(name),
+                      "arguments": valid_text(arguments)})
+    if len(clean) != len(items) or not isinstance(calls, list):
+        _count(fixes, "dropped tool calls that were not well formed", len(items) - len(clean) or 1)
+    return clean
 
 
 # ---- context window -------------------------------------------------------------

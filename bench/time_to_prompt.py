@@ -8,7 +8,9 @@ Measured from spawn: the prompt drawn (bracketed paste switched on, then the
 critical path does not delay the first turn, the first answer of a question
 typed as soon as the prompt is up. The floor, in the same run, is the bare
 import of the UI libraries; ``--help``, ``--version`` and ``--resume`` of a
-1,000-turn session are timed beside it. Runs are interleaved; medians shown.
+1,000-turn session are timed beside it, and so is a start with 20 of the user's
+own tool files (they load on a background thread; the first turn waits for
+them). Runs are interleaved; medians shown.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import VENV_BIN, isolated_env, median, row, scratch, target
+from bench import ROOT, VENV_BIN, isolated_env, median, row, scratch, target
 
 FLOOR = "import prompt_toolkit, rich.console, rich.live, rich.markdown, typer"
 CPR_REQUEST = re.compile(r"\x1b\[6n")
@@ -40,6 +42,45 @@ PROMPT = _prompt_pattern()
 TYPED = "#"  # appears nowhere in the header, prompt or toolbar
 ANSWER = "pong-7f3a"
 RESUME_TURNS = 1000
+USER_TOOL_FILES = 20
+USER_TOOL = '''from typing import Literal
+
+from glassloop_tools import store, tool
+
+items = store("bench_{n}")
+
+
+@tool(side_effects=True)
+def add_{n}(name: str, count: int = 1, kind: Literal["a", "b"] = "a", note: str | None = None) -> dict:
+    \"\"\"Add an entry.
+
+    Args:
+        name: what
+        count: how many
+        kind: which list
+        note: anything else
+    \"\"\"
+    return items.add({{"name": name, "count": count, "kind": kind, "note": note}})
+
+
+@tool
+def list_{n}(limit: int = 20) -> dict:
+    \"\"\"List the entries.
+
+    Args:
+        limit: at most this many
+    \"\"\"
+    return {{"items": items.items()[:limit]}}
+'''
+
+
+def user_tools_env(env: dict[str, str], folder: Path) -> dict[str, str]:
+    """``env`` with a user config dir holding USER_TOOL_FILES tool files (two tools each, a store)."""
+    tools = folder / "config-tools" / "glassloop" / "tools"
+    tools.mkdir(parents=True, exist_ok=True)
+    for n in range(USER_TOOL_FILES):
+        (tools / f"tools_{n:02d}.py").write_text(USER_TOOL.format(n=f"{n:02d}"), encoding="utf-8")
+    return {**env, "XDG_CONFIG_HOME": str(folder / "config-tools"), "PYTHONPATH": str(ROOT)}
 
 
 def _wall(argv: list[str], env: dict[str, str], cwd: Path) -> float:
@@ -132,6 +173,10 @@ def _one_round(server: Any, url: str, env: dict[str, str], cwd: Path, session: s
     times = _interactive(["--base-url", url], env, cwd, ask=True)
     for key, value in times.items():
         samples[key].append(value)
+    server.script(text(ANSWER))
+    times = _interactive(["--base-url", url], user_tools_env(env, cwd), cwd, ask=True)
+    for key, value in times.items():
+        samples[f"{key}_tools"].append(value)
     samples["resume"].append(_interactive(["--base-url", url, "--resume", session], env, cwd, ask=False)["prompt"])
     samples["help"].append(_wall([exe, "--help"], env, cwd))
     samples["version"].append(_wall([exe, "--version"], env, cwd))
@@ -142,7 +187,8 @@ def run(quick: bool) -> dict[str, Any]:
     from tests.fakeserver import FakeServer
 
     repeats = 1 if quick else 12
-    keys = ("floor", "prompt", "echo", "answer", "resume", "help", "version", "floor_openai")
+    keys = ("floor", "prompt", "echo", "answer", "resume", "help", "version", "floor_openai",
+            "prompt_tools", "echo_tools", "answer_tools")
     samples: dict[str, list[float]] = {key: [] for key in keys}
     with scratch("prompt") as folder, FakeServer() as server:
         env = isolated_env(folder)
@@ -160,6 +206,12 @@ def run(quick: bool) -> dict[str, Any]:
         row("glassloop: answer to a question typed at once", m["answer"], "s",
             "scripted server; includes the SDK load"),
         row("floor + import openai (an eager start)", m["floor_openai"]),
+        row(f"glassloop, {USER_TOOL_FILES} user tool files: prompt drawn", m["prompt_tools"], "s",
+            f"{m['prompt_tools'] / floor:.2f}x floor"),
+        row(f"glassloop, {USER_TOOL_FILES} user tool files: first typed character echoed", m["echo_tools"], "s",
+            f"{m['echo_tools'] / floor:.2f}x floor"),
+        row(f"glassloop, {USER_TOOL_FILES} user tool files: answer to a question typed at once",
+            m["answer_tools"], "s", "the first turn waits for the tools to load"),
         row(f"glassloop --resume ({RESUME_TURNS if not quick else 20} turns): prompt drawn", m["resume"], "s",
             f"{m['resume'] / floor:.2f}x floor"),
         row("glassloop --help", m["help"], "s", f"{m['help'] / floor:.2f}x floor"),
@@ -168,7 +220,9 @@ def run(quick: bool) -> dict[str, Any]:
     return {
         "name": "time_to_prompt",
         "rows": rows,
-        "targets": {"prompt": target(m["echo"] / floor, 1.2, "prompt takes input <= 1.2x floor")},
+        "targets": {"prompt": target(m["echo"] / floor, 1.2, "prompt takes input <= 1.2x floor"),
+                    "prompt_tools": target(m["echo_tools"] / floor, 1.2,
+                                           f"with {USER_TOOL_FILES} user tool files, prompt takes input <= 1.2x floor")},
         "params": {"repeats": repeats, "python": sys.version.split()[0]},
         "samples": samples,
     }

@@ -21,6 +21,8 @@ from repl.config_schema import ConfigError, printable
 from repl.trust import PROJECT_TOOLS, ToolsTrust, record, tools_notice, tools_trusted
 from tools.registry import Registry
 
+LOCK_WAIT_S = 30.0  # /tools reload waits this long for a load still running
+
 
 @dataclass(frozen=True)
 class Report:
@@ -68,7 +70,10 @@ class UserTools:
         from tools.user_api import set_store_folder
         from tools.user_loader import forget, load_entry_points, load_sources
 
-        with self._lock:
+        if not self._lock.acquire(timeout=LOCK_WAIT_S):
+            return Report(len(self.names()), 0, ["your tools are still loading (a tool file may hang "
+                                                 "while it is imported); nothing was reloaded"])
+        try:
             set_store_folder(self.settings.data_dir / "stores")
             problems: list[str] = []
             if not self._packages_loaded:
@@ -81,9 +86,10 @@ class UserTools:
             self._modules = loaded.modules
             self._files = self._register(loaded, problems)
             return Report(len(self._files) + len(self._packages), len(sources), problems)
+        finally:
+            self._lock.release()
 
     def reload(self) -> Report:
-        self.wait(30.0)
         return self.load(ask=True)
 
     def names(self) -> list[str]:

@@ -126,6 +126,9 @@ BROKEN = {
     "f_name.py": ("from glassloop_tools import tool\n\n@tool(name='two words')\ndef f() -> str:\n"
                   "    '''Bad name.'''\n    return ''\n",
                   r"f_name\.py:3: tool two words: the name may only hold"),
+    "g_async.py": ("from glassloop_tools import tool\n\n\n@tool\nasync def fetch(url: str) -> str:\n"
+                   "    '''Fetch.'''\n    return url\n",
+                   r"g_async\.py:4: tool fetch: an async function cannot be a tool"),
 }
 GOOD = ("from glassloop_tools import tool\n\n@tool\ndef ping() -> str:\n    '''Answer pong.'''\n"
         "    return 'pong'\n\n\n@tool\ndef when(at: str) -> str:\n    '''Echo.'''\n    return at\n")
@@ -335,7 +338,7 @@ def test_repl_approval_preview_undo_tools_and_reload(fake_server, user_env, tmp_
     repl.expect("Added it")
     repl.ready()
     screen = repl.screen()
-    assert "add_item — needs approval" in screen and "oat milk" in screen
+    assert "add_item — needs approval" in screen and "+ new item" in screen  # the tool's preview
     assert [i["name"] for i in json.loads(store_file.read_text(encoding="utf-8"))["items"]] == ["tea", "oat milk"]
     repl.say("/tools")
     repl.expect("calculator")

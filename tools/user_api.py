@@ -83,6 +83,8 @@ def tool(
         declared_name = name or getattr(func, "__name__", "tool")
         where = (code.co_filename, code.co_firstlineno) if code else ("?", 0)
         try:
+            if inspect.iscoroutinefunction(func):
+                raise TypeError("an async function cannot be a tool; make it a plain def")
             built = make_tool(func, name=declared_name, description=description,
                               side_effects=side_effects, destructive=destructive, timeout_s=timeout_s,
                               parameters=parameters, preview=_preview(func, preview), scope=scope)

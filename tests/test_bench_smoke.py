@@ -16,7 +16,7 @@ from bench import __main__ as bench_main
 ROOT = Path(__file__).resolve().parent.parent
 
 EXPECTED_TARGETS = {
-    "time_to_prompt": {"prompt"},
+    "time_to_prompt": {"prompt", "prompt_tools"},
     "loop_overhead": {"ratio", "ratio_fresh"},
     "parallel_tools": {"turn"},
     "memory_resume": {"growth", "resume"},

@@ -10,12 +10,22 @@ import json
 from pathlib import Path
 
 from repl.approval import MODES
-from repl.command_table import REGISTRY, Command, command, dispatch, save_text, specs, suggest
+from repl.command_table import (
+    REGISTRY,
+    Command,
+    aliases_of,
+    command,
+    dispatch,
+    save_text,
+    specs,
+    suggest,
+)
 from repl.cost import context_window_for
 from repl.providers.base import ProviderError
 from repl.timeline import format_turn
 from repl.trace import read_records, turns
-from tools.store import StoreError
+from repl.ui.escape import cut_words, one_line
+from tools.store import Reverted, StoreError
 
 __all__ = ["REGISTRY", "Command", "command", "dispatch", "specs", "suggest"]
 
@@ -23,26 +33,30 @@ __all__ = ["REGISTRY", "Command", "command", "dispatch", "specs", "suggest"]
 # ---- the commands ------------------------------------------------------------
 
 
-@command("help", help="List the commands and key bindings.")
+@command("help", help="List the commands and key bindings.", means=("commands", "?", "h", "man"))
 def _help(session, args):
-    rows = [(f"/{c.name} {c.args}".strip(), c.help) for c in REGISTRY.values() if c.alias_of is None]
+    rows = [(", ".join(f"/{n}" for n in [c.name, *aliases_of(c.name)]) + f" {c.args}".rstrip(), c.help)
+            for c in REGISTRY.values() if c.alias_of is None]
+    rows.append(("!COMMAND", "Run a shell command yourself (never the model), see its output, and "
+                 "choose to add it to your next message."))
     session.ui.table("commands", ["command", "what it does"], rows)
-    session.ui.info("keys: Enter sends · Alt-Enter or Esc Enter inserts a newline · Ctrl-C stops a turn "
+    session.ui.info("keys: Enter sends · Alt-Enter or Esc Enter inserts a newline · Esc Esc edits the last "
+                    "message (/edit) · Tab completes commands and models · Ctrl-C stops a turn "
                     "or clears the line · Ctrl-C twice or Ctrl-D exits")
 
 
-@command("exit", help="Leave glassloop.", aliases=("quit",))
+@command("exit", help="Leave glassloop.", aliases=("quit",), means=("bye", "q", "logout", "close"))
 def _exit(session, args):
     return "exit"
 
 
-@command("reset", help="Start a new conversation (todos and notes stay).")
+@command("reset", help="Start a new conversation (todos and notes stay).", aliases=("clear",),
+         means=("new", "restart", "fresh", "cls"))
 def _reset(session, args):
-    session.history.reset()
-    session.turns.clear()
-    if session.journal:
-        session.journal.sync(session.history)
-    session.ui.info(f"new conversation; todos and notes are kept; {_clear_rules(session)}")
+    old = session.new_session()
+    session.ui.info(f"new conversation (session {session.session_id}); todos and notes are kept; "
+                    f"{_clear_rules(session)}")
+    session.ui.info(f"the previous session is kept: /resume {old}" if old else "the previous session had no turn")
 
 
 def _clear_rules(session) -> str:
@@ -51,7 +65,8 @@ def _clear_rules(session) -> str:
     return f"approval rules cleared (always: {', '.join(cleared)})" if cleared else "no approval rules to clear"
 
 
-@command("undo", help="Revert the last turn's todo and note changes and remove the turn (or undo /compact).")
+@command("undo", help="Revert the last turn's todo and note changes and remove the turn (or undo /compact).",
+         means=("revert", "rewind", "back", "rollback"))
 def _undo(session, args):
     if not session.turns:
         session.ui.info("nothing to undo")
@@ -65,12 +80,55 @@ def _undo(session, args):
     except StoreError as exc:
         session.ui.error(exc.message)
         return
-    changed = ", ".join(f"{r.path} (only this turn's items: another process changed it too)" if r.merged
-                        else str(r.path) for r in reverted)
-    session.ui.info(f"removed the last turn from the conversation; restored: {changed or 'no files changed'}")
+    session.ui.info(f"removed the last turn from the conversation; {undone_text(reverted)}")
 
 
-@command("trace", args="[N|all] [--json] [--save PATH]", help="Timeline of a turn: model calls, tool calls, approvals.")
+@command("edit", help="Put your last message back in the prompt to change and resend; its turn is "
+         "undone first, as by /undo (also Esc Esc at an empty prompt).", means=("retry", "amend", "redo", "again"))
+def _edit(session, args):
+    if not session.turns:
+        session.ui.info("nothing to edit: no turn yet")
+        return
+    if session.turns[-1].restore is not None:
+        session.ui.error("the last change was /compact: /undo it first, then /edit")
+        return
+    if not session.interactive:
+        session.ui.error("/edit needs a terminal to edit in")
+        return
+    starts = session.history.turn_starts()
+    text = session.history.messages[starts[-1]]["content"] if starts else ""
+    try:
+        reverted = session.undo()
+    except StoreError as exc:
+        session.ui.error(exc.message)
+        return
+    session.ui.prefill(text)
+    session.ui.info(f"removed the last turn from the conversation; {undone_text(reverted)}; "
+                    "edit your message and press Enter to send it again")
+
+
+def undone_text(reverted: list[Reverted]) -> str:
+    """What an undo did, item by item: "removed todo-007 'call mom'; restored note-003 'x'"."""
+    done = []
+    for r in reverted:
+        if not r.items:
+            done.append(f"restored {r.path.name}")
+        for item in r.items:
+            verb = "removed" if item.before is None else "restored" if item.after is None else "put back"
+            shown = item.before or item.after or {}
+            label = next((shown[k] for k in ("title", "text", "name") if isinstance(shown.get(k), str)), "")
+            fields = ""
+            if item.before is not None and item.after is not None:
+                keys = [k for k in {**item.before, **item.after} if item.before.get(k) != item.after.get(k)]
+                fields = f" ({', '.join(keys)})"
+            done.append(f"{verb} {item.id}" + (f" '{one_line(label, 40)}'" if label else "") + fields)
+        if r.merged:
+            done.append(f"{r.path}: only this turn's items (another process changed it too)")
+    return "; ".join(done) if done else "it changed no todos or notes"
+
+
+@command("trace", args="[N|all] [--json] [--save PATH]", help="Timeline of a turn: model calls, tool calls, approvals.",
+         means=("log", "timeline", "debug", "events"))
 def _trace(session, args):
     if session.trace is None:
         session.ui.error("no trace in this session ([trace] enabled = false, or its folder cannot be written)")
@@ -86,7 +144,8 @@ def _trace(session, args):
         del rest[i : i + 2]
     if rest:
         which = rest[0]
-    grouped = turns(read_records(session.trace.writer.path))
+    path = session.trace.writer.path
+    grouped = turns(read_records(path)) if path.exists() else []  # made by the session's first turn
     chosen = _pick_turns(grouped, which)
     if chosen is None:
         session.ui.error(f"no turn {which!r}; there are {len(grouped)}")
@@ -116,18 +175,20 @@ def _pick_turns(grouped, which):
     return chosen or None
 
 
-@command("usage", help="Tokens and cost per turn and for the session, and the context in use.")
+@command("usage", help="Tokens and cost per turn and for the session, and the context in use.",
+         aliases=("cost",), means=("tokens", "stats", "price", "spend", "billing", "context", "status"))
 def _usage(session, args):
     rows = []
-    for t in session.turns:
+    for t in session.ledger:  # undone turns stay: their tokens were spent
         u = t.finished.usage
         mark = "~" if u.estimated else ""
         compacted = t.restore is not None
-        rows.append(("compact" if compacted else str(t.number), str(len(t.model_calls)),
+        stopped = "" if compacted else t.finished.stopped_by
+        rows.append(("compact" if compacted else str(t.number), str(t.calls),
                      f"{mark}{u.input_tokens}", str(u.cached_tokens), f"{mark}{u.output_tokens}",
-                     t.cost.text(), "" if compacted else t.finished.stopped_by))
+                     t.cost.text(), f"undone ({stopped})" if t.undone and stopped else "undone" if t.undone else stopped))
     u = session.usage
-    rows.append(("all", str(sum(len(t.model_calls) for t in session.turns)), str(u.input_tokens),
+    rows.append(("all", str(sum(t.calls for t in session.ledger)), str(u.input_tokens),
                  str(u.cached_tokens), str(u.output_tokens), session.cost.text(), ""))
     session.ui.table("usage", ["turn", "calls", "in", "cached", "out", "cost", "stopped by"], rows)
     window = context_window_for(session.settings)
@@ -137,7 +198,8 @@ def _usage(session, args):
 
 
 @command("compact", args="[instructions]",
-         help="Summarise the older turns into one message to free context (/undo restores them).")
+         help="Summarise the older turns into one message to free context (/undo restores them).",
+         means=("summarize", "summarise", "shrink", "condense"))
 def _compact(session, args):
     instructions = " ".join(args)
     session.ui.info("summarising the older turns…")
@@ -179,7 +241,7 @@ def _tools(session, args):
             rule = "always (this session)" if name in session.approver.always else session.approver.mode
             rule += " · every call" if tool.destructive and session.approver.mode == "ask" else ""
         rows.append((name, "yes" if tool.side_effects else "no", rule, _short_source(tool.source, session.user_tools.project_folder),
-                     tool.description.split("\n")[0][:60]))
+                     cut_words(one_line(tool.description, 200), 90)))
     session.ui.table("tools", ["tool", "side effects", "approval", "from", "description"], rows)
 
 
@@ -201,28 +263,95 @@ def _reload_tools(session):
                     f"{problems}; the conversation is kept")
 
 
-@command("todos", help="Show the todo list straight from the store (no model call).")
+TABLE_ROWS = 200
+
+
+def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
+    """id, status, priority and due in columns, then the title (on one line)."""
+    widths = [max(len(row[i]) for row in rows) for i in (0, 2, 3, 4)]
+    return [f"{row[0]:<{widths[0]}}  {row[2]:<{widths[1]}}  {row[3]:<{widths[2]}}  {row[4]:<{widths[3]}}  "
+            + " ".join(row[1].split()) for row in rows]
+
+
+@command("todos", args="[all]", help="Show the todo list straight from the store (no model call).",
+         complete=lambda session: ["all"],
+         means=("tasks", "todo", "list"))
 def _todos(session, args):
-    result = session.registry.call("list_todos", {})
+    everything = bool(args) and args[0] == "all"
+    result = session.registry.call("list_todos", {"limit": 0} if everything else {})
     if not result.get("ok"):
         session.ui.error(result["error"]["message"])
         return
-    rows = [(t["id"], t["title"], t["status"], t["priority"], t.get("due") or "")
+    rows = [tuple(str(cell or "") for cell in (t["id"], t["title"], t["status"], t["priority"], t.get("due")))
             for t in result.get("todos", [])]
-    session.ui.table(f"todos · {session.settings.todos_file}", ["id", "title", "status", "priority", "due"], rows)
+    title = f"todos · {session.settings.todos_file}"
+    if len(rows) <= TABLE_ROWS:
+        session.ui.table(title, ["id", "title", "status", "priority", "due"], rows)
+    else:  # a table costs ~1 ms a row to lay out: thousands go as aligned lines, 500 a print
+        lines = [title, *_aligned(rows)]
+        session.ui.lines(["\n".join(lines[i : i + 500]) for i in range(0, len(lines), 500)])
+    if result.get("more"):
+        session.ui.info(f"… {result['more']:,} more ({result['count']:,} in all); "
+                        "ask the model or use /todos all")
 
 
-@command("model", args="[NAME]", help="Show or switch the model for the next turn.")
+_MODELS: dict[tuple[str, str], list[str]] = {}  # (profile, base URL) → the models it offers
+
+
+def model_names(session, wait: bool) -> list[str]:
+    """The models the active endpoint offers (``GET /models``), asked once per endpoint.
+    ``wait``: wait for the provider and raise ProviderError; else [] until it is ready."""
+    active = session.settings.active
+    key = (active.name, active.base_url)
+    if key in _MODELS and (_MODELS[key] or not wait):
+        return _MODELS[key]
+    provider = session.provider() if wait else session.provider_if_ready()
+    if provider is None or not hasattr(provider, "list_models"):
+        return []
+    try:
+        _MODELS[key] = provider.list_models(timeout_s=10.0 if wait else 3.0)
+    except ProviderError:
+        _MODELS[key] = []  # Tab stays quiet; /model asks again and says why
+        if wait:
+            raise
+    return _MODELS[key]
+
+
+def _model_completions(session) -> list[str]:
+    try:
+        return model_names(session, wait=False)
+    except Exception:  # noqa: BLE001 - completion never breaks typing
+        return []
+
+
+@command("model", args="[NAME]", help="Show or switch the model for the next turn; without NAME, "
+         "list the models the endpoint offers (Tab completes them).", complete=_model_completions,
+         means=("models", "llm", "switch"))
 def _model(session, args):
     if not args:
-        session.ui.info(f"model: {session.settings.active.model} (provider {session.settings.active.name})")
+        current = session.settings.active.model
+        session.ui.info(f"model: {current} (provider {session.settings.active.name})")
+        try:
+            names = model_names(session, wait=True)
+        except ProviderError as exc:
+            session.ui.error(f"the endpoint did not list its models: {exc.message}")
+            return
+        except KeyboardInterrupt:
+            session.ui.info("(stopped)")
+            return
+        if not names:
+            session.ui.info("the endpoint lists no models; /model NAME still switches")
+            return
+        session.ui.lines([f"{'*' if name == current else ' '} {name}" for name in names])
+        session.ui.info(f"{len(names)} models offered · /model NAME switches (Tab completes)")
         return
     if session.switch(model=args[0]):
         session.ui.info(f"model is now {args[0]} for the next turn")
 
 
 @command("provider", args="[NAME]", help="Show or switch the provider profile.",
-         complete=lambda session: sorted(session.settings.providers))
+         complete=lambda session: sorted(session.settings.providers),
+         means=("providers", "endpoint", "backend"))
 def _provider(session, args):
     if not args:
         names = ", ".join(sorted(session.settings.providers))
@@ -236,7 +365,8 @@ def _provider(session, args):
 
 
 @command("approve", args="[ask|auto|read-only]", help="Show or set the approval mode.",
-         complete=lambda session: list(MODES))
+         complete=lambda session: list(MODES),
+         means=("approval", "permissions", "allow", "yolo", "mode"))
 def _approve(session, args):
     if not args:
         always = ", ".join(sorted(session.approver.always))

@@ -21,6 +21,7 @@ EXPECTED_TARGETS = {
     "parallel_tools": {"turn"},
     "memory_resume": {"growth", "resume"},
     "textcalls": {"linear", "100kB"},
+    "todo_scale": {"page", "writes"},
 }
 
 

@@ -236,8 +236,24 @@ def _copy_owner_and_mode(target: Path, tmp: str) -> None:
             pass  # not allowed for an ordinary user: the file becomes theirs, as any editor would do
 
 
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(", ", ": "))
+
+
 def encode_json(data: Any) -> bytes:
-    return (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    """Readable and fast: a top-level object one key a line, a list in it one item a
+    line, each item by the C encoder (``indent=`` runs the pure-Python encoder: 4x slower
+    on a 20,000-todo store, where the write dominated add_todo)."""
+    if not isinstance(data, dict) or not data:
+        return (json.dumps(data, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+    lines = []
+    for key, value in data.items():
+        name = _COMPACT.encode(str(key))
+        if isinstance(value, list) and value:
+            items = ",\n    ".join(map(_COMPACT.encode, value))
+            lines.append(f"  {name}: [\n    {items}\n  ]")
+        else:
+            lines.append(f"  {name}: {_COMPACT.encode(value)}")
+    return ("{\n" + ",\n".join(lines) + "\n}\n").encode("utf-8")
 
 
 def _notify(write: StoreWrite) -> None:
@@ -329,9 +345,20 @@ def collection_validator(key: str, required: Sequence[str]) -> Collection:
 
 
 @dataclass(frozen=True)
+class ItemUndone:
+    """An item the undone writes changed: ``before`` is what it is again (None: the writes
+    added it, so it is removed), ``after`` what they had made of it (None: they deleted it)."""
+
+    id: str
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
 class Reverted:
     path: Path
     merged: bool  # another writer changed the file since: only this process's items were undone
+    items: tuple[ItemUndone, ...] = ()  # what was undone, item by item (a collection's file only)
 
 
 class _Conflict(Exception):
@@ -360,7 +387,21 @@ def revert(writes: Sequence[StoreWrite]) -> list[Reverted]:
         for path, data, _, unchanged in plans:
             if not unchanged:
                 _put(path, data)
-    return [Reverted(path, merged) for path, _, merged, _ in plans]
+    return [Reverted(path, merged, _items_undone(path, by_path[path])) for path, _, merged, _ in plans]
+
+
+def _items_undone(path: Path, writes: list[StoreWrite]) -> tuple[ItemUndone, ...]:
+    """The items ``writes`` changed, for telling the user what an undo did; () when the
+    file is no collection."""
+    validate = writes[-1].validate
+    if not isinstance(validate, Collection):
+        return ()
+    try:
+        changes = _net_changes(path, writes, validate)
+    except (_Conflict, StoreError):
+        return ()
+    return tuple(ItemUndone(_label(key), c.before, c.after) for key, c in changes.items()
+                 if c.before != c.after)
 
 
 def _plan_revert(path: Path, writes: list[StoreWrite]) -> tuple[Path, bytes | None, bool, bool]:

@@ -6,7 +6,6 @@ File format: ``{"version": 1, "todos": [...]}``. A bare list of todo objects
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Callable
 from datetime import datetime
@@ -22,6 +21,8 @@ Priority = Literal["low", "medium", "high"]
 DEFAULT: dict[str, Any] = {"version": 1, "todos": []}
 _validate = collection_validator("todos", ("id", "title"))
 _ID_NUMBER = re.compile(r"(?i)^\s*(?:todo[-_ ]?)?0*(\d+)\s*$")
+PAGE = 50  # list_todos items per call unless asked otherwise (about one screenful)
+_IDS_IN_ERROR = 10  # a not-found error names this many existing ids
 
 
 class Outcome(NamedTuple):
@@ -58,13 +59,23 @@ def _index(todos: list[dict[str, Any]], todo_id: str | int) -> int:
     for i, item in enumerate(todos):
         if number is not None and _number(item["id"]) == number:
             return i
-    existing = ", ".join(item["id"] for item in todos) or "none (the list is empty)"
+    existing = ", ".join(item["id"] for item in todos[:_IDS_IN_ERROR]) or "none (the list is empty)"
+    if len(todos) > _IDS_IN_ERROR:
+        existing += f", … ({len(todos)} in all; list_todos finds one)"
     raise ToolError("not_found", f"no todo {wanted}; existing ids: {existing}")
 
 
+def _id_number(todo_id: str) -> int | None:
+    """``_number`` with a fast path for the ids glassloop writes (``todo-NNN``)."""
+    digits = todo_id[5:]
+    if todo_id.startswith("todo-") and digits.isascii() and digits.isdigit():
+        return int(digits)
+    return _number(todo_id)
+
+
 def _next_id(todos: list[dict[str, Any]]) -> str:
-    numbers = [n for n in (_number(item["id"]) for item in todos) if n is not None]
-    return f"todo-{max(numbers, default=0) + 1:03d}"
+    numbers = (_id_number(item["id"]) for item in todos)
+    return f"todo-{max((n for n in numbers if n is not None), default=0) + 1:03d}"
 
 
 def _summary(item: dict[str, Any]) -> dict[str, Any]:
@@ -105,10 +116,10 @@ def _update(data: dict, *, todo_id: str | int, **fields: Any) -> Outcome:
     for clearable in ("due", "tag"):  # an empty string clears the field
         if changes.get(clearable) == "":
             changes[clearable] = None
-    todos = copy.deepcopy(data["todos"])
+    todos = list(data["todos"])  # items are never changed in place: a shallow copy suffices
     index = _index(todos, todo_id)
-    before = data["todos"][index]
-    after = {**todos[index], **changes, "updated_at": _now()}
+    before = todos[index]
+    after = {**before, **changes, "updated_at": _now()}
     todos[index] = after
     return Outcome({**data, "todos": todos}, before, after, {"todo": after})
 
@@ -123,7 +134,7 @@ def _complete(data: dict, *, todo_id: str | int) -> Outcome:
 def _delete(data: dict, *, todo_id: str | int) -> Outcome:
     index = _index(data["todos"], todo_id)
     before = data["todos"][index]
-    todos = [t for i, t in enumerate(data["todos"]) if i != index]
+    todos = data["todos"][:index] + data["todos"][index + 1 :]
     return Outcome({**data, "todos": todos}, before, None, {"deleted": before})
 
 
@@ -154,20 +165,31 @@ def make_todo_tools(path: Path) -> list[Tool]:
         return read_json(path, DEFAULT, _validate)["todos"]
 
     @tool
-    def list_todos(status: Status | None = None, priority: Priority | None = None) -> dict:
+    def list_todos(status: Status | None = None, priority: Priority | None = None,
+                   offset: int = 0, limit: int = PAGE) -> dict:
         """List todo summaries (id, title, status, priority, due) and a count.
 
         Use it to see what exists or to find an id. It leaves out each item's
-        detail: use get_todo for one item's full text.
+        detail: use get_todo for one item's full text. A long list comes in
+        pages: ``count`` is the number of matching items, and when ``more``
+        is present, call again with ``offset`` = ``next_offset``.
 
         Args:
             status: Only items with this status ("todo" = not finished yet).
             priority: Only items with this priority.
+            offset: How many matching items to skip.
+            limit: At most this many items (0 = all of them).
         """
-        items = [_summary(t) for t in load()]
-        items = [t for t in items if status in (None, t["status"])]
-        items = [t for t in items if priority in (None, t["priority"])]
-        return {"count": len(items), "todos": items}
+        matching = [t for t in load() if status in (None, t.get("status", "todo"))
+                    and priority in (None, t.get("priority", "medium"))]
+        start = max(0, offset)
+        end = len(matching) if limit <= 0 else start + limit
+        page = [_summary(t) for t in matching[start:end]]
+        result: dict[str, Any] = {"count": len(matching), "todos": page}
+        if start + len(page) < len(matching):
+            result.update(offset=start, more=len(matching) - start - len(page),
+                          next_offset=start + len(page))
+        return result
 
     @tool
     def get_todo(todo_id: str | int) -> dict:

@@ -1,0 +1,141 @@
+"""Item 18: a big todo store (20,000 items) stays usable.
+
+``/todos`` used to render every item in one table (20,000: 21 s, blocking the
+REPL); now it shows the first screenful and a count, and ``/todos all`` lists
+everything as aligned lines. ``list_todos`` returns a page with the total
+count; a not-found error names a few ids, not all of them; and the writing
+tools cost about what reading and writing the file costs: no deep copy of the
+list, no pure-Python pretty printer. Their bound is relative to a baseline
+measured in the same run (``json.loads`` + compact ``json.dumps`` of the same
+file), so a loaded machine does not make the test flaky.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.reliability.helpers import record
+from tests.test_cli import home  # noqa: F401 - fixture
+from tools.registry import Registry
+from tools.todos import make_todo_tools
+
+COUNT = 20_000
+PAGE_S = 2.0
+WRITE_FACTOR = 2.5  # a write may cost this many times reading + writing the JSON itself
+
+
+def big_store(path: Path, count: int = COUNT) -> None:
+    todos = [{"id": f"todo-{n:03d}", "title": f"task number {n}", "detail": "some detail " * 3,
+              "status": "todo" if n % 3 else "done", "priority": ("low", "medium", "high")[n % 3],
+              "due": None, "tag": None, "created_at": "2025-01-01T09:00:00+00:00",
+              "updated_at": "2025-01-01T09:00:00+00:00"} for n in range(1, count + 1)]
+    path.write_text(json.dumps({"version": 1, "todos": todos}, ensure_ascii=False), "utf-8")
+
+
+class PipeRepl:
+    """The REPL with stdin and stdout as pipes; output read as it comes."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.child = subprocess.Popen([sys.executable, "-m", "repl.cli", "--base-url", "http://127.0.0.1:9/v1"],
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.out = b""
+
+    def until(self, marker: bytes, timeout: float = 60) -> bytes:
+        start, deadline = len(self.out), time.monotonic() + timeout
+        assert self.child.stdout is not None
+        while marker not in self.out[start:] and time.monotonic() < deadline:
+            if select.select([self.child.stdout], [], [], 0.1)[0]:
+                chunk = os.read(self.child.stdout.fileno(), 1 << 16)
+                if not chunk:
+                    break
+                self.out += chunk
+        assert marker in self.out[start:], self.out[-2000:]
+        return self.out[start:]
+
+    def command(self, line: str, marker: bytes) -> tuple[str, float]:
+        assert self.child.stdin is not None
+        started = time.monotonic()
+        self.child.stdin.write(line.encode() + b"\n")
+        self.child.stdin.flush()
+        shown = self.until(marker)
+        return shown.decode("utf-8", "replace"), time.monotonic() - started
+
+    def close(self) -> str:
+        out, err = self.child.communicate(timeout=30)  # closes stdin: end of input, the REPL exits
+        self.out += out
+        return err.decode("utf-8", "replace")
+
+
+@pytest.mark.timeout(120)
+def test_todos_command_on_20k_items_is_paged_quick_and_counted(home):  # noqa: F811
+    big_store(Path(home["GLASSLOOP_TODOS_FILE"]))
+    repl = PipeRepl(home)
+    repl.until(b"session")
+    page, page_s = repl.command("/todos", b"/todos all")
+    assert "… 19,950 more (20,000 in all)" in page
+    assert page.count("task number") == 50 and "task number 51 " not in page
+    everything, all_s = repl.command("/todos all", b"task number 20000")
+    assert everything.count("task number") == COUNT
+    err = repl.close()
+    assert "Traceback" not in err + repl.out.decode("utf-8", "replace")
+    record("todo_scale", what="/todos", items=COUNT, page_s=round(page_s, 3), all_s=round(all_s, 3))
+    assert page_s < PAGE_S
+
+
+def _best(fn: Any, repeat: int = 3) -> float:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def test_todo_tools_on_20k_items_cost_about_one_read_and_write(tmp_path):
+    path = tmp_path / "todos.json"
+    big_store(path)
+    registry = Registry(make_todo_tools(path))
+    raw = path.read_bytes()
+    baseline = _best(lambda: json.dumps(json.loads(raw), ensure_ascii=False))
+    targets = iter(range(1_000, 1_100))  # a fresh open item per timed call
+
+    def call(name: str, args: dict[str, Any]) -> dict[str, Any]:
+        result = registry.call(name, args)
+        assert result["ok"], result
+        return result
+
+    seconds = {
+        "add_todo": _best(lambda: call("add_todo", {"title": "one more"})),
+        "complete_todo": _best(lambda: call("complete_todo", {"todo_id": f"todo-{next(targets) * 3 + 1}"})),
+        "update_todo": _best(lambda: call("update_todo", {"todo_id": next(targets) * 3 + 1, "title": "renamed"})),
+        "delete_todo": _best(lambda: call("delete_todo", {"todo_id": f"todo-{next(targets) * 3 + 2}"})),
+    }
+    record("todo_scale", what="tools", items=COUNT, baseline_s=round(baseline, 3),
+           **{name: round(s, 3) for name, s in seconds.items()})
+    for name, spent in seconds.items():
+        assert spent < WRITE_FACTOR * baseline + 0.05, f"{name}: {spent:.3f} s, baseline {baseline:.3f} s"
+    assert call("add_todo", {"title": "last"})["todo"]["id"] == f"todo-{COUNT + 4}"
+
+
+def test_list_and_errors_on_20k_items_stay_small(tmp_path):
+    path = tmp_path / "todos.json"
+    big_store(path)
+    registry = Registry(make_todo_tools(path))
+    listed = registry.call("list_todos", {"status": "todo"})
+    assert listed["count"] == 13_334 and len(listed["todos"]) == 50
+    assert listed["more"] == 13_284 and listed["next_offset"] == 50
+    following = registry.call("list_todos", {"status": "todo", "offset": 50, "limit": 10})
+    assert [t["id"] for t in following["todos"]][:2] == ["todo-076", "todo-077"]
+    assert len(json.dumps(listed, ensure_ascii=False)) < 8_000  # fits the model's result limit whole
+    missing = registry.call("get_todo", {"todo_id": "todo-999999"})
+    assert missing["error"]["type"] == "not_found" and len(missing["error"]["message"]) < 400
+    assert "20000 in all" in missing["error"]["message"]

@@ -158,5 +158,7 @@ def test_glassloop_ask_stops_a_keepalive_stream_at_turn_timeout(api, fake_server
     assert "Traceback" not in result.stderr, result.stderr
     payload = json.loads(result.stdout)
     assert payload["stopped_by"] == "timeout" and payload["answer"]
-    assert elapsed < TURN_S + 3.0, elapsed  # the turn itself, plus starting Python
-    record("turn_deadline", api=api, fault="keep-alive, glassloop ask", elapsed_s=round(elapsed, 2))
+    turn_s = next(e["duration_s"] for e in payload["trace"] if e["type"] == "turn_finished")
+    assert TURN_S <= turn_s < WITHIN_S, turn_s
+    assert elapsed < 20, elapsed  # the process too (starting Python is slow on a loaded machine)
+    record("turn_deadline", api=api, fault="keep-alive, glassloop ask", turn_s=turn_s, process_s=round(elapsed, 2))

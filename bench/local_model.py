@@ -233,7 +233,9 @@ def new_sessions(model: Path, work: Path, threads: int = 0) -> dict[str, Any]:
     return figures
 
 
-MATRIX = [(1, 1, None), (1, 2, None), (2, 2, None), (1, 2, "PASSIVE"), (2, 2, "PASSIVE")]
+# "" = the OpenMP runtime's default (spin a while, then sleep); run in alternating
+# order so a change in the machine's load does not favour one policy
+MATRIX = [(1, 2, "PASSIVE"), (1, 2, ""), (1, 1, "PASSIVE"), (1, 1, ""), (2, 2, "PASSIVE"), (2, 2, "")]
 SPEED_PROMPT = "Summarise this text in one line.\n\n" + " ".join(
     f"Note {n}: the weekly report lists open issues, the release plan and the budget." for n in range(40))
 
@@ -243,8 +245,7 @@ def threads_matrix(model: Path, work: Path) -> list[dict[str, Any]]:
     rows = []
     for threads, batch, wait_policy in MATRIX:
         previous = os.environ.pop("OMP_WAIT_POLICY", None)
-        if wait_policy:
-            os.environ["OMP_WAIT_POLICY"] = wait_policy
+        os.environ["OMP_WAIT_POLICY"] = wait_policy
         log = work / f"matrix-{threads}-{batch}-{wait_policy}.log"
         load = os.getloadavg()[0]
         try:
@@ -262,7 +263,7 @@ def threads_matrix(model: Path, work: Path) -> list[dict[str, Any]]:
         finally:
             server.stop()
         rows.append({"n_threads": threads, "n_threads_batch": batch,
-                     "omp_wait_policy": wait_policy or "default", "load_avg_1m": load,
+                     "omp_wait_policy": wait_policy or "openmp default", "load_avg_1m": load,
                      "prompt_tokens": prompt["prompt_tokens_evaluated"],
                      "prompt_tok_s": prompt["prompt_tok_s"], "decode_tok_s": decode["decode_tok_s"],
                      "load_avg_1m_after": os.getloadavg()[0]})
@@ -280,7 +281,7 @@ def benchmark(model: Path, work: Path, threads: int = 0, with_cli: bool = True) 
     log = work / "server.log"
     server, figures["start_warm_cache_s"] = start_seconds(model, log, evict=False, threads=threads)
     figures.update(threads=server.threads, threads_batch=server.threads_batch, n_ctx=server.n_ctx,
-                   omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", "(server default)"))
+                   omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", "PASSIVE (glassloop default)"))
     url = server.base_url or ""
     try:
         prompt = todo_prompt(fixture_registry(work), fresh=True)

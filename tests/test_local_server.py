@@ -154,6 +154,20 @@ def test_threads_default_to_one_decoding_and_all_cpus_evaluating(tmp_path: Path)
     assert (explicit.threads, explicit.threads_batch) == (3, 5)
 
 
+def test_openmp_threads_sleep_while_waiting_unless_the_user_says_otherwise(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from repl.providers.local import LocalServer
+
+    (tmp_path / "m.gguf").write_bytes(b"x")
+    server = LocalServer(tmp_path / "m.gguf", log_path=tmp_path / "log")
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    assert server._environment()["OMP_WAIT_POLICY"] == "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
+    assert server._environment()["OMP_WAIT_POLICY"] == "ACTIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "")  # the OpenMP runtime's own default
+    assert "OMP_WAIT_POLICY" not in server._environment()
+
+
 def _alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie (an unreaped corpse)."""
     try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -130,10 +131,34 @@ _PROFILE_FALLBACK = {f.name: f.default for f in fields(ProviderSettings)}
 # ---- layers -------------------------------------------------------------------
 
 
+MAX_KEY_PARTS = 32  # tomllib's time grows with the square of a dotted key's parts
+_STRING_OR_COMMENT = re.compile(r'''
+      """(?:[^"\\]|\\[\s\S]|"(?!""))*"{3,5}     # multi-line basic string
+    | '{3}(?:[^']|'(?!''))*'{3,5}               # multi-line literal string
+    | "(?:[^"\\\n]|\\.)*"                       # basic string
+    | '[^'\n]*'                                 # literal string
+    | \#[^\n]*                                  # comment
+''', re.VERBOSE)
+_DOTTED_KEY = re.compile(r'(?:[A-Za-z0-9_-]+|"")(?:[ \t]*\.[ \t]*(?:[A-Za-z0-9_-]+|""))+')
+
+
+def _longest_key(text: str) -> int:
+    """The most dots in one dotted key: strings and comments set aside, a key is on one line."""
+    if text.count(".") < MAX_KEY_PARTS:
+        return 0
+    bare = _STRING_OR_COMMENT.sub(lambda m: "" if m.group().startswith("#") else '""', text)
+    return max((m.group().count(".") for line in bare.splitlines() if line.count(".") >= MAX_KEY_PARTS
+                for m in _DOTTED_KEY.finditer(line)), default=0)
+
+
 def _parse_toml(path: Path, raw: bytes) -> dict:
     origin = str(path)
     try:
-        return tomllib.loads(raw.decode("utf-8"))
+        text = raw.decode("utf-8")
+        if _longest_key(text) >= MAX_KEY_PARTS:
+            raise ConfigError(f"config error in {origin}: invalid TOML: a key of more than "
+                              f"{MAX_KEY_PARTS} dotted parts")
+        return tomllib.loads(text)
     except UnicodeDecodeError:
         raise ConfigError(f"config error in {origin}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:

@@ -2,8 +2,9 @@
 
 A FIFO or a device given as ``--config`` (or found where the user or project
 file should be), a file far larger than any configuration, TOML nested
-thousands deep, and a base URL that is no URL: each is refused on the spot with
-one line naming where it came from, through the real ``glassloop`` command.
+thousands deep or a key of thousands of dotted parts (tomllib's time grows with
+the square of that), and a base URL that is no URL: each is refused on the spot
+with one line naming where it came from, through the real ``glassloop`` command.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def test_a_device_as_config_is_refused(home, proj):  # noqa: F811
 @pytest.mark.parametrize("where", PLACES)
 def test_an_oversized_file_is_refused(home, tmp_path, proj, where):  # noqa: F811
     path, extra = place(home, tmp_path, where)
-    path.write_bytes(b"# padding\n" * 200_000)  # 2 MB of comments: valid TOML, not a config file
+    path.write_bytes(b"# padding\n" * 30_000)  # 300 kB of comments: valid TOML, not a config file
     one_line(run("config", *extra, env=home, cwd=proj), str(path), "larger than")
 
 
@@ -87,6 +88,24 @@ def test_deep_nesting_is_one_line(home, tmp_path, proj, where, shape):  # noqa: 
     value = "[" * depth + "]" * depth if shape == "array" else "{a = " * depth + "1" + "}" * depth
     path.write_text(f"system_prompt = {value}\n", encoding="utf-8")
     one_line(run("config", *extra, env=home, cwd=proj), str(path), "nested too deeply")
+
+
+@pytest.mark.parametrize("where", PLACES)
+def test_a_key_of_thousands_of_dotted_parts_is_refused_at_once(home, tmp_path, proj, where):  # noqa: F811
+    path, extra = place(home, tmp_path, where)
+    path.write_text("system_prompt" + ".a" * 100_000 + " = 1\n", encoding="utf-8")  # tomllib: minutes
+    started = time.monotonic()
+    one_line(run("config", *extra, env=home, cwd=proj), str(path), "dotted parts")
+    record("config inputs", case=f"100k-part key ({where})", seconds=round(time.monotonic() - started, 2))
+
+
+def test_a_long_prompt_full_of_dots_still_loads(home, proj):  # noqa: F811
+    prose = "Step one. Then two. Then 3.1.4.1.5. " * 3000  # 108 kB, ~21 000 dots, in a string and a comment
+    (proj / "glassloop.toml").write_text(
+        f'system_prompt = """\n{prose}\n"""\n# {prose}\n[guards]\nmax_steps = 2\n', encoding="utf-8")
+    result = run("config", env=home, cwd=proj)
+    assert result.returncode == 0, result.stderr
+    assert any(line.startswith("guards.max_steps") and " 2 " in line for line in result.stdout.splitlines())
 
 
 BAD_URLS = ["http://[::1", "http://host:99999/v1", "ftp://host/v1", "localhost:8000/v1",

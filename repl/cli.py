@@ -247,7 +247,7 @@ def trust_project(
     path = folder / PROJECT_FILE
     try:
         if revoke:
-            for target in (path, *([folder / PROJECT_TOOLS] if (folder / PROJECT_TOOLS).is_dir() else [])):
+            for target in [p for p in (path, folder / PROJECT_TOOLS) if p.exists()] or [path]:
                 done = forget(target)
                 typer.echo(f"{'no longer trusted' if done else 'was not trusted'}: {printable(trust_key(target))}")
             return

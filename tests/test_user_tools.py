@@ -311,6 +311,10 @@ def test_project_trust_binds_to_content_and_only_the_user_may_trust_all(home, tm
     assert loaded_names(project) == []
     assert glassloop("trust", env=home, cwd=project).returncode == 0
     assert loaded_names(project) == ["project_answer"]
+    revoked = glassloop("trust", "--revoke", env=home, cwd=project)
+    assert revoked.stdout.strip() == f"no longer trusted: {project / '.glassloop' / 'tools'}"
+    assert loaded_names(project) == []
+    assert glassloop("trust", env=home, cwd=project).returncode == 0
     tool_file.write_text(PROJECT_TOOL.replace("'42'", "'43'"), encoding="utf-8")  # changed: untrusted again
     assert loaded_names(project) == []
     write(project / ".glassloop" / "tools", "more.py", "")  # so is a new file next to a trusted one

@@ -7,20 +7,45 @@ nothing; 2 bad usage or bad configuration (one line naming file and key);
 
 from __future__ import annotations
 
+import difflib
 import io
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from repl import __version__
 from repl.config import PROJECT_FILE, ConfigError, Settings, load_settings
 from repl.trust import ProjectTrust, ToolsTrust
 from repl.unicode import valid_text
 
+FIRST_MESSAGE = "first_message"  # ctx.meta key: `glassloop "question"` starts the REPL with it
+PIPED_MAX_CHARS = 200_000  # the most piped text `ask` sends with a question
+
+
+class _Group(TyperGroup):
+    """``glassloop "question"``: words that name no command are the REPL's first message."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        rest = super().parse_args(ctx, args)
+        words = [*ctx._protected_args, *ctx.args]
+        if words and words[0] not in self.commands:
+            close = difflib.get_close_matches(words[0], list(self.commands), n=1, cutoff=0.75)
+            if len(words) == 1 and close:  # `glassloop trce`: a typo, not a question
+                typer.echo(f"error: no command {words[0]!r}; did you mean {close[0]!r}? "
+                           "(to start with a question, write a sentence)", err=True)
+                raise typer.Exit(2)
+            ctx.meta[FIRST_MESSAGE] = valid_text(" ".join(words))
+            ctx._protected_args, ctx.args = [], []
+            return []
+        return rest
+
+
 app = typer.Typer(
+    cls=_Group,
     add_completion=False,
     no_args_is_help=False,
     invoke_without_command=True,
@@ -36,6 +61,9 @@ ApiOpt = Annotated[str | None, typer.Option("--api", help="Wire API: chat or res
 MaxStepsOpt = Annotated[int | None, typer.Option("--max-steps", min=1, help="Most model calls per turn.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Allow side effects without asking (approval mode auto).")]
 ApprovalOpt = Annotated[str | None, typer.Option("--approval", help="Approval mode: ask, auto or read-only.")]
+ResumeOpt = Annotated[str | None, typer.Option("--resume", help="Continue a saved session: an id, or 'last'; "
+                                                "without a value, pick one from a list.")]
+ContinueOpt = Annotated[bool, typer.Option("--continue", "-c", help="Continue the most recent session that has a turn.")]
 ToolsOpt = Annotated[list[Path] | None, typer.Option("--tools", help="A Python file of your own tools (@tool functions); repeatable.")]
 
 
@@ -145,7 +173,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def main_callback(
     ctx: typer.Context,
-    resume: Annotated[str | None, typer.Option("--resume", help="Continue a saved session: an id, or 'last'.")] = None,
+    resume: ResumeOpt = None, cont: ContinueOpt = False,
     config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
     base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
     yes: YesOpt = False, approval: ApprovalOpt = None, tools: ToolsOpt = None,
@@ -155,29 +183,29 @@ def main_callback(
     if ctx.invoked_subcommand is None:
         settings = _settings(config, provider, model, base_url, api, max_steps, yes, approval, _chat_trust(),
                              tools)
-        _run_chat(settings, resume)
+        _run_chat(settings, "last" if cont and resume is None else resume, ctx.meta.get(FIRST_MESSAGE, ""))
 
 
 @app.command()
 def chat(
-    resume: Annotated[str | None, typer.Option("--resume", help="Continue a saved session: an id, or 'last'.")] = None,
+    resume: ResumeOpt = None, cont: ContinueOpt = False,
     config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
     base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
     yes: YesOpt = False, approval: ApprovalOpt = None, tools: ToolsOpt = None,
 ) -> None:
     """Open the interactive REPL (the default command)."""
     _run_chat(_settings(config, provider, model, base_url, api, max_steps, yes, approval, _chat_trust(),
-                        tools), resume)
+                        tools), "last" if cont and resume is None else resume)
 
 
 def _chat_trust() -> str:
     return "ask" if sys.stdin.isatty() and sys.stdout.isatty() else "tell"
 
 
-def _run_chat(settings: Settings, resume: str | None) -> None:
+def _run_chat(settings: Settings, resume: str | None, first: str = "") -> None:
     from repl.session import run_chat
 
-    raise typer.Exit(run_chat(settings, resume=resume))
+    raise typer.Exit(run_chat(settings, resume=resume, first=first))
 
 
 @app.command()
@@ -198,7 +226,9 @@ def ask(
         if sys.stdin.isatty() and question is None:
             typer.echo("error: give a question, or pipe one on standard input", err=True)
             raise typer.Exit(2)
-        question = sys.stdin.read()
+        question = _read_piped()
+    elif not sys.stdin.isatty():  # `cat log.txt | glassloop ask "summarize"`: the text goes along
+        question = _with_piped(question, _read_piped())
     question = valid_text(question)  # argv bytes that are not UTF-8 arrive as lone surrogates
     if not question.strip():
         typer.echo("error: the question is empty", err=True)
@@ -208,6 +238,26 @@ def ask(
 
     code = run_ask(settings, question.strip(), as_json=as_json, assume_yes=yes, trace_file=trace_file)
     raise typer.Exit(code)
+
+
+def _read_piped() -> str:
+    """Standard input, at most PIPED_MAX_CHARS characters (more: one line, exit 2)."""
+    text = sys.stdin.read(PIPED_MAX_CHARS + 1)
+    if len(text) > PIPED_MAX_CHARS:
+        typer.echo(f"error: the piped input is over {PIPED_MAX_CHARS:,} characters; send a part of it "
+                   f"(e.g. tail -c {PIPED_MAX_CHARS} FILE | glassloop ask ...)", err=True)
+        raise typer.Exit(2)
+    return text
+
+
+def _with_piped(question: str, piped: str) -> str:
+    """The question, then the piped text in a fence longer than any inside it."""
+    if not piped.strip():
+        return question
+    fence = "```"
+    while fence in piped:
+        fence += "`"
+    return f"{question}\n\n{fence}\n{piped.strip(chr(10))}\n{fence}"
 
 
 @app.command("config")
@@ -300,11 +350,23 @@ def show_trace(
         typer.echo(line if as_json else clean(line))
 
 
+def optional_values(argv: list[str]) -> list[str]:
+    """``--resume`` with no value after it becomes ``--resume=`` (pick from a list): Click
+    options cannot leave their value out."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--":
+            break
+        if arg == "--resume" and (i + 1 == len(out) or out[i + 1].startswith("-")):
+            out[i] = "--resume="
+    return out
+
+
 def main() -> None:
     if isinstance(sys.stdin, io.TextIOWrapper):  # piped bytes that are not UTF-8 become U+FFFD
         sys.stdin.reconfigure(errors="replace")
     try:
-        app()
+        app(args=optional_values(sys.argv[1:]))
     except KeyboardInterrupt:
         sys.exit(130)
 

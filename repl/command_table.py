@@ -21,16 +21,25 @@ class Command:
 
 
 REGISTRY: dict[str, Command] = {}
+MEANINGS: dict[str, str] = {}  # a word people type for what a command does → the command
 
 
 def command(name: str, args: str = "", help: str = "",
-            complete: Callable[[Any], list[str]] | None = None, aliases: tuple[str, ...] = ()):
+            complete: Callable[[Any], list[str]] | None = None, aliases: tuple[str, ...] = (),
+            means: tuple[str, ...] = ()):
+    """``aliases`` run the command too; ``means``: words an unknown command is matched
+    against, so ``/new`` suggests ``/reset``."""
     def register(handler):
         REGISTRY[name] = Command(name, args, help, handler, complete)
         for alias in aliases:
             REGISTRY[alias] = Command(alias, args, help, handler, complete, alias_of=name)
+        MEANINGS.update(dict.fromkeys(means, name))
         return handler
     return register
+
+
+def aliases_of(name: str) -> list[str]:
+    return [c.name for c in REGISTRY.values() if c.alias_of == name]
 
 
 def specs(get_session: Callable[[], Any]) -> list[tuple[str, str, Callable[[str], list[str]] | None]]:
@@ -58,8 +67,17 @@ def save_text(session: Any, path: Path, text: str) -> Path | None:
 
 
 def suggest(name: str) -> str | None:
+    """The command meant by an unknown ``name``: by meaning (``/new`` → ``reset``), else by spelling."""
+    name = name.lower()
+    if name in MEANINGS:
+        return MEANINGS[name]
+    if name.endswith("s") and name[:-1] in REGISTRY:  # /models → /model
+        return name[:-1]
     close = difflib.get_close_matches(name, REGISTRY, n=1, cutoff=0.5)
-    return close[0] if close else None
+    if close:
+        return close[0]
+    close = difflib.get_close_matches(name, MEANINGS, n=1, cutoff=0.75)  # a meaning, misspelt
+    return MEANINGS[close[0]] if close else None
 
 
 def dispatch(session: Any, line: str) -> str | None:

@@ -41,7 +41,7 @@ def _help(session, args):
                  "choose to add it to your next message."))
     session.ui.table("commands", ["command", "what it does"], rows)
     session.ui.info("keys: Enter sends · Alt-Enter or Esc Enter inserts a newline · Esc Esc edits the last "
-                    "message (/edit) · Tab completes commands and models · Ctrl-C stops a turn "
+                    "message (/edit) · Tab completes commands and models · Ctrl-C or Esc stops a turn "
                     "or clears the line · Ctrl-C twice or Ctrl-D exits")
 
 

@@ -12,7 +12,8 @@ from repl.journal import recent_sessions
 from repl.redact import redactor_for
 
 
-@command("save", args="[PATH]", help="Save the transcript as Markdown (.md) or JSON (.json).")
+@command("save", args="[PATH]", help="Save the transcript as Markdown (.md) or JSON (.json).",
+         means=("export", "write", "transcript"))
 def _save(session, args):
     path = Path(args[0]) if args else Path(f"glassloop-{session.session_id}.md")
     if path.suffix == ".json":
@@ -36,7 +37,8 @@ def transcript_markdown(messages: list[dict[str, Any]]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-@command("sessions", help="Saved sessions, newest first: start, turns, model, first message.")
+@command("sessions", help="Saved sessions, newest first: start, turns, model, first message.",
+         means=("history", "conversations", "chats"))
 def _sessions(session, args):
     found = recent_sessions(session.settings.data_dir / "sessions")
     if not found:
@@ -53,7 +55,8 @@ def _sessions(session, args):
 
 
 @command("resume", args="[ID|last]", help="Continue a saved session; without an argument, pick one from a list.",
-         complete=lambda session: [s.id for s in recent_sessions(session.settings.data_dir / "sessions")])
+         complete=lambda session: [s.id for s in recent_sessions(session.settings.data_dir / "sessions")],
+         means=("continue", "load", "open"))
 def _resume(session, args):
     key = args[0] if args else session.pick()
     if key is not None:
@@ -71,7 +74,42 @@ def _verbose(session, args):
                     else "verbose off: one summary line for a one-call turn")
 
 
-@command("system", help="Show the system prompt.")
+@command("reasoning", args="[on|off]", help="Show a reasoning model's thinking dimmed as it streams, or one line.",
+         complete=lambda session: ["on", "off"], means=("thinking", "think"))
+def _reasoning(session, args):
+    if args and args[0] not in ("on", "off"):
+        session.ui.error("usage: /reasoning [on|off]")
+        return
+    on = session.ui.set_reasoning(args[0] == "on" if args else None)
+    session.ui.info("reasoning: shown dimmed as it streams" if on
+                    else "reasoning hidden: one line per model call says how long it thought")
+
+
+OSC52_MAX_CHARS = 100_000  # terminals refuse (or cut) longer clipboard requests
+
+
+@command("copy", help="Copy the last answer to the clipboard (through the terminal: works over SSH).",
+         means=("clipboard", "yank", "cp"))
+def _copy(session, args):
+    answer = next((m["content"] for m in reversed(session.history.messages)
+                   if m["role"] == "assistant" and m.get("content")), "")
+    if not answer:
+        session.ui.info("nothing to copy: no answer yet")
+        return
+    if len(answer) > OSC52_MAX_CHARS:
+        session.ui.error(f"the last answer has {len(answer):,} characters, too many for the terminal's "
+                         "clipboard; /save PATH writes the transcript to a file")
+        return
+    if not session.ui.copy(answer):
+        session.ui.error("cannot copy without a terminal; /save PATH writes the transcript to a file")
+        return
+    session.ui.info(f"copied the last answer ({len(answer):,} characters) through the terminal (OSC 52); "
+                    "if the clipboard did not get it, the terminal does not allow OSC 52 (tmux: "
+                    "set -g set-clipboard on): /save PATH writes it to a file")
+
+
+@command("system", help="Show the system prompt.",
+         means=("prompt", "instructions"))
 def _system(session, args):
     session.ui.lines(session.history.system_prompt.splitlines())
 

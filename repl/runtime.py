@@ -52,11 +52,15 @@ def not_saved(what: str, folder: Path, exc: OSError) -> str:
 
 
 def open_trace(settings: Settings, session_id: str, path: Path | None = None) -> Trace | None:
-    """The session's trace; None when tracing is off. OSError when the file cannot be opened."""
+    """The session's trace; None when tracing is off. OSError when the file cannot be opened.
+
+    The session's own file (no ``path``) is made by its first turn; a ``path`` asked for
+    by name is opened now."""
     if path is None and not settings.trace_enabled:
         return None
-    path = path or settings.trace_dir / f"{session_id}.jsonl"
-    return Trace(JsonlWriter(path, redactor_for(settings)), session_id, new_id())
+    writer = JsonlWriter(path or settings.trace_dir / f"{session_id}.jsonl", redactor_for(settings),
+                         lazy=path is None)
+    return Trace(writer, session_id, new_id())
 
 
 def make_provider(profile: ProviderSettings, settings: Settings,
@@ -150,6 +154,12 @@ class LazyProvider:
             self._result = exc
         finally:
             self._done.set()
+
+    def ready(self) -> Provider | None:
+        """The provider if it is built already (never waits); None while building or after a failure."""
+        if self._done.is_set() and not isinstance(self._result, BaseException):
+            return self._result
+        return None
 
     def get(self) -> Provider:
         while not self._done.wait(0.05):  # short waits keep Ctrl-C responsive

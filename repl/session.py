@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from repl.context import ContextWindow, messages_tokens
 from repl.cost import Cost, price_for, session_budget
 from repl.events import Event, ModelUsage, Notice, TurnFinished, Usage
 from repl.history import History
-from repl.journal import Journal, find_session, load
+from repl.journal import Journal, find_session, load_checked, recap, recent_sessions, turn_records
 from repl.prompts import system_prompt
 from repl.providers.base import Provider, ProviderError
 from repl.runtime import (
@@ -38,10 +38,12 @@ from repl.runtime import (
     redactor_for,
     start_mcp,
 )
+from repl.user_shell import run_shell
 from repl.user_tools import UserTools
 from tools import store
 
 EXIT_WINDOW_S = 2.0
+PICK = ""  # --resume without a value: pick a session
 USER_TOOLS_WAIT_S = 30.0  # how long the first turn waits for the user's tool files to load
 
 
@@ -53,6 +55,35 @@ class TurnRecord:
     writes: list[store.StoreWrite]  # each store write of the turn (bytes before and after), in order
     cost: Cost = Cost()
     restore: list[dict[str, Any]] | None = None  # /compact: the messages it replaced (undo puts them back)
+    prompt_tokens: int = 0  # the context in use after it (the last request's input tokens)
+    undone: bool = False  # taken back by /undo: its tokens stay spent, it is out of the context
+    call_count: int | None = None  # a resumed turn's model calls (its events are not kept)
+
+    @property
+    def calls(self) -> int:
+        return len(self.model_calls) if self.call_count is None else self.call_count
+
+    def note(self) -> dict[str, Any]:
+        """The journal's ``turn`` record: what a resumed session needs to continue the numbers."""
+        f = self.finished
+        return {"turn": self.number, "compact": self.restore is not None, "stopped_by": f.stopped_by,
+                "steps": f.steps, "tool_calls": f.tool_calls, "calls": self.calls, "usage": asdict(f.usage),
+                "duration_s": f.duration_s, "cost": asdict(self.cost), "prompt_tokens": self.prompt_tokens}
+
+    @classmethod
+    def from_note(cls, r: dict[str, Any]) -> TurnRecord | None:
+        """A turn of a resumed session from its journal record; None when the record is damaged."""
+        try:
+            u, c = r["usage"], r["cost"]
+            usage = Usage(int(u["input_tokens"]), int(u.get("cached_tokens", 0)), int(u["output_tokens"]),
+                          bool(u.get("estimated")), int(u.get("reasoning_tokens", 0)))
+            finished = TurnFinished(int(r["turn"]), r["stopped_by"], int(r["steps"]), int(r["tool_calls"]),
+                                    usage, float(r["duration_s"]))
+            return cls(finished.turn, finished, [], [], Cost(float(c["usd"]), int(c["unpriced"])),
+                       restore=[] if r.get("compact") else None, prompt_tokens=int(r["prompt_tokens"]),
+                       undone=bool(r.get("undone")), call_count=int(r["calls"]))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
 
 
 @dataclass
@@ -62,11 +93,14 @@ class ChatSession:
     interactive: bool
     session_id: str = field(default_factory=new_id)
     history: History = field(default_factory=History)
-    turns: list[TurnRecord] = field(default_factory=list)
+    turns: list[TurnRecord] = field(default_factory=list)  # this run's turns: what /undo can take back
+    ledger: list[TurnRecord] = field(default_factory=list)  # every turn of the session, resumed and undone too
+    turn_number: int = 0  # the last turn's number: numbers continue across a resume, never repeat
     usage: Usage = field(default_factory=Usage)
     cost: Cost = field(default_factory=Cost)
     context: ContextWindow = field(default_factory=ContextWindow)  # request sizes across turns
     last_prompt_tokens: int = 0
+    shell_context: list[str] = field(default_factory=list)  # !command output the user added to the next message
     _provider: LazyProvider | None = None
     _writes: list[store.StoreWrite] = field(default_factory=list)
     _model_calls: list[ModelUsage] = field(default_factory=list)
@@ -77,11 +111,8 @@ class ChatSession:
         self.approver = Approver(self.settings.approval, self.ui.asker() if self.interactive else None)
         if not self.history.system_prompt:
             self.history.system_prompt = self._system_prompt()
-        try:
-            self.trace = open_trace(self.settings, self.session_id)
-        except OSError as exc:
-            self.trace = None
-            self.ui.info(not_saved("the trace", self.settings.trace_dir, exc))
+        self.trace: Any = None
+        self._open_trace()
         self.journal: Journal | None = None
         store.set_write_observer(self._on_write)
         self.mcp: Any = None  # tools.mcp_client.McpManager once started
@@ -89,43 +120,124 @@ class ChatSession:
                                     self.ui.confirm if self.interactive else None)
 
     # ---- lifecycle ---------------------------------------------------------
+    def _open_trace(self) -> None:
+        """The trace of ``session_id`` (one file per session; a resumed one appends)."""
+        if self.trace is not None:
+            self.trace.close()
+        try:
+            self.trace = open_trace(self.settings, self.session_id)
+        except OSError as exc:
+            self.trace = None
+            self.ui.info(not_saved("the trace", self.settings.trace_dir, exc))
+
+    @property
+    def saved(self) -> bool:
+        """Whether this session is on disk with a turn to resume."""
+        return self.journal is not None and bool(self.history.turn_starts()) and self.journal.path.exists()
+
+    def turn_count(self) -> int:
+        return sum(1 for t in self.ledger if t.restore is None and not t.undone)
+
+    def new_session(self) -> str | None:
+        """Start a new session (``/reset``): new id, journal and trace; the old one stays
+        whole on disk. Returns the old id when it was saved with a turn."""
+        old = self.session_id if self.saved else None
+        if self.journal:
+            self.journal.close()
+        self.session_id = new_id()
+        self.history = History(self._system_prompt())
+        self.turns.clear()
+        self.ledger.clear()
+        self.turn_number, self.usage, self.cost, self.last_prompt_tokens = 0, Usage(), Cost(), 0
+        self.context = ContextWindow()
+        self._open_trace()
+        self.open_journal()
+        return old
+
     def open_journal(self, path: Path | None = None) -> None:
         folder = self.settings.data_dir / "sessions"
         try:
             if path is None:
                 meta = {"session": self.session_id, "provider": self.settings.active.name,
                         "model": self.settings.active.model, "system_prompt": self.history.system_prompt}
-                self.journal = Journal(folder / f"{self.session_id}.jsonl", redactor_for(self.settings), meta)
+                self.journal = Journal(folder / f"{self.session_id}.jsonl", redactor_for(self.settings), meta,
+                                       lazy=True)
             else:
-                self.journal = Journal(path, redactor_for(self.settings))
+                self.journal = Journal(path, redactor_for(self.settings), lazy=True)
                 self.journal.adopt(self.history)
         except OSError as exc:
             self.journal = None
             self.ui.info(not_saved("this session (no journal, no --resume)", path.parent if path else folder, exc))
 
-    def resume(self, key: str) -> bool:
+    def pick(self) -> str | None:
+        """A saved session's id chosen in the picker (newest first); None when there is
+        none, no terminal, or the user cancelled (each says so)."""
+        found = [s for s in recent_sessions(self.settings.data_dir / "sessions") if s.id != self.session_id]
+        if not found:
+            self.ui.info("no saved session with a turn yet")
+            return None
+        if not self.interactive:
+            self.ui.error("no terminal to pick a session in: give its id, or 'last' (see /sessions)")
+            return None
+        chosen = self.ui.pick_session(found)
+        if chosen is None:
+            self.ui.info("no session picked")
+        return chosen
+
+    def resume(self, key: str, *, show: bool = True) -> bool:
         path = find_session(self.settings.data_dir / "sessions", key)
         if path is None:
-            self.ui.error(f"no saved session matches {key!r} (see /sessions)")
+            self.ui.error("no saved session with a turn yet" if key == "last"
+                          else f"no saved session matches {key!r} (see /sessions)")
             return False
         try:
-            meta, messages = load(path)
+            loaded = load_checked(path)
         except store.StoreError as exc:
             self.ui.error(f"cannot resume: {exc.message}")
             return False
         if self.journal:
             self.journal.close()
         self.session_id = path.stem
-        self.history = History.from_json({"system_prompt": meta.get("system_prompt") or self._system_prompt(),
-                                          "messages": messages})
+        self.history = History.from_json({"system_prompt": loaded.meta.get("system_prompt") or self._system_prompt(),
+                                          "messages": loaded.messages})
         self.turns.clear()
+        self._continue_numbers(path)
         self.context = ContextWindow()
+        self._open_trace()
         self.open_journal(path)
         if self.journal:
             self.journal.sync(self.history)  # records the repair of a turn cut off mid-way
-        users = sum(1 for m in self.history.messages if m["role"] == "user")
-        self.ui.info(f"resumed session {self.session_id}: {users} turns, {len(self.history.messages)} messages")
+        if loaded.notes:
+            self.emit(Notice(f"the journal {path.name} was damaged; resumed what was valid: "
+                             + "; ".join(loaded.notes)))
+        if show:
+            self.show_resumed()
         return True
+
+    def show_resumed(self) -> None:
+        """The last few turns, compactly, and where the session stands."""
+        earlier, recent = recap(self.history.messages)
+        self.ui.recap(earlier, recent)
+        users = len(self.history.turn_starts())
+        self.ui.info(f"resumed session {self.session_id}: {users} turn{'' if users == 1 else 's'}, "
+                     f"{len(self.history.messages)} messages")
+
+    def _continue_numbers(self, path: Path) -> None:
+        """Usage, cost, context share and turn numbers go on from the journal's turn records."""
+        try:
+            notes = turn_records(path)
+        except OSError:
+            notes = []
+        self.ledger = [t for t in map(TurnRecord.from_note, notes) if t is not None]
+        self.usage = sum((t.finished.usage for t in self.ledger), Usage())
+        self.cost = sum((t.cost for t in self.ledger), Cost())
+        active = [t for t in self.ledger if not t.undone]
+        self.last_prompt_tokens = active[-1].prompt_tokens if active else 0
+        self.turn_number = max([t.number for t in self.ledger] + [len(self.history.turn_starts())])
+
+    def provider_if_ready(self) -> Provider | None:
+        """The provider when it is built already (never waits, e.g. for Tab completion)."""
+        return self._provider.ready() if self._provider is not None else None
 
     def provider(self) -> Provider:
         if self._provider is None:
@@ -169,7 +281,7 @@ class ChatSession:
         if self.journal:
             self.journal.close()
         if self.trace:
-            self.trace.writer.close()
+            self.trace.close()
 
     def _close_provider(self) -> None:
         if self._provider is not None and self._provider._done.is_set():
@@ -229,7 +341,7 @@ class ChatSession:
         if budget is not None and budget.max_usd and budget.price is None and not self.turns:
             self.emit(Notice(f"session_budget_usd is set but {self.settings.active.model} has no price: "
                              "only the token budget applies"))
-        number = sum(1 for t in self.turns if t.restore is None) + 1
+        number = self.turn_number = self.turn_number + 1
         try:
             finished = run_turn(self.history, text, provider=provider, registry=self.registry,
                                 approver=self.approver, limits=limits_from(self.settings),
@@ -240,8 +352,15 @@ class ChatSession:
                 self.journal.sync(self.history)
         self.usage += finished.usage
         self.cost += self._turn_cost
-        self.turns.append(TurnRecord(finished.turn, finished, self._model_calls, self._writes, self._turn_cost))
+        self._record(TurnRecord(finished.turn, finished, self._model_calls, self._writes, self._turn_cost))
         return finished
+
+    def _record(self, record: TurnRecord) -> None:
+        record.prompt_tokens = self.last_prompt_tokens
+        self.turns.append(record)
+        self.ledger.append(record)
+        if self.journal:
+            self.journal.note_turn(record.note())
 
     def compact(self, instructions: str = "") -> Compacted | None:
         """Replace all but the last turn with the model's summary (``/compact``); ``undo()`` reverts it.
@@ -263,10 +382,9 @@ class ChatSession:
         cost = Cost.of(done.usage, price_for(self.settings))
         self.usage += done.usage
         self.cost += cost
-        number = sum(1 for t in self.turns if t.restore is None)
-        finished = TurnFinished(number, "answer", 1, 0, done.usage, round(done.latency_s, 3))
-        self.turns.append(TurnRecord(number, finished, [call], [], cost, restore=before))
+        finished = TurnFinished(self.turn_number, "answer", 1, 0, done.usage, round(done.latency_s, 3))
         self.last_prompt_tokens = done.after
+        self._record(TurnRecord(self.turn_number, finished, [call], [], cost, restore=before))
         return done
 
     def _on_write(self, write: store.StoreWrite) -> None:
@@ -285,23 +403,36 @@ class ChatSession:
         if record.restore is not None:  # a /compact: the summarised turns come back
             self.turns.pop()
             self.history.messages[:] = record.restore
+            self._undone(record)
             self.last_prompt_tokens = messages_tokens(self.history.for_request())
-            if self.journal:
-                self.journal.sync(self.history)
             return []
         reverted = store.revert(record.writes)
         self.turns.pop()
         self.history.drop_last_turn()
-        if self.journal:
-            self.journal.sync(self.history)
+        self._undone(record)
         return reverted
 
+    def _undone(self, record: TurnRecord) -> None:
+        """The turn stays in /usage and the session's spent tokens, marked undone; the
+        context share goes back to what it was before it."""
+        record.undone = True
+        before = [t for t in self.ledger if not t.undone]
+        self.last_prompt_tokens = before[-1].prompt_tokens if before else 0
+        if self.journal:
+            self.journal.sync(self.history)
+            self.journal.note_undo()
+
     # ---- the read loop -----------------------------------------------------
-    def loop(self) -> int:
+    def loop(self, first: str = "") -> int:
+        """Read and run lines until exit; ``first`` runs as if typed (``glassloop "question"``)."""
         last_interrupt = 0.0
         while True:
             try:
-                line = self.ui.read()
+                if first:
+                    line, first = first, ""
+                    self.ui.echo(line)
+                else:
+                    line = self.ui.read()
             except KeyboardInterrupt:
                 now = time.monotonic()
                 if now - last_interrupt < EXIT_WINDOW_S:
@@ -314,6 +445,9 @@ class ChatSession:
             if not line.strip():
                 continue
             try:
+                if line.lstrip().startswith("!"):
+                    run_shell(self, line.lstrip()[1:])
+                    continue
                 if line.lstrip().startswith("/"):
                     if commands.dispatch(self, line.strip()) == "exit":
                         return 0
@@ -323,6 +457,9 @@ class ChatSession:
                 self.ui.info("(interrupted)")
 
     def ask(self, text: str) -> None:
+        if self.shell_context:  # the !command output the user chose to send along
+            text = "\n\n".join([*self.shell_context, text])
+            self.shell_context.clear()
         finished = self.run_turn(text)
         while (finished is not None and finished.stopped_by == "max_steps" and self.interactive
                and self.ui.confirm(f"stopped after {finished.steps} steps; continue for "
@@ -330,7 +467,7 @@ class ChatSession:
             finished = self.run_turn("Continue where you stopped.")
 
 
-def run_chat(settings: Settings, *, resume: str | None = None) -> int:
+def run_chat(settings: Settings, *, resume: str | None = None, first: str = "") -> int:
     from repl.ui.terminal import Terminal
 
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
@@ -340,19 +477,25 @@ def run_chat(settings: Settings, *, resume: str | None = None) -> int:
     holder.append(session)
     ui.attach(session)
     try:
+        if resume == PICK:
+            resume = session.pick()
+            if resume is None and not interactive:
+                return 1
         if resume:
-            if not session.resume(resume):
+            if not session.resume(resume, show=False):
                 return 1
         else:
             session.open_journal()
         ui.header(settings.active.name, settings.active.model, settings.approval, session.session_id)
+        if resume:
+            session.show_resumed()
         if settings.provider_auto and settings.active.name == "local":
             session.emit(Notice("no API key or base URL configured: using the embedded local model "
                                 "(set OPENAI_API_KEY or pass --provider/--base-url for a hosted one)"))
         session.start_provider()
         session.start_mcp()
         session.start_user_tools()
-        code = session.loop()
+        code = session.loop(first)
         ui.goodbye(session)
         return code
     finally:

@@ -274,6 +274,7 @@ class FakeServer:
     routes: dict[tuple[str, str], Route] = field(default_factory=dict)
     prefix_cache: bool = False  # report cached_tokens like a provider with prefix caching
     cache_block: int = 64  # tokens per cache block
+    models: list[str] = field(default_factory=list)  # what GET /models lists; empty: just ``model``
 
     def __post_init__(self) -> None:
         self._queue: deque[Scripted] = deque()
@@ -567,7 +568,8 @@ def handle_chat(fake: FakeServer, ex: Exchange, req: RecordedRequest) -> None:
 
 
 def handle_models(fake: FakeServer, ex: Exchange, req: RecordedRequest) -> None:
-    data = [{"id": fake.model, "object": "model", "created": 0, "owned_by": "fakeserver"}]
+    data = [{"id": name, "object": "model", "created": 0, "owned_by": "fakeserver"}
+            for name in fake.models or [fake.model]]
     ex.send_json(200, {"object": "list", "data": data})
 
 

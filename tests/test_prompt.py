@@ -136,7 +136,7 @@ def test_bottom_toolbar_shows_the_callables_text_cleaned() -> None:
 
     def make(pipe: PipeInput) -> PromptInput:
         pipe.send_text("\x1b[1;1R")  # the cursor position report a terminal would send
-        return PromptInput(None, COMMANDS, toolbar=lambda: "qwen · approvals ask · [red]12%\x1b[31m",
+        return PromptInput(None, COMMANDS, toolbar=lambda width: "qwen · approvals ask · [red]12%\x1b[31m",
                            input=pipe, output=output)
 
     def toolbar_drawn(prompt_input: PromptInput) -> bool:
@@ -148,7 +148,7 @@ def test_bottom_toolbar_shows_the_callables_text_cleaned() -> None:
 
 
 def test_a_failing_toolbar_shows_nothing() -> None:
-    def broken() -> str:
+    def broken(width: int) -> str:
         raise RuntimeError("boom")
 
     with create_pipe_input() as pipe:

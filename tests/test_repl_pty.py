@@ -161,7 +161,7 @@ def test_trace_usage_todos_undo_reset(repl_factory, fake_server, home):  # noqa:
         repl.expect(marker)
         repl.ready()
     repl.say("/undo")
-    repl.expect("restored")
+    repl.expect("removed todo-")
     repl.ready()
     assert Path(home["GLASSLOOP_TODOS_FILE"]).read_bytes() == before
     repl.say("/reset")

@@ -7,9 +7,18 @@ import math
 import socket
 import threading
 import time
+from collections.abc import Callable, Generator
+from dataclasses import replace
 from typing import Any
 
-from repl.providers.errors import ErrorContext
+from repl.providers.base import Retrying
+from repl.providers.errors import (
+    RETRY_COUNT_HEADER,
+    ErrorContext,
+    from_sdk_error,
+    retry_delay,
+    retry_reason,
+)
 
 NO_KEY = "no-key"  # sent when no key is configured, so the SDK never reads OPENAI_API_KEY
 
@@ -44,16 +53,59 @@ class SdkEndpoint:
         if self._client is None:
             import openai
 
-            self._client = openai.OpenAI(
+            self._client = openai.OpenAI(  # retries are ours (``_opened``): each wait is shown
                 base_url=self._base_url, api_key=self._api_key or NO_KEY,
-                max_retries=self._max_retries, timeout=self._timeout_s,
+                max_retries=0, timeout=self._timeout_s,
             )
         return self._client
 
+    def _opened(self, open_once: Callable[[Any, dict[str, str]], Any],
+                deadline: float | None) -> Generator[Retrying, None, tuple[Any, int]]:
+        """``open_once(client, headers)`` (raising SDK errors) until it works, retrying as
+        the SDK would (``errors.retry_delay``, at most ``max_retries`` times, never past
+        ``deadline``); a ``Retrying`` part is yielded before each wait. Returns (what
+        ``open_once`` returned, retries made); the last failure raises ProviderError,
+        naming the attempts."""
+        import openai
+
+        started, retries = time.monotonic(), 0
+        while True:
+            try:
+                return open_once(self._client_until(deadline), {RETRY_COUNT_HEADER: str(retries)}), retries
+            except openai.OpenAIError as err:
+                delay = retry_delay(err, retries) if retries < self._max_retries else None
+                left = math.inf if deadline is None else deadline - time.monotonic()
+                if delay is None or delay >= left:
+                    ctx = replace(self._context(), attempts=retries + 1, elapsed_s=time.monotonic() - started)
+                    raise from_sdk_error(err, ctx) from err
+                retries += 1
+                yield Retrying(retries + 1, self._max_retries + 1, round(delay, 2), retry_reason(err, self._context()))
+                time.sleep(delay)
+
+    def list_models(self, timeout_s: float = 10.0) -> list[str]:
+        """The model ids the endpoint offers (``GET /models``), sorted; ProviderError when
+        it cannot say (unreachable, 404 on servers without the route, a body of another shape)."""
+        import openai
+
+        from repl.providers.base import ProviderError
+        from repl.providers.errors import from_sdk_error, make_error
+
+        client = self._get_client().with_options(timeout=min(timeout_s, self._timeout_s), max_retries=0)
+        try:
+            page = client.models.list()
+            ids = [getattr(m, "id", None) for m in getattr(page, "data", None) or []]
+        except openai.OpenAIError as err:
+            raise from_sdk_error(err, self._context()) from err
+        except (TypeError, ValueError, AttributeError) as err:  # a body that is no model list
+            raise make_error("bad_response", f"{self.name}: the model list is not a list ({err})",
+                             self._context()) from err
+        if not isinstance(ids, list):
+            raise ProviderError("bad_response", f"{self.name}: the model list is not a list")
+        return sorted({i for i in ids if isinstance(i, str) and i})
+
     def _client_until(self, deadline: float | None) -> Any:
         """The client for a request that must end by ``deadline``: when the time left is
-        shorter than the configured timeout, a copy with that timeout and no retries (a
-        retry after a timeout would start past the deadline)."""
+        shorter than the configured timeout, a copy with that timeout."""
         client = self._get_client()
         left = math.inf if deadline is None else deadline - time.monotonic()
         if left >= self._timeout_s:

@@ -55,6 +55,16 @@ def one_line(text: str, limit: int = 80) -> str:
     return ""
 
 
+def cut_words(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a word boundary, ending in "…" when cut."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    if not text[limit - 1].isspace() and " " in head:
+        head = head.rsplit(" ", 1)[0]
+    return head.rstrip(" ,;:") + "…"
+
+
 def json_text(value: Any, *, max_lines: int = 12, string_chars: int = 160, one_line_chars: int = 60) -> Text:
     """``value`` as highlighted JSON for display: one line when short, else indented;
     long strings and line counts cut; a ``str`` (invalid JSON from a model) shown as is."""

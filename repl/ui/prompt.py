@@ -24,6 +24,7 @@ from prompt_toolkit.output import Output
 from repl.ui.escape import clean
 
 ArgCompleter = Callable[[str], list[str]]
+EDIT_COMMAND = "/edit"  # what Esc Esc at an empty prompt sends
 CommandSpec = tuple[str, str, "ArgCompleter | None"]  # name, help, argument completer
 
 
@@ -75,6 +76,11 @@ def key_bindings() -> KeyBindings:
     def _newline(event: Any) -> None:
         event.current_buffer.insert_text("\n")
 
+    @bindings.add("escape", "escape")  # as in Codex: edit the last message again
+    def _edit_last(event: Any) -> None:
+        if not event.current_buffer.text:
+            event.app.exit(result=EDIT_COMMAND)
+
     return bindings
 
 
@@ -83,7 +89,7 @@ class PromptInput:
         self,
         history_path: Path | str | None = None,
         commands: Sequence[CommandSpec] = (),
-        toolbar: Callable[[], str] | None = None,
+        toolbar: Callable[[int], str] | None = None,  # the text for a width in columns
         *,
         message: str = "> ",
         input: Input | None = None,
@@ -110,13 +116,15 @@ class PromptInput:
     def set_commands(self, commands: Iterable[CommandSpec]) -> None:
         self.completer.set_commands(commands)
 
-    def read(self) -> str:
-        """The next message (may span lines). EOFError on Ctrl-D, KeyboardInterrupt on Ctrl-C."""
-        return self.session.prompt()
+    def read(self, default: str = "") -> str:
+        """The next message (may span lines), starting from ``default``. EOFError on Ctrl-D,
+        KeyboardInterrupt on Ctrl-C; Esc Esc on an empty line returns ``/edit``."""
+        return self.session.prompt(default=default)
 
     def _toolbar_text(self) -> str:
         try:
-            return clean(self._toolbar()) if self._toolbar else ""
+            width = self.session.app.output.get_size().columns - 1  # the last column wraps in some terminals
+            return clean(self._toolbar(width)) if self._toolbar else ""
         except Exception:  # the toolbar is decoration; never let it break input
             return ""
 

@@ -11,6 +11,8 @@ once. Untrusted text is cleaned (``escape.clean``) and reaches Rich only as
 from __future__ import annotations
 
 import io
+import math
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,8 +29,10 @@ from repl.events import (
     Event,
     GuardTripped,
     ModelRequest,
+    ModelRetry,
     ModelUsage,
     Notice,
+    ReasoningDelta,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
@@ -37,7 +41,7 @@ from repl.events import (
     Usage,
 )
 from repl.ui.escape import clean, one_line
-from repl.ui.live import LiveArea, interrupts_deferred
+from repl.ui.live import LiveArea, interrupt_main, interrupts_deferred
 from repl.ui.mdstream import MarkdownStream, make_markdown
 from repl.ui.pieces import (
     EDITED_KEY,
@@ -65,6 +69,34 @@ class _Running:
         self.spinner = Spinner("dots", Text(label, "dim"))
 
 
+STOP_HINT = "Ctrl-C to stop"  # Esc stops a turn too (README, /help)
+REASONING_LINES = 3  # lines of the streaming reasoning kept in the live area
+
+
+@dataclass
+class _Wait:
+    """A pending model call: what the spinner line says, counting the seconds."""
+
+    label: str
+    since: float = field(default_factory=time.monotonic)
+    retry: ModelRetry | None = None
+    retry_at: float = 0.0  # time.monotonic() when the next attempt starts
+
+    def text(self, now: float) -> str:
+        r = self.retry
+        if r is not None and now < self.retry_at:
+            return (f"retrying in {math.ceil(self.retry_at - now)} s (attempt {r.attempt} of {r.attempts}: "
+                    f"{r.reason}) · {STOP_HINT}")
+        return f"{self.label} · {now - self.since:.0f} s · {STOP_HINT}"
+
+
+@dataclass
+class _Reasoning:
+    step: int
+    since: float = field(default_factory=time.monotonic)
+    pieces: list[str] = field(default_factory=list)
+
+
 class Renderer:
     """Subscriber of the event stream; also the session's output helpers.
 
@@ -80,17 +112,24 @@ class Renderer:
         price: Price | None = None,
         code_theme: str = "monokai",
         refresh_per_second: float = 12.0,
+        escape_stops: bool = False,
+        show_reasoning: bool = True,
     ) -> None:
+        """``escape_stops``: Esc stops a turn as Ctrl-C does (a REPL on a terminal)."""
         self.console = console
         self.show_usage = show_usage
         self.price = price
+        self.show_reasoning = show_reasoning  # /reasoning on|off: the model's reasoning, dimmed
         self._md = MarkdownStream(console, code_theme=code_theme)
         self._area = LiveArea(console, self._live_renderable, changed=self._redraw_needed,
-                              refresh_per_second=refresh_per_second)
+                              refresh_per_second=refresh_per_second,
+                              on_escape=interrupt_main if escape_stops else None)
         self._lock = self._area.lock
         self._text_step: int | None = None
         self._running: dict[str, _Running] = {}
         self._waiting: Spinner | None = None
+        self._wait: _Wait | None = None  # what the spinner counts while a model call is pending
+        self._reasoning: _Reasoning | None = None  # the reasoning streaming now
         self._suspended = 0  # nesting depth of suspended()
         self._approval_open = False
         self.verbose = False  # a usage line for every model call, also in one-call turns
@@ -98,6 +137,7 @@ class Renderer:
         self._handlers: dict[type, Callable[[Any], None]] = {
             TurnStarted: self._turn_started, ModelRequest: self._model_request,
             TextDelta: self._text, ModelUsage: self._usage, ToolCallStarted: self._call_started,
+            ReasoningDelta: self._reasoning_delta, ModelRetry: self._retry,
             ApprovalRequested: self._approval_requested, ApprovalDecided: self._approval_decided,
             ToolCallFinished: self._call_finished, GuardTripped: self._guard,
             Notice: self._notice, ErrorEvent: self._error_event, TurnFinished: self._turn_finished,
@@ -117,10 +157,20 @@ class Renderer:
             self.console.print(*renderables)
 
     def header(self, provider: str, model: str, approval: str, session_id: str) -> None:
-        self.print(Text.assemble(
-            ("glassloop", "bold"), " · provider ", clean(provider), " (", clean(model), ")",
-            " · approvals: ", (clean(approval), "bold"), " · session ", (clean(session_id), "dim"),
+        self.print(Text.assemble(  # the toolbar's words: provider · model · approvals MODE
+            ("glassloop", "bold"), " · ", clean(provider), " · ", clean(model),
+            " · approvals ", (clean(approval), "bold"), " · session ", (clean(session_id), "dim"),
+            (" · /help for commands", "dim"),
         ))
+
+    def clipboard(self, text: str) -> None:
+        """OSC 52: ask the terminal to put ``text`` on the clipboard (also over SSH)."""
+        import base64
+
+        data = base64.b64encode(text.encode("utf-8")).decode("ascii")
+        with interrupts_deferred(), self._lock:
+            self.console.file.write(f"\x1b]52;c;{data}\x07")
+            self.console.file.flush()
 
     def info(self, text: str, style: str = "") -> None:
         self.print(Text(clean(text), style=style))
@@ -206,6 +256,7 @@ class Renderer:
         reads a line) it is only remembered, and shown when the block ends.
         """
         with self._lock:
+            self._wait = None  # this spinner says what it is given; it counts nothing
             if text is None:
                 self._waiting = None
             elif self._waiting is None:
@@ -225,11 +276,42 @@ class Renderer:
 
     def _model_request(self, event: ModelRequest) -> None:
         self._end_text()
-        label = Text(f"step {event.step} · waiting for {clean(event.model)}", "dim")
-        self._waiting = Spinner("dots", label)
+        self._wait = _Wait(f"step {event.step} · waiting for {clean(event.model)}")
+        self._waiting = Spinner("dots", Text(self._wait.text(time.monotonic()), "dim"))
         self._sync_live()
 
+    def _retry(self, event: ModelRetry) -> None:
+        if self._wait is None:
+            self._wait = _Wait(f"step {event.step} · waiting")
+        self._wait.retry, self._wait.retry_at = event, time.monotonic() + event.delay_s
+        if self._waiting is None:
+            self._waiting = Spinner("dots", Text(self._wait.text(time.monotonic()), "dim"))
+        self._sync_live(refresh=True)
+
+    def _reasoning_delta(self, event: ReasoningDelta) -> None:
+        if self._reasoning is None or self._reasoning.step != event.step:
+            self._end_reasoning()
+            self._reasoning = _Reasoning(event.step)
+            if self._wait is not None:
+                self._wait.label = f"step {event.step} · thinking"
+        self._reasoning.pieces.append(event.text)
+        if not self._area.active:
+            self._sync_live()
+
+    def _end_reasoning(self) -> None:
+        """The reasoning of a model call, once it is over: dimmed, or one line when hidden."""
+        done, self._reasoning = self._reasoning, None
+        text = clean("".join(done.pieces)).strip() if done else ""
+        if done is None or not text:
+            return
+        if self.show_reasoning:
+            self.console.print(Text(text, "dim italic"))
+        else:
+            self.console.print(Text(f"thought for {time.monotonic() - done.since:.1f} s ({len(text):,} characters; "
+                                    "/reasoning on shows them)", "dim"))
+
     def _text(self, event: TextDelta) -> None:
+        self._end_reasoning()
         if self._text_step != event.step:
             self._end_text()
             self._text_step = event.step
@@ -313,7 +395,16 @@ class Renderer:
 
     # ----- the live area -----
 
+    def _reasoning_tail(self) -> Text:
+        """The last few lines of the streaming reasoning, each cut to the width."""
+        assert self._reasoning is not None
+        width = max(20, self.console.width)
+        tail = clean("".join(self._reasoning.pieces)[-REASONING_LINES * width:])
+        lines = [line[-width:] for line in tail.splitlines()[-REASONING_LINES:]]
+        return Text("\n".join(lines), "dim italic", no_wrap=True, overflow="crop")
+
     def _end_text(self) -> None:
+        self._end_reasoning()
         if self._text_step is not None or self._md.has_tail:
             self._md.finish()
         self._text_step = None
@@ -341,7 +432,11 @@ class Renderer:
         parts: list[RenderableType] = []
         if self._md.has_tail:
             parts.append(self._md.live_view())
+        if self._reasoning is not None and self.show_reasoning:
+            parts.append(self._reasoning_tail())
         if self._waiting is not None:
+            if self._wait is not None:
+                self._waiting.update(text=Text(self._wait.text(time.monotonic()), "dim"))
             parts.append(self._waiting)
         for running in list(self._running.values()):
             if not running.awaiting_approval:

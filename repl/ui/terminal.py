@@ -30,6 +30,15 @@ class _Asker:
             return self.terminal.dialog.ask(request, validate)
 
 
+def fit_fields(fields: list[tuple[str, int]], width: int, sep: str = " · ") -> str:
+    """``fields`` (text, importance) joined by ``sep``, the least important dropped until the
+    line fits ``width`` columns (0: no limit); a field is dropped whole, never cut."""
+    kept = list(fields)
+    while width and len(kept) > 1 and len(sep.join(t for t, _ in kept)) > width:
+        kept.remove(min(kept, key=lambda field: field[1]))
+    return sep.join(t for t, _ in kept)
+
+
 class Terminal:
     def __init__(self, settings: Settings, renderer: Any, prompt: Any | None, dialog: Any | None) -> None:
         self.settings = settings
@@ -37,6 +46,7 @@ class Terminal:
         self.prompt = prompt
         self.dialog = dialog
         self.session: Any = None
+        self._prefill = ""  # the next prompt's starting text
 
     @classmethod
     def create(cls, settings: Settings, *, interactive: bool, commands: list[CommandSpec]) -> Terminal:
@@ -46,7 +56,8 @@ class Terminal:
 
         console = Console(highlight=False)
         terminal = cls(settings, None, None, None)
-        terminal.renderer = Renderer(console, price=terminal.cost)
+        terminal.renderer = Renderer(console, price=terminal.cost, escape_stops=interactive,
+                                     show_reasoning=settings.show_reasoning)
         if interactive:
             from repl.ui.approval_dialog import ApprovalDialog
             from repl.ui.prompt import PromptInput
@@ -63,12 +74,32 @@ class Terminal:
     def attach(self, session: Any) -> None:
         self.session = session
 
+    def prefill(self, text: str) -> bool:
+        """Put ``text`` in the input line of the next prompt, to edit (``/edit``); False without one."""
+        if self.prompt is None:
+            return False
+        self._prefill = text
+        return True
+
+    def echo(self, line: str) -> None:
+        """A message the user did not type at the prompt (``glassloop "question"``), as if typed."""
+        self.renderer.info("> " + line, "bold")
+
+    def copy(self, text: str) -> bool:
+        """Put ``text`` on the clipboard through the terminal (OSC 52, works over SSH);
+        False when there is no terminal to ask."""
+        if self.prompt is None:
+            return False
+        self.renderer.clipboard(text)
+        return True
+
     # ---- input ---------------------------------------------------------------
     def read(self) -> str:
         """The next line, valid Unicode (typed bytes that are not UTF-8 become U+FFFD)."""
         if self.prompt is not None:
             with self.renderer.suspended():  # no spinner drawn over the input line
-                return valid_text(self.prompt.read())
+                text, self._prefill = self._prefill, ""
+                return valid_text(self.prompt.read(text))
         line = sys.stdin.readline()
         if not line:
             raise EOFError
@@ -137,17 +168,19 @@ class Terminal:
     def cost_text(self, usage: Usage) -> str:
         return Cost.of(usage, price_for(self.session.settings if self.session else self.settings)).text()
 
-    def toolbar(self) -> str:
+    def toolbar(self, width: int = 0) -> str:
+        """'openai · gpt-4o-mini · approvals ask · 1,234 tokens · context 3% · $0.01' (the banner's
+        words); narrower than ``width`` columns by dropping whole fields, least important first."""
         s = self.session
         if s is None:
             return ""
         active = s.settings.active
-        parts = [f"{active.name}:{active.model}", f"approvals {s.approver.mode}",
-                 f"session {s.usage.total} tokens"]
-        if window := context_window_for(s.settings):
-            parts.append(f"context {100 * s.last_prompt_tokens / window:.0f}%")
-        parts.append(s.cost.text())
-        return " · ".join(parts)
+        window = context_window_for(s.settings)
+        fields = [(active.name, 3), (active.model, 5), (f"approvals {s.approver.mode}", 4),
+                  (f"{s.usage.total:,} tokens", 0),
+                  (f"context {100 * s.last_prompt_tokens / window:.0f}%" if window else "", 2),
+                  (s.cost.text(), 1)]
+        return fit_fields([f for f in fields if f[0]], width)
 
     def goodbye(self, session: Any) -> None:
         if not session.saved:  # a session without a turn is not kept: nothing to name

@@ -4,9 +4,12 @@ One file per session in the state dir. Each line is one event with the run
 id, session id, turn and wall time added; the file is flushed per line so a
 crash loses nothing already emitted. Secrets are redacted before writing
 (``repl.redact``). Text deltas are joined per model call and written as one
-``text_delta`` record when the call ends: redaction needs the whole text, a
-key streamed in pieces would otherwise be stored in pieces. A crash
+``text_delta`` record when the call ends (its ``time`` is the first token's):
+redaction needs the whole text, a key streamed in pieces would otherwise be
+stored in pieces. Reasoning deltas are joined the same way. A crash
 mid-answer loses that call's text from the trace (the journal keeps it).
+The file is made by the session's first turn: events before it are held, and
+a session without a turn leaves no trace file.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ import json
 import os
 import time
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from repl.events import Event, TextDelta, TurnStarted, to_dict
+from repl.events import Event, ReasoningDelta, TextDelta, TurnStarted, to_dict
 from repl.redact import Redactor
 from repl.unicode import valid_text
 
@@ -26,25 +30,41 @@ from repl.unicode import valid_text
 class JsonlWriter:
     """Append-only JSONL file, one flushed line per record, secrets redacted."""
 
-    def __init__(self, path: Path, redact: Redactor | None = None) -> None:
+    def __init__(self, path: Path, redact: Redactor | None = None, *, lazy: bool = False) -> None:
+        """``lazy``: the file is created by the first record (a session without a turn leaves
+        none behind); the folder is made now, so a place that cannot hold it fails here."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.redact = redact or Redactor()
-        self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the session
-        if _ends_mid_line(path):  # a crash cut the last record: keep it apart from the next one
-            self._file.write("\n")
-            self._file.flush()
+        self._file: Any = None
+        if not lazy:
+            self._open()
+
+    def _open(self) -> Any:
+        if self._file is None:
+            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the session
+            if _ends_mid_line(self.path):  # a crash cut the last record: keep it apart from the next one
+                self._file.write("\n")
+                self._file.flush()
+        return self._file
+
+    @property
+    def opened(self) -> bool:
+        """Whether this writer has the file open (a lazy one: whether it wrote a record)."""
+        return self._file is not None
 
     def write(self, record: dict[str, Any]) -> None:
         line = valid_text(json.dumps(self.redact.value(record), ensure_ascii=False, default=str))
-        self._file.write(line + "\n")
-        self._file.flush()
+        file = self._open()
+        file.write(line + "\n")
+        file.flush()
 
     def sync(self) -> None:
-        os.fsync(self._file.fileno())
+        if self._file is not None:
+            os.fsync(self._file.fileno())
 
     def close(self) -> None:
-        if not self._file.closed:
+        if self._file is not None and not self._file.closed:
             self._file.close()
 
 
@@ -56,32 +76,45 @@ def _ends_mid_line(path: Path) -> bool:
         return file.read(1) != b"\n"
 
 
+Timed = tuple[Event, float]  # an event and its wall time (for joined text: the first token's)
+_JOINED = (TextDelta, ReasoningDelta)
+MAX_HELD = 200  # events kept before the first turn (notices); more are dropped
+
+
 class TextJoiner:
-    """Holds back a model call's text deltas and lets them out as one ``TextDelta``
-    when the call ends (the next event of any other kind, or ``flush()``)."""
+    """Holds back a model call's text (or reasoning) deltas and lets them out as one
+    event when the call ends (the next event of any other kind, or ``flush()``)."""
 
     def __init__(self) -> None:
         self._pieces: list[str] = []
-        self._step = 0
+        self._held: TextDelta | ReasoningDelta | None = None  # the first delta held
+        self._first = 0.0
 
     def feed(self, event: Event) -> list[Event]:
         """The events ready to be written once ``event`` has arrived, in order."""
-        if isinstance(event, TextDelta) and (not self._pieces or event.step == self._step):
-            self._step = event.step
+        return [ready for ready, _ in self.feed_timed(event)]
+
+    def feed_timed(self, event: Event, now: float | None = None) -> list[Timed]:
+        now = time.time() if now is None else now
+        held = self._held
+        if isinstance(event, _JOINED) and held is not None and type(event) is type(held) and event.step == held.step:
             self._pieces.append(event.text)
             return []
-        ready = self.flush()
-        if isinstance(event, TextDelta):
-            self._step, self._pieces = event.step, [event.text]
+        ready = self.flush_timed()
+        if isinstance(event, _JOINED):
+            self._held, self._pieces, self._first = event, [event.text], now
             return ready
-        return [*ready, event]
+        return [*ready, (event, now)]
 
     def flush(self) -> list[Event]:
-        if not self._pieces:
+        return [ready for ready, _ in self.flush_timed()]
+
+    def flush_timed(self) -> list[Timed]:
+        if self._held is None:
             return []
-        joined = TextDelta(self._step, "".join(self._pieces))
-        self._pieces = []
-        return [joined]
+        joined = replace(self._held, text="".join(self._pieces))
+        self._held, self._pieces = None, []
+        return [(joined, self._first)]
 
 
 def joined_text(events: Iterable[Event]) -> list[Event]:
@@ -100,22 +133,31 @@ class Trace:
         self.run_id = run_id
         self.turn = 0
         self._text = TextJoiner()
+        self._held: list[Timed] | None = None if writer.opened else []  # until the first turn
 
     def __call__(self, event: Event) -> None:
-        for ready in self._text.feed(event):
-            self._write(ready)
+        for ready in self._text.feed_timed(event):
+            self._write(*ready)
 
-    def _write(self, event: Event) -> None:
+    def _write(self, event: Event, at: float) -> None:
         if isinstance(event, TurnStarted):
+            held, self._held = self._held or [], None
+            for earlier in held:  # notices from before the first turn, under turn 0
+                self._write(*earlier)
             self.turn = event.turn
+        if self._held is not None:
+            if len(self._held) < MAX_HELD:
+                self._held.append((event, at))
+            return
         record = {"run": self.run_id, "session": self.session_id, "turn": self.turn,
-                  "time": round(time.time(), 3), **to_dict(event)}
+                  "time": round(at, 3), **to_dict(event)}
         self.writer.write(record)
 
     def close(self) -> None:
-        """Write any text still held back, then close the file."""
-        for ready in self._text.flush():
-            self._write(ready)
+        """Write any text still held back, then close the file (events before a first
+        turn that never came are dropped: an empty session leaves no file)."""
+        for ready in self._text.flush_timed():
+            self._write(*ready)
         self.writer.close()
 
 

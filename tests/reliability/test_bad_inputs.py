@@ -138,7 +138,8 @@ def test_truncated_journal_resumes_up_to_its_last_whole_event(home, fake_server)
     first = glassloop("--base-url", fake_server.base_url, env=home, stdin="question one\nquestion two\n")
     assert first.returncode == 0
     journal = session_file(home)
-    lines = journal.read_bytes().splitlines(keepends=True)
+    lines = [line for line in journal.read_bytes().splitlines(keepends=True)
+             if b'"kind": "turn"' not in line]  # without the turns' numbers the last record is a message
     cut = b"".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2]  # the last record cut mid-way
     journal.write_bytes(cut)
     whole = load(journal)[1]

@@ -1,0 +1,73 @@
+"""Choosing one line of a list with the arrow keys and Enter (``--resume``, ``/resume``).
+
+An inline prompt_toolkit application, erased when done: ↑/↓ (or Ctrl-P/Ctrl-N,
+k/j) move, Home/End jump, Enter picks, Esc, q, Ctrl-C or Ctrl-D cancel. Rows
+are untrusted text (a session's first message): cleaned and cut to one line.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from prompt_toolkit.application import Application
+from prompt_toolkit.formatted_text import StyleAndTextTuples
+from prompt_toolkit.input import Input
+from prompt_toolkit.key_binding import KeyBindings
+from prompt_toolkit.layout import Layout, Window
+from prompt_toolkit.layout.controls import FormattedTextControl
+from prompt_toolkit.output import Output
+
+from repl.ui.escape import one_line
+
+MAX_VISIBLE = 12  # rows shown at once; the list scrolls past them
+
+
+def pick(title: str, rows: Sequence[str], *, input: Input | None = None,
+         output: Output | None = None) -> int | None:
+    """The index of the row chosen, or None when cancelled (or there are no rows)."""
+    if not rows:
+        return None
+    state = {"at": 0}
+    bindings = KeyBindings()
+
+    def move(to: int) -> None:
+        state["at"] = max(0, min(len(rows) - 1, to))
+
+    for keys, step in ((("up",), -1), (("c-p",), -1), (("k",), -1), (("down",), 1), (("c-n",), 1), (("j",), 1)):
+        bindings.add(*keys)(lambda event, step=step: move(state["at"] + step))
+    bindings.add("home")(lambda event: move(0))
+    bindings.add("end")(lambda event: move(len(rows) - 1))
+    bindings.add("enter")(lambda event: event.app.exit(result=state["at"]))
+    for key in ("escape", "q", "c-c", "c-d"):
+        bindings.add(key)(lambda event: event.app.exit(result=None))
+
+    def text() -> StyleAndTextTuples:
+        first = min(max(0, state["at"] - MAX_VISIBLE // 2), max(0, len(rows) - MAX_VISIBLE))
+        shown = range(first, min(len(rows), first + MAX_VISIBLE))
+        lines: StyleAndTextTuples = [("bold", one_line(title, 200) + "\n")]
+        for i in shown:
+            chosen = i == state["at"]
+            lines.append(("reverse" if chosen else "", ("› " if chosen else "  ") + rows[i]))
+            lines.append(("", "\n"))
+        if len(rows) > MAX_VISIBLE:
+            lines.append(("italic", f"  ({state['at'] + 1} of {len(rows)})"))
+        return lines
+
+    app: Application[int | None] = Application(
+        layout=Layout(Window(FormattedTextControl(text, show_cursor=False), dont_extend_height=True)),
+        key_bindings=bindings, full_screen=False, erase_when_done=True, input=input, output=output)
+    return app.run()
+
+
+def session_rows(sessions: Sequence[Any], width: int) -> list[str]:
+    """One line per ``journal.SessionInfo``: start time, turns, model, the first message."""
+    models = max((len(one_line(s.model, 24)) for s in sessions), default=0)
+    rows = []
+    for s in sessions:
+        turns = f"{s.turns} turn" + ("" if s.turns == 1 else "s")
+        head = f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(s.started))}  {turns:>9}  " \
+               f"{one_line(s.model, 24):<{models}}  "
+        rows.append(head + one_line(s.first, max(10, width - len(head))))
+    return rows

@@ -11,6 +11,11 @@ history; it is the only exception that crosses a tool call.
 gets it (the provider drops a stream still open when it passes, even one kept
 alive with keep-alive comments) and a tool call gets at most the time left.
 Time spent waiting for the user's approval moves the deadline on.
+
+Step mode (``repl.stepping``): a ``Stepping`` with a stepper pauses the loop
+before each model call (continue, edit the message about to be sent, send
+without tools, stop) and before a model's tool calls run (continue, skip, a
+result by hand, stop); the time paused moves the deadline on too.
 """
 
 from __future__ import annotations
@@ -35,8 +40,10 @@ from repl.events import (
     ErrorEvent,
     GuardTripped,
     ModelRequest,
+    ModelRetry,
     ModelUsage,
     Notice,
+    ReasoningDelta,
     StopReason,
     TextDelta,
     ToolCallFinished,
@@ -44,23 +51,30 @@ from repl.events import (
     TurnFinished,
     TurnStarted,
     Usage,
+    UserStep,
+    WireRecord,
 )
 from repl.history import History
 from repl.providers.base import (
     Completed,
     Provider,
     ProviderError,
+    ReasoningPart,
+    RequestSent,
+    Retrying,
     TextPart,
     ToolCall,
 )
+from repl.stepping import SKIPPED, CallView, Edit, NoTools, Result, Skip, Stepping, Stop
 from repl.unicode import split_high_surrogate, valid_text
-from tools.registry import Registry, error_result
+from tools.registry import Registry, ToolError, error_result
 
 UNNAMED = "unnamed_tool"  # stands for a tool call that came without a name
 FINAL_NOTE = (
     "Stop calling tools now ({reason}). Answer the user with what you have, "
     "and say briefly what is missing."
 )
+STOPPED_ANSWER = "[stopped by the user in step mode]"
 # The answer asked for after a timeout gets this share of turn_timeout_s (at most the cap).
 FINAL_GRACE_SHARE, FINAL_GRACE_CAP_S = 0.25, 30.0
 
@@ -90,6 +104,7 @@ class _Turn:
     context: ContextWindow = field(default_factory=ContextWindow)
     budget: SessionBudget | None = None
     deadline: float = math.inf  # time.monotonic() when the turn's time is up
+    stepping: Stepping | None = None
 
     def time_left(self) -> float:
         return self.deadline - time.monotonic()
@@ -104,6 +119,10 @@ class _Guard(Exception):
 
 class _OutOfTime(Exception):
     """The deadline passed during a model call (the stream was dropped)."""
+
+
+class _StoppedByUser(Exception):
+    """``q`` in step mode: the turn ends here, every call answered."""
 
 
 _pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="glassloop-tool")
@@ -121,10 +140,12 @@ def run_turn(
     turn: int = 1,
     context: ContextWindow | None = None,
     budget: SessionBudget | None = None,
+    stepping: Stepping | None = None,
 ) -> TurnFinished:
     """One turn. ``context`` carries request sizes across turns (the session's);
-    ``budget`` stops the turn before a model call once the session's budget is spent."""
-    state = _Turn(turn, context=context or ContextWindow(), budget=budget)
+    ``budget`` stops the turn before a model call once the session's budget is spent;
+    ``stepping`` (the session's) pauses it when its stepper is set."""
+    state = _Turn(turn, context=context or ContextWindow(), budget=budget, stepping=stepping)
     state.deadline = state.started + limits.turn_timeout_s
     approver.new_turn()
     history.begin_turn(user_text)
@@ -134,6 +155,9 @@ def run_turn(
         stopped_by = _loop(state, history, provider, registry, approver, limits, emit)
     except KeyboardInterrupt:
         stopped_by = "interrupted"
+    except _StoppedByUser:
+        stopped_by = "user"
+        history.add_assistant(STOPPED_ANSWER)
     except _OutOfTime as cut:
         stopped_by = "timeout"
         emit(GuardTripped(state.steps, "timeout", str(cut)))
@@ -166,10 +190,15 @@ def _loop(state, history, provider, registry, approver, limits, emit) -> StopRea
         completed = _call_model(state, history, provider, tools, emit)
         if not completed.tool_calls:
             return "answer"
+        stepper = state.stepping.stepper if state.stepping else None
+        preset, stop = _pause_before_tools(state, stepper, completed.tool_calls, registry, emit) if stepper \
+            else ({}, False)
         try:
-            _run_tools(state, history, completed.tool_calls, registry, approver, limits, emit)
+            _run_tools(state, history, completed.tool_calls, registry, approver, limits, emit, preset)
         except _Guard as guard:
             return _final_answer(state, history, provider, limits, emit, guard)
+        if stop:
+            raise _StoppedByUser
 
 
 def request_tools(schemas: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -197,14 +226,22 @@ def _check_limits(state: _Turn, limits: Limits) -> None:
         raise _Guard("timeout", f"the turn ran over {limits.turn_timeout_s:g} s")
 
 
-def _call_model(state, history, provider, tools, emit, final_note: str = "") -> Completed:
-    step = state.steps
+def _request(state, history, provider, tools, emit, final_note: str) -> list[dict[str, Any]]:
     messages = history.for_request()
     if final_note and messages[-1]["role"] == "user":
         messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{final_note}"}
     elif final_note:
         messages.append({"role": "user", "content": final_note})
-    messages = _windowed(messages, tools, provider, emit, state.context)
+    return _windowed(messages, tools, provider, emit, state.context)
+
+
+def _call_model(state, history, provider, tools, emit, final_note: str = "") -> Completed:
+    step = state.steps
+    messages = _request(state, history, provider, tools, emit, final_note)
+    if state.stepping is not None:
+        if state.stepping.stepper is not None:
+            tools, messages = _pause_before_call(state, history, provider, tools, emit, final_note, messages)
+        state.stepping.sent(provider, messages, tools)
     emit(ModelRequest(step, provider.model, bool(tools)))
     completed: Completed | None = None
     text: list[str] = []
@@ -218,6 +255,12 @@ def _call_model(state, history, provider, tools, emit, final_note: str = "") -> 
                 if ready:
                     text.append(valid_text(ready))
                     emit(TextDelta(step, text[-1]))
+            elif isinstance(part, ReasoningPart):
+                emit(ReasoningDelta(step, valid_text(part.text)))
+            elif isinstance(part, Retrying):
+                emit(ModelRetry(step, part.attempt, part.attempts, part.delay_s, part.reason))
+            elif isinstance(part, RequestSent):
+                emit(WireRecord(step, "request", part.body))
             elif isinstance(part, Completed):
                 completed = part
         if held:
@@ -242,12 +285,70 @@ def _call_model(state, history, provider, tools, emit, final_note: str = "") -> 
     state.usage += completed.usage
     state.context.reported(completed.usage)
     emit(ModelUsage(step, completed.usage, completed.latency_s, completed.finish_reason, completed.retries))
+    if completed.response is not None:
+        emit(WireRecord(step, "response", completed.response))
     completed = replace(completed, text=valid_text(completed.text),
                         tool_calls=_replayable(completed.tool_calls, history))
     calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in completed.tool_calls]
     history.add_assistant(completed.text, calls)
     state.answer = completed.text
     return completed
+
+
+def _paused(state: _Turn, ask: Callable[[Any], Any], view: Any) -> Any:
+    """The stepper's answer; the time the user took does not count against the turn."""
+    asked = time.monotonic()
+    try:
+        return ask(view)
+    finally:
+        state.deadline += time.monotonic() - asked
+
+
+def _pause_before_call(state, history, provider, tools, emit, final_note, messages):
+    """Step mode before a model call: the (tools, messages) to send, or _StoppedByUser."""
+    stepper, step = state.stepping.stepper, state.steps
+    while True:
+        view = state.stepping.view(step, provider, messages, tools, history.messages[-1], final=bool(final_note))
+        choice = _paused(state, stepper.before_model_call, view)
+        if isinstance(choice, Stop):
+            emit(UserStep(step, "stopped_by_user", detail="before the model call"))
+            raise _StoppedByUser
+        if isinstance(choice, NoTools):
+            if tools:
+                emit(UserStep(step, "tools_disabled_by_user"))
+                tools = None
+                messages = _request(state, history, provider, tools, emit, final_note)
+            return tools, messages
+        if not isinstance(choice, Edit):
+            return tools, messages
+        before = history.replace_last(choice.text)
+        emit(UserStep(step, "edited_by_user", detail={"role": view.last_role, "before": before,
+                                                      "after": history.messages[-1]["content"]}))
+        messages = _request(state, history, provider, tools, emit, final_note)
+
+
+def _pause_before_tools(state: _Turn, stepper, calls: list[ToolCall], registry,
+                        emit) -> tuple[dict[str, dict[str, Any]], bool]:
+    """Step mode before tools run: the results the user decided (skipped, made by hand),
+    and whether the user stopped the turn (then every call gets a skipped result)."""
+    views = [CallView(n, len(calls), c.id, c.name, _display_args(c.arguments),
+                      bool((tool := registry.get(c.name)) and tool.side_effects))
+             for n, c in enumerate(calls, 1)]
+    choices = list(_paused(state, stepper.after_model_answer, views))
+    choices += [Skip()] * (len(calls) - len(choices))  # a stepper that answered too few: skip the rest
+    if any(isinstance(c, Stop) for c in choices):
+        emit(UserStep(state.steps, "stopped_by_user", detail="before the tool calls ran"))
+        stopped = error_result(SKIPPED, "the user stopped the turn in step mode; the call did not run")
+        return {c.id: stopped for c in calls}, True
+    preset: dict[str, dict[str, Any]] = {}
+    for call, choice in zip(calls, choices, strict=False):
+        if isinstance(choice, Skip):
+            preset[call.id] = error_result(SKIPPED, "the user skipped this call in step mode; it did not run")
+            emit(UserStep(state.steps, "skipped_by_user", call.id, call.name))
+        elif isinstance(choice, Result):
+            preset[call.id] = choice.result
+            emit(UserStep(state.steps, "result_by_user", call.id, call.name, choice.result))
+    return preset, False
 
 
 def _count_interrupted(state: _Turn, step: int, messages, tools, text: str, sent: float, emit: Emit) -> None:
@@ -320,13 +421,20 @@ def canonical(name: str, arguments: str) -> str:
         return name + arguments.strip()
 
 
-def _run_tools(state, history, calls: list[ToolCall], registry, approver, limits, emit) -> None:
-    """Run one step's calls; results go into the history in call order, whatever happens."""
+def _run_tools(state, history, calls: list[ToolCall], registry, approver, limits, emit,
+               preset: dict[str, dict[str, Any]] | None = None) -> None:
+    """Run one step's calls; results go into the history in call order, whatever happens.
+    ``preset``: results decided in step mode (those calls do not run)."""
     results: dict[str, dict[str, Any]] = {}
     repeated: _Guard | None = None
     try:
         runnable = []
         for call in calls:
+            if preset and call.id in preset:
+                emit(ToolCallStarted(state.steps, call.id, call.name, _display_args(call.arguments), False))
+                results[call.id] = preset[call.id]
+                _emit_finished(emit, state.steps, call, results[call.id], time.monotonic())
+                continue
             state.seen[canonical(call.name, call.arguments)] += 1
             if state.seen[canonical(call.name, call.arguments)] > limits.repeat_limit:
                 emit(ToolCallStarted(state.steps, call.id, call.name, _display_args(call.arguments), False))
@@ -440,10 +548,14 @@ def _emit_finished(emit, step, call, result, started, ended: float | None = None
 
 
 def _preview(tool, arguments) -> dict[str, Any] | None:
+    """``{"before", "after"}`` from the tool; ``{"fails": message}`` when the tool already
+    refuses these arguments (a todo that does not exist): the person is told, not asked blindly."""
     if tool is None or tool.preview is None:
         return None
     try:
         return tool.preview(arguments)
+    except ToolError as exc:
+        return {"fails": exc.message}
     except Exception:  # a preview is a courtesy; the call itself reports real errors
         return None
 

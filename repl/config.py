@@ -116,6 +116,9 @@ class Settings:
     sources: dict[str, str]  # dotted key -> "default" | file path | "env X" | "flag --x"
     config_files: tuple[Path, ...] = ()  # files read, lowest layer first
     pricing: dict[str, ModelPrice] = field(default_factory=dict)  # by model name
+    show_reasoning: bool = True  # a reasoning model's thinking, dimmed (/reasoning on|off)
+    trace_raw: bool = True  # keep each model call's request and response bodies beside the trace
+    trace_raw_max_kb: int = 2048  # at most this much of them per session, the oldest dropped first
     project: ProjectTrust | None = None  # ./glassloop.toml as read, and what it was not allowed to set
     project_tools: ToolsTrust | None = None  # ./.glassloop/tools when it holds tool files
     tool_files: tuple[Path, ...] = ()  # --tools FILE
@@ -318,6 +321,7 @@ def _build(flat: dict, sources: dict, env: Mapping[str, str], cwd: Path, provide
         providers={n: _profile(n, flat, sources, env, cwd) for n in _profile_names(flat)},
         approval=flat["approval"],
         system_prompt=flat["system_prompt"],
+        show_reasoning=flat["show_reasoning"],
         guards=Guards(**{k: flat[f"guards.{k}"] for k in GUARDS_SCHEMA}),
         todos_file=_path(flat["tools.todos_file"], cwd, data_dir / "todos.json"),
         notes_file=_path(flat["tools.notes_file"], cwd, data_dir / "notes.json"),
@@ -325,6 +329,8 @@ def _build(flat: dict, sources: dict, env: Mapping[str, str], cwd: Path, provide
         weather=flat["tools.weather"],
         trace_enabled=flat["trace.enabled"],
         trace_dir=_path(flat["trace.dir"], cwd, state_dir / "traces"),
+        trace_raw=flat["trace.raw"],
+        trace_raw_max_kb=flat["trace.raw_max_kb"],
         data_dir=data_dir,
         state_dir=state_dir,
         config_dir=platformdirs.user_config_path(APP),

@@ -26,25 +26,22 @@ def describe(settings: Settings) -> list[tuple[str, str, str]]:
     src = settings.sources
     provider = settings.provider + (" (auto)" if settings.provider_auto else "")
     rows = [("provider", provider, src.get("provider", "default"))]
+    rows += _profile_rows(settings, settings.active)  # the profile in use first
     plain = {"approval": settings.approval, "system_prompt": settings.system_prompt,
+             "show_reasoning": settings.show_reasoning,
              **{f"guards.{k}": getattr(settings.guards, k) for k in GUARDS_SCHEMA},
              "tools.todos_file": settings.todos_file, "tools.notes_file": settings.notes_file,
              "tools.files_root": settings.files_root, "tools.weather": settings.weather,
              "tools.trust_project_tools": settings.trust_project_tools,
-             "trace.enabled": settings.trace_enabled, "trace.dir": settings.trace_dir}
+             "trace.enabled": settings.trace_enabled, "trace.dir": settings.trace_dir,
+             "trace.raw": settings.trace_raw, "trace.raw_max_kb": settings.trace_raw_max_kb}
     rows += [(k, _fmt(v), src.get(k, "default")) for k, v in plain.items()]
     rows += [("data_dir", str(settings.data_dir), "platformdirs"),
              ("state_dir", str(settings.state_dir), "platformdirs"),
              ("config_dir", str(settings.config_dir), "platformdirs")]
-    for name, profile in settings.providers.items():
-        for f in fields(profile):
-            key, value = f"providers.{name}.{f.name}", getattr(profile, f.name)
-            if f.name == "api_key":
-                rows.append((key, redact(value), src.get(key, "(none)")))
-            elif f.name == "base_url":
-                rows.append((key, _fmt(mask_url(value)), src.get(key, "default")))
-            elif f.name != "name":
-                rows.append((key, _fmt(value), src.get(key, "default")))
+    for profile in settings.providers.values():
+        if profile.name != settings.provider:
+            rows += _profile_rows(settings, profile)
     for name, price in settings.pricing.items():
         for f in PRICE_SCHEMA:
             key = f"pricing.{quote(name)}.{f}"
@@ -59,6 +56,25 @@ def describe(settings: Settings) -> list[tuple[str, str, str]]:
             rows.append((key, _fmt(value), src.get(key, "default")))
     rows += _ignored_rows(settings)
     return [(printable(key), value, printable(source)) for key, value, source in rows]
+
+
+LOCAL_ONLY = frozenset({"model_path", "n_ctx", "threads"})  # keys of the embedded model server
+
+
+def _profile_rows(settings: Settings, profile: Any) -> list[tuple[str, str, str]]:
+    """A profile's rows, without the keys that do not apply to it (``n_ctx`` for an HTTP one)."""
+    src, rows = settings.sources, []
+    for f in fields(profile):
+        key, value = f"providers.{profile.name}.{f.name}", getattr(profile, f.name)
+        if f.name == "name" or (f.name in LOCAL_ONLY and profile.name != "local"):
+            continue
+        if f.name == "api_key":
+            rows.append((key, redact(value), src.get(key, "(none)")))
+        elif f.name == "base_url":
+            rows.append((key, _fmt(mask_url(value)), src.get(key, "default")))
+        else:
+            rows.append((key, _fmt(value), src.get(key, "default")))
+    return rows
 
 
 def _ignored_rows(settings: Settings) -> list[tuple[str, str, str]]:

@@ -12,8 +12,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 StopReason = Literal[
-    "answer", "max_steps", "budget", "repeat", "timeout", "interrupted", "error"
-]
+    "answer", "max_steps", "budget", "repeat", "timeout", "interrupted", "error", "user"
+]  # "user": stopped in step mode
 Decider = Literal["user", "rule", "mode"]
 
 
@@ -99,6 +99,19 @@ class ModelUsage:
 
 
 @dataclass(frozen=True)
+class WireRecord:
+    """What went over the wire for model call ``step``: the request body exactly as sent
+    (``kind="request"``, after windowing and any text tool-call transform) or the response
+    as assembled from the stream (``kind="response"``: text, tool calls, usage, finish
+    reason). The trace keeps these apart from the events, capped (``/trace --raw``)."""
+
+    step: int
+    kind: Literal["request", "response"]
+    body: Any
+    type: Literal["wire"] = "wire"
+
+
+@dataclass(frozen=True)
 class ToolCallStarted:
     step: int
     call_id: str
@@ -139,6 +152,21 @@ class ToolCallFinished:
     duration_s: float
     error_type: str | None = None
     type: Literal["tool_call_finished"] = "tool_call_finished"
+
+
+@dataclass(frozen=True)
+class UserStep:
+    """Something the user changed in step mode: ``edited_by_user`` (the message about to be
+    sent), ``skipped_by_user`` / ``result_by_user`` (a tool call), ``tools_disabled_by_user``,
+    ``stopped_by_user``. ``detail``: the message before and after, or the call's result."""
+
+    step: int
+    action: Literal["edited_by_user", "skipped_by_user", "result_by_user", "tools_disabled_by_user",
+                    "stopped_by_user"]
+    call_id: str = ""
+    name: str = ""
+    detail: Any = None
+    type: Literal["user_step"] = "user_step"
 
 
 @dataclass(frozen=True)
@@ -185,10 +213,12 @@ Event = (
     | ReasoningDelta
     | ModelRetry
     | ModelUsage
+    | WireRecord
     | ToolCallStarted
     | ApprovalRequested
     | ApprovalDecided
     | ToolCallFinished
+    | UserStep
     | GuardTripped
     | Notice
     | ErrorEvent

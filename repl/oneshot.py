@@ -3,7 +3,8 @@
 Progress goes to stderr as plain lines, the answer to stdout (or one JSON
 object with ``--json``). Exit codes: 0 answered (also after a guard stopped
 the loop and the model gave a final answer), 1 the turn failed (provider
-error), 130 interrupted. Configuration errors exit with 2 before this runs, a
+error) or ended without any answer text, 130 interrupted. With ``--json`` a failure
+has a top-level ``"error": {"type", "message"}``. Configuration errors exit with 2 before this runs, a
 ``--trace-file`` that cannot be written before the model is asked.
 
 Secrets are redacted from everything printed (answer, progress, ``--json``),
@@ -35,10 +36,12 @@ from repl.events import (
     GuardTripped,
     ModelUsage,
     Notice,
+    TextDelta,
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
     Usage,
+    WireRecord,
     to_dict,
 )
 from repl.history import History
@@ -61,6 +64,7 @@ from repl.unicode import valid_text
 from repl.user_tools import UserTools
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+MAX_HELD_CHARS = 8192  # streamed text held back for a line (or word) end, at most
 
 
 # Characters JSON leaves raw that a terminal may still act on (8-bit CSI/OSC, bidi overrides).
@@ -106,6 +110,48 @@ def _progress_line(event: Event) -> str | None:
     return None
 
 
+class AnswerStream:
+    """The model's text on stdout as it streams (the answer, and any text it wrote before
+    calling tools). On a terminal it is cleaned and written a word at a time; piped it
+    stays byte-exact and is written a line at a time. Either way a secret is never split
+    across two writes, so each write can be redacted on its own (keys hold no spaces)."""
+
+    def __init__(self, out: TextIO, redact: Redactor, terminal: bool) -> None:
+        self.out, self.redact, self.terminal = out, redact, terminal
+        self._held = ""
+        self._line_open = False  # the last write did not end a line
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, TextDelta):
+            self._held += event.text
+            cut = _word_break(self._held) if self.terminal else self._held.rfind("\n") + 1
+            if len(self._held) - cut > MAX_HELD_CHARS:  # a line (or word) without end: out it goes
+                cut = len(self._held)
+            ready, self._held = self._held[:cut], self._held[cut:]
+            self._write(ready)
+        elif isinstance(event, ModelUsage | ErrorEvent | TurnFinished):  # the call's text is whole
+            ready, self._held = self._held, ""
+            self._write(ready + ("\n" if self._line_open or (ready and not ready.endswith("\n")) else ""))
+
+    def _write(self, text: str) -> None:
+        if not text:
+            return
+        text = self.redact(text)
+        self.out.write(clean(text) if self.terminal else text)
+        self.out.flush()
+        self._line_open = not text.endswith("\n")
+
+
+def _word_break(text: str) -> int:
+    """Where ``text`` may be cut for writing: after its last whitespace, unless the word
+    before is "Bearer" (a token follows it; redaction needs both)."""
+    for match in reversed(list(re.finditer(r"\s+", text))):
+        before = text[: match.start()].rsplit(None, 1)
+        if not (before and before[-1].lower() == "bearer"):
+            return match.end()
+    return 0
+
+
 def _phase_printer(progress: Progress):
     """Status lines for scripts: each phase once (``preparing …``, ``starting …``), not every tick."""
     seen: set[str] = set()
@@ -134,7 +180,8 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
             return EXIT_USAGE
         trace = None
         progress.say(not_saved("the trace", settings.trace_dir, exc))
-    subscribers: list[Any] = [log, progress] + ([trace] if trace else [])
+    answer = None if as_json else AnswerStream(stdout, redact, _is_terminal(stdout))
+    subscribers: list[Any] = [log, *([answer] if answer else []), progress, *([trace] if trace else [])]
 
     def emit(event: Event) -> None:
         for subscriber in subscribers:
@@ -147,6 +194,9 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
         provider = make_provider(settings.active, settings, _phase_printer(progress))
     except ProviderError as exc:
         progress.say(f"error: {exc.message}")
+        if as_json:
+            _print_json({"answer": "", "stopped_by": "error", "steps": 0,
+                         "error": {"type": exc.kind, "message": exc.message}}, stdout, redact)
         return EXIT_FAILED
     if notice := getattr(provider, "notice", None):  # the local server's start
         emit(Notice(notice))
@@ -170,28 +220,57 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
     if denied and not assume_yes and not as_json:
         print(f"note: {len(denied)} side-effecting call(s) denied; rerun with --yes to allow them",
               file=stderr)
-    _print_result(finished, log, as_json, stdout, redact, usd(finished.usage, price_for(settings)))
+    failure = turn_failure(finished, log)
+    if answer is None:  # streamed otherwise
+        _print_result(finished, log, as_json, stdout, redact, usd(finished.usage, price_for(settings)), failure)
+    if failure and failure[0] == "no_answer" and not as_json:
+        progress.say(f"error: {failure[1]}")
     if finished.stopped_by == "interrupted":
         return EXIT_INTERRUPTED
-    return EXIT_FAILED if finished.stopped_by == "error" else EXIT_OK
+    return EXIT_FAILED if failure else EXIT_OK
+
+
+def turn_failure(finished: TurnFinished, log: EventLog) -> tuple[str, str] | None:
+    """(type, message) when the turn gave no answer: a provider error, Ctrl-C, or an
+    answer without any text (a guard stopped the loop and the final call said nothing)."""
+    if finished.stopped_by == "error":
+        errors = log.of(ErrorEvent)
+        return (errors[-1].kind, errors[-1].message) if errors else ("error", "the turn failed")
+    if finished.stopped_by == "interrupted":
+        return "interrupted", "interrupted before the answer was complete"
+    if finished.answer.strip():
+        return None
+    guards = log.of(GuardTripped)
+    if guards:
+        why = f"the turn stopped ({guards[-1].guard}: {guards[-1].detail}) and the final answer was empty"
+    else:
+        why = "the model's answer was empty"
+    return "no_answer", f"no answer: {why}"
 
 
 def _print_result(finished: TurnFinished, log: EventLog, as_json: bool, out: TextIO,
-                  redact: Redactor, cost_usd: float | None = None) -> None:
+                  redact: Redactor, cost_usd: float | None = None,
+                  failure: tuple[str, str] | None = None) -> None:
     if as_json:
-        payload = {
+        payload: dict[str, Any] = {
             "answer": finished.answer,
             "stopped_by": finished.stopped_by,
             "steps": finished.steps,
             "usage": asdict(finished.usage),
             "cost_usd": cost_usd,  # null when the model has no price
-            "trace": [to_dict(e) for e in joined_text(log.events)],
+            "trace": [to_dict(e) for e in joined_text(log.events) if not isinstance(e, WireRecord)],  # bodies: ID.wire
         }
-        text = valid_text(json.dumps(redact.value(payload), ensure_ascii=False))
-        print(_JSON_RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text), file=out)
+        if failure:  # one place for scripts to look: {"type", "message"}
+            payload["error"] = {"type": failure[0], "message": failure[1]}
+        _print_json(payload, out, redact)
     elif finished.answer:
         answer = redact(finished.answer)
         print(clean(answer) if _is_terminal(out) else answer, file=out)
+
+
+def _print_json(payload: dict[str, Any], out: TextIO, redact: Redactor) -> None:
+    text = valid_text(json.dumps(redact.value(payload), ensure_ascii=False))
+    print(_JSON_RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text), file=out)
 
 
 def _is_terminal(out: TextIO) -> bool:

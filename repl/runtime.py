@@ -20,7 +20,7 @@ from repl.agent import Limits
 from repl.config import ProviderSettings, Settings
 from repl.providers.base import Provider, ProviderError
 from repl.redact import redactor_for as redactor_for
-from repl.trace import JsonlWriter, Trace
+from repl.trace import JsonlWriter, Trace, WireLog, wire_path
 from tools import build_tools
 from tools.registry import Registry
 
@@ -60,7 +60,8 @@ def open_trace(settings: Settings, session_id: str, path: Path | None = None) ->
         return None
     writer = JsonlWriter(path or settings.trace_dir / f"{session_id}.jsonl", redactor_for(settings),
                          lazy=path is None)
-    return Trace(writer, session_id, new_id())
+    wire = WireLog(wire_path(writer.path), writer.redact, settings.trace_raw_max_kb * 1024) if settings.trace_raw else None
+    return Trace(writer, session_id, new_id(), wire)
 
 
 def make_provider(profile: ProviderSettings, settings: Settings,
@@ -110,13 +111,21 @@ class _WithServer:
             self._server.stop()
 
 
-def _start_local(profile: ProviderSettings, settings: Settings,
-                 status: Callable[[str | None], None]) -> Any:
-    from repl.providers.local import LocalServer, LocalServerError, missing_extra_message
-    from repl.providers.weights import MissingExtra, ModelIntegrityError, ensure_model
+def local_problem(profile: ProviderSettings) -> str | None:
+    """What the embedded model lacks (the 'local' extra, or its weights when no model_path
+    is given), one line; None when it can start. Imports the local server module."""
+    from repl.providers.local import missing_extra_message
 
     problem = missing_extra_message()
-    if problem and not (profile.model_path and "weights" in problem):
+    return None if problem and profile.model_path and "weights" in problem else problem
+
+
+def _start_local(profile: ProviderSettings, settings: Settings,
+                 status: Callable[[str | None], None]) -> Any:
+    from repl.providers.local import LocalServer, LocalServerError
+    from repl.providers.weights import MissingExtra, ModelIntegrityError, ensure_model
+
+    if problem := local_problem(profile):
         raise ProviderError("missing_extra", problem)
 
     def assembling(done: int, total: int) -> None:

@@ -10,6 +10,9 @@ stored in pieces. Reasoning deltas are joined the same way. A crash
 mid-answer loses that call's text from the trace (the journal keeps it).
 The file is made by the session's first turn: events before it are held, and
 a session without a turn leaves no trace file.
+
+The raw request and response bodies of the model calls (``WireRecord``) go to a
+capped file beside the trace (``WireLog``, ``ID.wire``), not into it.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from repl.events import Event, ReasoningDelta, TextDelta, TurnStarted, to_dict
+from repl.events import Event, ReasoningDelta, TextDelta, TurnStarted, WireRecord, to_dict
 from repl.redact import Redactor
 from repl.unicode import valid_text
 
@@ -76,6 +79,90 @@ def _ends_mid_line(path: Path) -> bool:
         return file.read(1) != b"\n"
 
 
+WIRE_SUFFIX = ".wire"
+WIRE_DROPPED = "wire_dropped"  # the first line of a capped file: how many records went
+
+
+def wire_path(trace_path: Path) -> Path:
+    """Where a trace's raw bodies are kept: beside it as ``ID.wire`` (so listings of
+    ``*.jsonl`` traces never see it)."""
+    return trace_path.with_suffix(WIRE_SUFFIX)
+
+
+class WireLog:
+    """A session's raw request and response bodies (``WireRecord``), one JSON line each,
+    secrets redacted, at most ``max_bytes``: a record that would go over first drops the
+    oldest ones (the file is rewritten, atomically, down to three quarters of the cap;
+    its first line counts what was dropped). A record bigger than half the cap on its
+    own is kept without its body (``omitted_bytes`` says how big it was). The trace's events are never dropped."""
+
+    def __init__(self, path: Path, redact: Redactor | None, max_bytes: int) -> None:
+        self.path = path
+        self.redact = redact or Redactor()
+        self.max_bytes = max_bytes
+        self._file: Any = None
+        self._size = 0
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = self._line(self.redact.value(record))
+        if len(line) > self.max_bytes // 2:
+            line = self._line({**self.redact.value(record), "body": None, "omitted_bytes": len(line)})
+        file = self._open()
+        if self._size + len(line) > self.max_bytes:
+            self._drop_oldest(room=len(line))
+            file = self._open()
+        file.write(line)
+        file.flush()
+        self._size += len(line)
+
+    @staticmethod
+    def _line(record: dict[str, Any]) -> bytes:
+        return (valid_text(json.dumps(record, ensure_ascii=False, default=str)) + "\n").encode("utf-8")
+
+    def _open(self) -> Any:
+        if self._file is None:
+            self._file = open(self.path, "ab")  # noqa: SIM115 - lives as long as the session
+            if _ends_mid_line(self.path):  # a crash cut the last record
+                self._file.write(b"\n")
+            self._size = self._file.tell()
+        return self._file
+
+    def _drop_oldest(self, room: int) -> None:
+        self.close()
+        records, dropped = read_wire(self.path)
+        lines = [self._line(r) for r in records]
+        budget, kept = self.max_bytes * 3 // 4 - room - 64, 0  # 64: the header line
+        while kept < len(lines) and budget - len(lines[-1 - kept]) >= 0:
+            budget -= len(lines[-1 - kept])
+            kept += 1
+        header = self._line({"type": WIRE_DROPPED, "records": dropped + len(lines) - kept})
+        temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        with open(temp, "wb") as out:
+            out.write(header + b"".join(lines[len(lines) - kept:]))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temp, self.path)
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def read_wire(path: Path) -> tuple[list[dict[str, Any]], int]:
+    """The raw records of a ``.wire`` file and how many older ones the cap dropped
+    (a missing file has none)."""
+    if not path.is_file():
+        return [], 0
+    records, dropped = [], 0
+    for record in read_records(path):
+        if record.get("type") == WIRE_DROPPED:
+            dropped += record.get("records", 0) if isinstance(record.get("records"), int) else 0
+        else:
+            records.append(record)
+    return records, dropped
+
+
 Timed = tuple[Event, float]  # an event and its wall time (for joined text: the first token's)
 _JOINED = (TextDelta, ReasoningDelta)
 MAX_HELD = 200  # events kept before the first turn (notices); more are dropped
@@ -127,15 +214,27 @@ def joined_text(events: Iterable[Event]) -> list[Event]:
 class Trace:
     """Event subscriber writing the trace file (text joined per model call)."""
 
-    def __init__(self, writer: JsonlWriter, session_id: str, run_id: str) -> None:
+    def __init__(self, writer: JsonlWriter, session_id: str, run_id: str, wire: WireLog | None = None) -> None:
         self.writer = writer
         self.session_id = session_id
         self.run_id = run_id
+        self.wire = wire  # where raw bodies go; None: they are not kept
+        self.wire_error = ""  # why raw bodies stopped being kept (the file could not be written)
         self.turn = 0
         self._text = TextJoiner()
         self._held: list[Timed] | None = None if writer.opened else []  # until the first turn
 
     def __call__(self, event: Event) -> None:
+        if isinstance(event, WireRecord):
+            if self.wire is not None:
+                try:
+                    self.wire.write({"run": self.run_id, "session": self.session_id, "turn": self.turn,
+                                     "time": round(time.time(), 3), **to_dict(event)})
+                except OSError as exc:  # the events still go on; /trace --raw says why bodies stopped
+                    self.wire.close()
+                    self.wire_error = f"cannot write {self.wire.path}: {exc.strerror or exc}"
+                    self.wire = None
+            return
         for ready in self._text.feed_timed(event):
             self._write(*ready)
 
@@ -159,6 +258,8 @@ class Trace:
         for ready in self._text.flush_timed():
             self._write(*ready)
         self.writer.close()
+        if self.wire is not None:
+            self.wire.close()
 
 
 def read_records(path: Path) -> Iterator[dict[str, Any]]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from repl.providers.base import Completed, ProviderError, TextPart, ToolCallPart
+from repl.providers.base import Completed, ProviderError, RequestSent, TextPart, ToolCallPart
 from repl.providers.chat import ChatProvider
 from tests.fakeserver import (
     FakeServer,
@@ -49,6 +49,8 @@ def make_provider(base_url: str, **overrides: Any) -> ChatProvider:
 
 def run(p: ChatProvider, messages: list[dict] = USER, tools: list[dict] | None = TOOLS) -> tuple[list, Completed]:
     parts = list(p.stream(messages, tools))
+    assert sum(isinstance(x, RequestSent) for x in parts) == 1  # the body as sent (/trace --raw)
+    parts = [x for x in parts if not isinstance(x, RequestSent)]
     assert isinstance(parts[-1], Completed)
     assert not any(isinstance(x, Completed) for x in parts[:-1])
     return parts[:-1], parts[-1]
@@ -218,6 +220,7 @@ def test_stream_without_finish_is_cut(fake_server: FakeServer, provider: ChatPro
 def test_closing_the_generator_closes_the_connection(fake_server: FakeServer, provider: ChatProvider) -> None:
     fake_server.script(slow_chunks(0.02, text("x" * 300, chunk_size=1)))
     gen = provider.stream(USER, TOOLS)
+    assert isinstance(next(gen), RequestSent)
     assert [next(gen), next(gen), next(gen)] == [TextPart("x")] * 3
     gen.close()  # what Ctrl-C does to the consumer's loop
     deadline = time.monotonic() + 3

@@ -37,6 +37,32 @@ class TextPart:
 
 
 @dataclass(frozen=True)
+class ReasoningPart:
+    """The model's reasoning (``reasoning_content``, a Responses reasoning summary)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Retrying:
+    """The request failed in a way worth retrying: attempt ``attempt`` of ``attempts``
+    starts after ``delay_s`` (the adapter waits; Ctrl-C interrupts the wait)."""
+
+    attempt: int
+    attempts: int
+    delay_s: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class RequestSent:
+    """The request body as it went over the wire (decoded from the HTTP request's bytes);
+    also yielded for a request the server refused, before the error is raised."""
+
+    body: Any
+
+
+@dataclass(frozen=True)
 class ToolCallPart:
     """A streamed fragment of a tool call (for live display only)."""
 
@@ -56,9 +82,10 @@ class Completed:
     finish_reason: str | None
     latency_s: float
     retries: int = 0
+    response: dict[str, Any] | None = None  # as assembled from the stream, for /trace --raw
 
 
-Part = TextPart | ToolCallPart | Completed
+Part = TextPart | ReasoningPart | Retrying | RequestSent | ToolCallPart | Completed
 
 
 class ProviderError(Exception):

@@ -3,10 +3,10 @@
 ``openai`` is imported when the first request is made (it costs ~0.6 s), never
 at module import, so the REPL can show its prompt first.
 
-Retries are the SDK's own (``max_retries``: connection errors, 408, 409, 429,
->=500, with backoff honouring Retry-After). The SDK stamps every attempt with an
-``x-stainless-retry-count`` request header; ``Completed.retries`` is read from
-the request that produced the answer. The one-off resend without
+Retries follow the SDK's rules (``max_retries``: connection errors, 408, 409, 429,
+>=500, with backoff honouring Retry-After) but are made here (``SdkEndpoint._opened``),
+so each wait is a ``Retrying`` part the user sees; every attempt carries the
+SDK's ``x-stainless-retry-count`` header. The one-off resend without
 ``stream_options`` is not counted as a retry.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,14 +25,17 @@ from repl.providers.base import (
     Completed,
     Part,
     ProviderError,
+    ReasoningPart,
+    RequestSent,
+    Retrying,
     TextPart,
     ToolCall,
     ToolCallPart,
     estimate_tokens,
     wire_field,
 )
-from repl.providers.endpoint import SdkEndpoint, StreamDeadline
-from repl.providers.errors import from_sdk_error, make_error, retries_taken
+from repl.providers.endpoint import SdkEndpoint, StreamDeadline, wire_response
+from repl.providers.errors import from_sdk_error, make_error
 
 
 def to_wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -80,8 +83,10 @@ class _Assembly:
 
     shown: list[str] = field(default_factory=list)  # text the user has seen
     raw: list[str] = field(default_factory=list)  # content as the model wrote it
+    reasoning: list[str] = field(default_factory=list)  # reasoning_content: shown dimmed, never sent back
     calls: dict[int, _PendingCall] = field(default_factory=dict)
     usage: Usage | None = None  # as the server reported it
+    reported_usage: Any = None  # the server's usage object, as sent (for /trace --raw)
     finish_reason: str | None = None
     text_calls: list[ToolCall] = field(default_factory=list)  # parsed by the text filter
 
@@ -157,16 +162,24 @@ class ChatProvider(SdkEndpoint):
         else:
             wire, text_filter = to_wire_messages(messages), None
             params = self._params(wire, tools)
-        sdk_stream = self._open(params, deadline)
+        sdk_stream, retries = yield from self._open(params, deadline)
         watch = StreamDeadline(sdk_stream.response, deadline)
         try:
             acc = _Assembly()
             yield from self._read(sdk_stream, acc, text_filter)
-            retries = retries_taken(sdk_stream.response.request)
         finally:
             watch.disarm()
             sdk_stream.close()  # also on GeneratorExit (Ctrl-C): drop the HTTP stream
         yield self._completed(acc, text_filter, params, started, retries)
+
+    def wire_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``messages`` as this endpoint is sent them (step mode shows them); with text tool calls,
+        in text form with the tool list last sent."""
+        if self.tool_call_format == "text":
+            from repl.providers import textcalls
+
+            return textcalls.to_text_messages(messages, self._text_tools)
+        return to_wire_messages(messages)
 
     def _params(self, wire: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "messages": wire}
@@ -178,17 +191,20 @@ class ChatProvider(SdkEndpoint):
             params["max_tokens"] = self.max_tokens
         return params
 
-    def _open(self, params: dict[str, Any], deadline: float | None = None) -> Any:
+    def _open(self, params: dict[str, Any], deadline: float | None = None) -> Generator[Retrying | RequestSent, None, tuple[Any, int]]:
+        def create(client: Any, headers: dict[str, str]) -> Any:
+            return self._create(client, params, headers)
+
         try:
-            return self._create(params, deadline)
+            return (yield from self._opened(create, deadline))
         except _StreamOptionsRejected:
             self.stream_options_supported = False  # remembered for this provider
-            return self._create(params, deadline)
+            return (yield from self._opened(create, deadline))
 
-    def _create(self, params: dict[str, Any], deadline: float | None = None) -> Any:
+    def _create(self, client: Any, params: dict[str, Any], headers: dict[str, str]) -> Any:
+        """One request; SDK errors are raised as they are (``_opened`` retries and maps them)."""
         import openai
 
-        client = self._client_until(deadline)
         use_options = self.stream_options_supported
         extra = {"stream_options": {"include_usage": True}} if use_options else {}
         try:
@@ -197,13 +213,11 @@ class ChatProvider(SdkEndpoint):
             body = {**params, **extra}
             model = body.pop("model")
             return client.chat.completions.create(model=model, messages=[], stream=True,
-                                                  extra_body=body)
+                                                  extra_body=body, extra_headers=headers)
         except openai.APIStatusError as err:
             if use_options and err.status_code in (400, 422) and _mentions_stream_options(err):
                 raise _StreamOptionsRejected from err
-            raise from_sdk_error(err, self._context()) from err
-        except openai.OpenAIError as err:
-            raise from_sdk_error(err, self._context()) from err
+            raise
 
     def _read(self, sdk_stream: Any, acc: _Assembly, text_filter: Any) -> Iterator[Part]:
         import openai
@@ -232,7 +246,7 @@ class ChatProvider(SdkEndpoint):
     def _parts_of(self, chunk: Any, acc: _Assembly, text_filter: Any) -> Iterator[Part]:
         usage = wire_field(chunk, "usage", "an object", "chunk")
         if usage:
-            acc.usage = _reported_usage(usage)
+            acc.usage, acc.reported_usage = _reported_usage(usage), usage
         for n, choice in enumerate(wire_field(chunk, "choices", "a list", "chunk") or []):
             path = f"choices[{n}]"
             if wire_field(choice, "index", "an integer", path) not in (0, None):
@@ -243,6 +257,10 @@ class ChatProvider(SdkEndpoint):
             delta = wire_field(choice, "delta", "an object", path)
             if delta is None:  # some servers send a bare final choice
                 continue
+            reasoning = _optional_text(delta, "reasoning_content") or _optional_text(delta, "reasoning")
+            if reasoning:
+                acc.reasoning.append(reasoning)
+                yield ReasoningPart(reasoning)
             content = wire_field(delta, "content", "a string", f"{path}.delta")
             if content:
                 acc.raw.append(content)
@@ -259,9 +277,12 @@ class ChatProvider(SdkEndpoint):
     ) -> Completed:
         calls = acc.text_calls if text_filter is not None else acc.tool_calls()
         finish = "tool_calls" if text_filter is not None and calls else acc.finish_reason
+        usage = self._usage(acc, params)
+        response = wire_response("".join(acc.raw), "".join(acc.reasoning), calls, acc.finish_reason,
+                                 acc.reported_usage, usage)
         return Completed(
-            text=acc.text, tool_calls=calls, usage=self._usage(acc, params),
-            finish_reason=finish, latency_s=time.monotonic() - started, retries=retries,
+            text=acc.text, tool_calls=calls, usage=usage,
+            finish_reason=finish, latency_s=time.monotonic() - started, retries=retries, response=response,
         )
 
     def _usage(self, acc: _Assembly, params: dict[str, Any]) -> Usage:
@@ -269,14 +290,25 @@ class ChatProvider(SdkEndpoint):
             return acc.usage
         request = json.dumps([params["messages"], params.get("tools", [])], ensure_ascii=False)
         output = "".join(acc.raw) + "".join("".join(p.arguments) for p in acc.calls.values())
-        return Usage(estimate_tokens(request), 0, estimate_tokens(output), estimated=True)
+        reasoning = estimate_tokens("".join(acc.reasoning))
+        return Usage(estimate_tokens(request), 0, estimate_tokens(output) + reasoning, estimated=True,
+                     reasoning_tokens=reasoning)
 
 
 def _reported_usage(u: Any) -> Usage:
     details = wire_field(u, "prompt_tokens_details", "an object", "usage")
     cached = wire_field(details, "cached_tokens", "a count", "usage.prompt_tokens_details") if details else None
+    output = wire_field(u, "completion_tokens_details", "an object", "usage")
+    reasoning = wire_field(output, "reasoning_tokens", "a count", "usage.completion_tokens_details") if output else None
     return Usage(wire_field(u, "prompt_tokens", "a count", "usage") or 0, cached or 0,
-                 wire_field(u, "completion_tokens", "a count", "usage") or 0)
+                 wire_field(u, "completion_tokens", "a count", "usage") or 0, reasoning_tokens=reasoning or 0)
+
+
+def _optional_text(record: Any, name: str) -> str | None:
+    """A field servers add beyond the API (``reasoning_content``): its text, or None when it
+    is absent or not text (an extension is not worth failing the answer for)."""
+    value = record.get(name) if isinstance(record, dict) else getattr(record, name, None)
+    return value if isinstance(value, str) else None
 
 
 def _mentions_stream_options(err: Any) -> bool:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import socket
 import threading
 import time
 from collections.abc import Callable, Generator
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any
 
-from repl.providers.base import Retrying
+from repl.events import Usage
+from repl.providers.base import RequestSent, Retrying, ToolCall
 from repl.providers.errors import (
     RETRY_COUNT_HEADER,
     ErrorContext,
@@ -60,10 +62,11 @@ class SdkEndpoint:
         return self._client
 
     def _opened(self, open_once: Callable[[Any, dict[str, str]], Any],
-                deadline: float | None) -> Generator[Retrying, None, tuple[Any, int]]:
+                deadline: float | None) -> Generator[Retrying | RequestSent, None, tuple[Any, int]]:
         """``open_once(client, headers)`` (raising SDK errors) until it works, retrying as
         the SDK would (``errors.retry_delay``, at most ``max_retries`` times, never past
-        ``deadline``); a ``Retrying`` part is yielded before each wait. Returns (what
+        ``deadline``); a ``Retrying`` part is yielded before each wait, and a ``RequestSent``
+        with the body of the request that was answered (or of the last one refused). Returns (what
         ``open_once`` returned, retries made); the last failure raises ProviderError,
         naming the attempts."""
         import openai
@@ -71,16 +74,22 @@ class SdkEndpoint:
         started, retries = time.monotonic(), 0
         while True:
             try:
-                return open_once(self._client_until(deadline), {RETRY_COUNT_HEADER: str(retries)}), retries
+                opened = open_once(self._client_until(deadline), {RETRY_COUNT_HEADER: str(retries)})
             except openai.OpenAIError as err:
                 delay = retry_delay(err, retries) if retries < self._max_retries else None
                 left = math.inf if deadline is None else deadline - time.monotonic()
                 if delay is None or delay >= left:
                     ctx = replace(self._context(), attempts=retries + 1, elapsed_s=time.monotonic() - started)
+                    if (sent := sent_body(getattr(err, "request", None))) is not None:
+                        yield RequestSent(sent)
                     raise from_sdk_error(err, ctx) from err
                 retries += 1
                 yield Retrying(retries + 1, self._max_retries + 1, round(delay, 2), retry_reason(err, self._context()))
                 time.sleep(delay)
+                continue
+            if (sent := sent_body(getattr(getattr(opened, "response", None), "request", None))) is not None:
+                yield RequestSent(sent)
+            return opened, retries
 
     def list_models(self, timeout_s: float = 10.0) -> list[str]:
         """The model ids the endpoint offers (``GET /models``), sorted; ProviderError when
@@ -118,6 +127,37 @@ class SdkEndpoint:
             provider=self.name, model=self.model, base_url=base_url, api_key_env=self._api_key_env,
             timeout_s=self._timeout_s, secrets=(self._api_key or "",),
         )
+
+
+def sent_body(request: Any) -> Any:
+    """The body of an HTTP request as it went out (parsed JSON; text when it is not JSON);
+    None when there is none to read."""
+    try:
+        content = request.content if request is not None else None
+    except Exception:  # noqa: BLE001 - a streamed body that was never read: nothing to show
+        return None
+    if not isinstance(content, bytes | bytearray) or not content:
+        return None
+    try:
+        return json.loads(content)
+    except ValueError:
+        return bytes(content).decode("utf-8", errors="replace")
+
+
+def wire_response(content: str, reasoning: str, calls: list[ToolCall], finish_reason: str | None,
+                  reported: Any, usage: Usage) -> dict[str, Any]:
+    """A model's answer as assembled from the stream (``Completed.response``): the content as
+    the model wrote it, the tool calls, the finish reason and the usage as the server
+    reported it (``None`` when it did not: then ``usage_estimated`` is ours)."""
+    record: dict[str, Any] = {"content": content, "tool_calls": [asdict(c) for c in calls],
+                              "finish_reason": finish_reason}
+    if reasoning:
+        record["reasoning"] = reasoning
+    if reported is not None:
+        record["usage"] = reported.model_dump(exclude_unset=True) if hasattr(reported, "model_dump") else reported
+    else:
+        record["usage"], record["usage_estimated"] = None, asdict(usage)
+    return record
 
 
 class StreamDeadline:

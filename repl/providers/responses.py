@@ -14,8 +14,9 @@ schemas with optional properties, so ``strict`` is set only for schemas that
 already meet its rules (see ``is_strict_compatible``); the schema is never
 rewritten.
 
-As in ``chat.py``, ``openai`` is imported on the first request, retries are the
-SDK's own, and errors go through ``repl.providers.errors``.
+As in ``chat.py``, ``openai`` is imported on the first request, retries follow
+the SDK's rules but are made (and shown) by ``SdkEndpoint._opened``, and errors
+go through ``repl.providers.errors``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,14 +34,17 @@ from repl.providers.base import (
     Completed,
     Part,
     ProviderError,
+    ReasoningPart,
+    RequestSent,
+    Retrying,
     TextPart,
     ToolCall,
     ToolCallPart,
     estimate_tokens,
     wire_field,
 )
-from repl.providers.endpoint import SdkEndpoint, StreamDeadline
-from repl.providers.errors import from_sdk_error, make_error, retries_taken
+from repl.providers.endpoint import SdkEndpoint, StreamDeadline, wire_response
+from repl.providers.errors import from_sdk_error, make_error
 
 TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
 _NOT_STRICT_KEYWORDS = ("default",)  # accepted by plain JSON Schema, refused in strict mode
@@ -120,9 +124,11 @@ class _Assembly:
     """What one streamed response has delivered so far."""
 
     shown: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)  # reasoning summaries: shown dimmed, not sent back
     streamed_items: set[str] = field(default_factory=set)  # message items that sent deltas
     calls: dict[str, _PendingCall] = field(default_factory=dict)  # by item id
     usage: Usage | None = None  # as the final response reported it
+    reported_usage: Any = None  # the server's usage object, as sent (for /trace --raw)
     finish_reason: str | None = None
 
     @property
@@ -148,20 +154,27 @@ class ResponsesProvider(SdkEndpoint):
         self._get_client()  # the SDK import is start-up cost, not model latency
         started = time.monotonic()
         params = self.request_params(messages, tools)
-        sdk_stream = self._open(params, deadline)
+        sdk_stream, retries = yield from self._open(params, deadline)
         watch = StreamDeadline(sdk_stream.response, deadline)
         try:
             acc = _Assembly()
             yield from self._read(sdk_stream, acc)
-            retries = retries_taken(sdk_stream.response.request)
         finally:
             watch.disarm()
             sdk_stream.close()  # also on GeneratorExit (Ctrl-C): drop the HTTP stream
-        usage = self._usage(acc, params)
+        usage, calls = self._usage(acc, params), acc.tool_calls()
+        response = wire_response(acc.text, "".join(acc.reasoning), calls, acc.finish_reason, acc.reported_usage,
+                                 usage)
         yield Completed(
-            text=acc.text, tool_calls=acc.tool_calls(), usage=usage,
+            text=acc.text, tool_calls=calls, usage=usage,
             finish_reason=acc.finish_reason, latency_s=time.monotonic() - started, retries=retries,
+            response=response,
         )
+
+    def wire_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """``messages`` as this API carries them (step mode shows them): the instructions, then the input items."""
+        instructions, items = to_input_items(messages)
+        return ([{"instructions": instructions}] if instructions is not None else []) + items
 
     def request_params(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
@@ -179,16 +192,14 @@ class ResponsesProvider(SdkEndpoint):
             params["max_output_tokens"] = self.max_tokens
         return params
 
-    def _open(self, params: dict[str, Any], deadline: float | None = None) -> Any:
-        import openai
-
-        try:
+    def _open(self, params: dict[str, Any], deadline: float | None = None) -> Generator[Retrying | RequestSent, None, tuple[Any, int]]:
+        def create(client: Any, headers: dict[str, str]) -> Any:
             # extra_body skips the SDK's per-item parameter transform (see chat.py)
             body = dict(params)
-            return self._client_until(deadline).responses.create(model=body.pop("model"), stream=True,
-                                                                 extra_body=body)
-        except openai.OpenAIError as err:
-            raise from_sdk_error(err, self._context()) from err
+            return client.responses.create(model=body.pop("model"), stream=True, extra_body=body,
+                                           extra_headers=headers)
+
+        return (yield from self._opened(create, deadline))
 
     def _read(self, sdk_stream: Any, acc: _Assembly) -> Iterator[Part]:
         import openai
@@ -218,6 +229,11 @@ class ResponsesProvider(SdkEndpoint):
                 acc.streamed_items.add(wire_field(event, "item_id", "a string", kind))
                 acc.shown.append(delta)
                 yield TextPart(delta)
+        elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+            delta = wire_field(event, "delta", "a string", kind)
+            if delta:
+                acc.reasoning.append(delta)
+                yield ReasoningPart(delta)
         elif kind == "response.function_call_arguments.delta":
             pending = acc.calls.get(wire_field(event, "item_id", "a string", kind))
             delta = wire_field(event, "delta", "a string", kind) or ""
@@ -265,7 +281,7 @@ class ResponsesProvider(SdkEndpoint):
         for n, item in enumerate(wire_field(response, "output", "a list", "response") or []):
             yield from self._item_event(item, True, acc, f"response.output[{n}]")
         usage = wire_field(response, "usage", "an object", "response")
-        acc.usage = _reported_usage(usage) if usage else None
+        acc.usage, acc.reported_usage = (_reported_usage(usage), usage) if usage else (None, None)
         details = wire_field(response, "incomplete_details", "an object", "response")
         if wire_field(response, "status", "a string", "response") == "incomplete" or details is not None:
             reason = wire_field(details, "reason", "a string", "response.incomplete_details") if details else None
@@ -287,7 +303,9 @@ class ResponsesProvider(SdkEndpoint):
         request = json.dumps([params.get("instructions"), params["input"], params.get("tools", [])],
                              ensure_ascii=False)
         output = acc.text + "".join(c.arguments for c in acc.tool_calls())
-        return Usage(estimate_tokens(request), 0, estimate_tokens(output), estimated=True)
+        reasoning = estimate_tokens("".join(acc.reasoning))
+        return Usage(estimate_tokens(request), 0, estimate_tokens(output) + reasoning, estimated=True,
+                     reasoning_tokens=reasoning)
 
 
 def _reported_usage(u: Any) -> Usage:

@@ -20,7 +20,7 @@ import contextlib
 import json
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from prompt_toolkit import PromptSession
@@ -29,7 +29,8 @@ from prompt_toolkit.input import Input
 from prompt_toolkit.input.typeahead import clear_typeahead
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.output import Output
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -92,14 +93,15 @@ class ApprovalDialog:
     def _session(self, **kwargs: Any) -> PromptSession[str]:
         return PromptSession(input=self._input, output=self._output, **kwargs)
 
-    def _read_key(self, message: list[tuple[str, str]], keys: str) -> str:
-        """One of ``keys`` (either case), shown after the prompt; other keys are ignored."""
+    def _read_key(self, message: list[tuple[str, str]], keys: str, enter: str | None = None) -> str:
+        """One of ``keys`` (either case), shown after the prompt; other keys are ignored
+        (Enter too, unless ``enter`` names the key it stands for)."""
         bindings = KeyBindings()
         for key in keys:
             for variant in {key, key.upper()}:
                 bindings.add(variant)(_choose(key))
         bindings.add("<any>")(lambda event: None)
-        bindings.add("enter")(lambda event: None)
+        bindings.add("enter")(_choose(enter) if enter else lambda event: None)
         bindings.add("c-d")(lambda event: event.app.exit(exception=KeyboardInterrupt()))
         session = self._session(key_bindings=bindings)
         if self._input is None:
@@ -194,21 +196,45 @@ def check_arguments(text: str, validate: Validate) -> tuple[dict[str, Any], str 
 
 
 def approval_panel(request: ApprovalRequest, arguments: dict[str, Any], edited: bool) -> Panel:
+    """The change preview (+ new / ~ changed fields / - deleted item), one line a field, and
+    the arguments only when they say what the preview does not (or were edited); a call
+    whose preview failed says it will fail."""
     title = Text.assemble((clean(request.name), "bold"), " — needs approval")
     if request.count > 1:
         title.append(f" ({request.index}/{request.count})")
-    if request.destructive:
-        title.append(" · destructive: asked every time")
     parts: list[RenderableType] = []
     preview = _preview(request, arguments) if edited else request.preview
-    if preview is not None:
+    if preview is not None and "fails" in preview:
+        parts.append(Text(f"✗ {_failure(preview['fails'])}: this call will fail", "bold red"))
+    elif preview is not None:
         parts.append(preview_view(preview.get("before"), preview.get("after")))
     elif request.preview is not None:
         parts.append(Text("no preview for the edited arguments", "dim"))
-    label = "arguments (edited)" if edited else "arguments"
-    parts.append(Text(label, "dim italic"))
-    parts.append(arguments_text(arguments))
-    return Panel(Group(*parts), title=title, title_align="left", border_style="yellow", expand=False)
+    if edited or preview is None or "fails" in preview or not _said_by(arguments, preview):
+        parts.append(Text("arguments (edited)" if edited else "arguments", "dim italic"))
+        parts.append(arguments_text(arguments))
+    subtitle = Text("destructive: asked every time", "red") if request.destructive else None
+    return Panel(Group(*parts), title=title, title_align="left", subtitle=subtitle,
+                 subtitle_align="right", border_style="yellow", expand=False)
+
+
+def _failure(message: str) -> str:
+    """'no todo todo-099' from 'no todo todo-099; existing ids: …' (the first clause)."""
+    return clean(message).split("; ", 1)[0].strip() or "the tool refused these arguments"
+
+
+def _said_by(arguments: dict[str, Any], preview: dict[str, Any]) -> bool:
+    """Whether every argument value shows in the preview (then the arguments add nothing)."""
+    shown = [str(v) for v in _leaves(preview)]
+    return all(any(str(v) in text for text in shown) for v in _leaves(arguments) if v not in (None, ""))
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _leaves(item)]
+    if isinstance(value, list):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
 
 
 def _preview(request: ApprovalRequest, arguments: dict[str, Any]) -> dict[str, Any] | None:
@@ -227,18 +253,19 @@ def _preview(request: ApprovalRequest, arguments: dict[str, Any]) -> dict[str, A
 
 
 def preview_view(before: Any, after: Any) -> RenderableType:
-    """What will change: a new item, changed fields old → new, or a deletion."""
+    """What will change, one line a field: a new item, changed fields old → new, or a deletion.
+    Fields the store keeps itself (``*_at`` timestamps) are left out."""
     if before is None and after is None:
         return Text("no change", "dim")
     if not isinstance(before, dict | None) or not isinstance(after, dict | None):
         return Text.assemble((_value(before), "red"), " → ", (_value(after), "green"))
     if before is None:
-        return _fields(Text("+ new item", "bold green"), after, "green")
+        return _fields(Text(f"+ new item {_ident(after)}", "bold green"), after, "green")
     if after is None:
         return _fields(Text(f"- delete {_ident(before)}", "bold red"), before, "red")
-    grid = _grid()
     changed = [key for key in list(before) + [k for k in after if k not in before]
-               if before.get(key) != after.get(key)]
+               if before.get(key) != after.get(key) and not _bookkeeping(key)]
+    grid = _FieldLines()
     for key in [k for k in CONTEXT_FIELDS if k in after and k not in changed] + changed:
         old, new = before.get(key), after.get(key)
         if key not in changed:
@@ -251,18 +278,46 @@ def preview_view(before: Any, after: Any) -> RenderableType:
 
 
 def _fields(heading: Text, item: dict[str, Any], colour: str) -> RenderableType:
-    grid = _grid()
-    for key, value in item.items():
-        if value in (None, "", [], {}):
-            continue  # an empty field says nothing about the change
+    shown = {key: value for key, value in item.items()  # an empty field says nothing; the id is in the heading
+             if value not in (None, "", [], {}) and key != "id" and not _bookkeeping(key)}
+    grid = _FieldLines()
+    for key, value in shown.items():
         grid.add_row(Text(clean(str(key)), "dim"), Text(_value(value), colour))
     return Group(heading, grid)
+
+
+class _FieldLines:
+    """``key  value`` lines, keys aligned, each value cut with "…" at the panel's edge (never wrapped)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Text, Text]] = []
+
+    def add_row(self, key: Text, value: Text) -> None:
+        self.rows.append((key, value))
+
+    def _key_width(self) -> int:
+        return max((key.cell_len for key, _ in self.rows), default=0) + 2
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widest = max((self._key_width() + value.cell_len for _, value in self.rows), default=0)
+        return Measurement(min(self._key_width() + 2, options.max_width), min(widest, options.max_width))
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
+        width = self._key_width()
+        for key, value in self.rows:
+            line = Text.assemble(key, " " * (width - key.cell_len), value)
+            line.truncate(options.max_width, overflow="ellipsis")
+            yield line
+
+
+def _bookkeeping(key: Any) -> bool:
+    return isinstance(key, str) and key.endswith("_at")
 
 
 def _grid() -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_column(no_wrap=True)
-    grid.add_column()
+    grid.add_column(no_wrap=True)
     return grid
 
 

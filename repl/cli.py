@@ -64,6 +64,7 @@ ApprovalOpt = Annotated[str | None, typer.Option("--approval", help="Approval mo
 ResumeOpt = Annotated[str | None, typer.Option("--resume", help="Continue a saved session: an id, or 'last'; "
                                                 "without a value, pick one from a list.")]
 ContinueOpt = Annotated[bool, typer.Option("--continue", "-c", help="Continue the most recent session that has a turn.")]
+StepOpt = Annotated[bool, typer.Option("--step", help="Step mode: pause before each model call and before tools run (/step).")]
 ToolsOpt = Annotated[list[Path] | None, typer.Option("--tools", help="A Python file of your own tools (@tool functions); repeatable.")]
 
 
@@ -176,14 +177,14 @@ def main_callback(
     resume: ResumeOpt = None, cont: ContinueOpt = False,
     config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
     base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
-    yes: YesOpt = False, approval: ApprovalOpt = None, tools: ToolsOpt = None,
+    yes: YesOpt = False, approval: ApprovalOpt = None, tools: ToolsOpt = None, step: StepOpt = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
 ) -> None:
     """Chat with a model that uses local tools; every step shown, every side effect approved."""
     if ctx.invoked_subcommand is None:
         settings = _settings(config, provider, model, base_url, api, max_steps, yes, approval, _chat_trust(),
                              tools)
-        _run_chat(settings, "last" if cont and resume is None else resume, ctx.meta.get(FIRST_MESSAGE, ""))
+        _run_chat(settings, "last" if cont and resume is None else resume, ctx.meta.get(FIRST_MESSAGE, ""), step)
 
 
 @app.command()
@@ -191,21 +192,21 @@ def chat(
     resume: ResumeOpt = None, cont: ContinueOpt = False,
     config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
     base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
-    yes: YesOpt = False, approval: ApprovalOpt = None, tools: ToolsOpt = None,
+    yes: YesOpt = False, approval: ApprovalOpt = None, tools: ToolsOpt = None, step: StepOpt = False,
 ) -> None:
     """Open the interactive REPL (the default command)."""
     _run_chat(_settings(config, provider, model, base_url, api, max_steps, yes, approval, _chat_trust(),
-                        tools), "last" if cont and resume is None else resume)
+                        tools), "last" if cont and resume is None else resume, step=step)
 
 
 def _chat_trust() -> str:
     return "ask" if sys.stdin.isatty() and sys.stdout.isatty() else "tell"
 
 
-def _run_chat(settings: Settings, resume: str | None, first: str = "") -> None:
+def _run_chat(settings: Settings, resume: str | None, first: str = "", step: bool = False) -> None:
     from repl.session import run_chat
 
-    raise typer.Exit(run_chat(settings, resume=resume, first=first))
+    raise typer.Exit(run_chat(settings, resume=resume, first=first, step=step))
 
 
 @app.command()
@@ -216,12 +217,18 @@ def ask(
     config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
     base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
     yes: YesOpt = False, approval: ApprovalOpt = None, tools: ToolsOpt = None,
+    step: Annotated[bool, typer.Option("--step", hidden=True)] = False,
 ) -> None:
     """Run one turn without the REPL: progress on stderr, the answer on stdout.
 
     Side-effecting tool calls are denied unless --yes is given.
-    Exit codes: 0 answered, 1 the turn failed, 2 bad usage or config, 130 interrupted.
+    Exit codes: 0 answered, 1 the turn failed or gave no answer text, 2 bad usage or config,
+    130 interrupted.
     """
+    if step:
+        typer.echo("error: step mode needs a terminal: it pauses the loop for your keys, and ask runs "
+                   "without one; use the REPL: glassloop --step (or /step on)", err=True)
+        raise typer.Exit(2)
     if question in (None, "-"):
         if sys.stdin.isatty() and question is None:
             typer.echo("error: give a question, or pipe one on standard input", err=True)

@@ -22,8 +22,8 @@ from repl.command_table import (
 )
 from repl.cost import context_window_for
 from repl.providers.base import ProviderError
-from repl.timeline import format_turn
-from repl.trace import read_records, turns
+from repl.timeline import draw_turn, format_turn, missing_raw, raw_calls, raw_sections, usage_bars
+from repl.trace import read_records, read_wire, turns, wire_path
 from repl.ui.escape import cut_words, one_line
 from tools.store import Reverted, StoreError
 
@@ -127,14 +127,19 @@ def undone_text(reverted: list[Reverted]) -> str:
     return "; ".join(done) if done else "it changed no todos or notes"
 
 
-@command("trace", args="[N|all] [--json] [--save PATH]", help="Timeline of a turn: model calls, tool calls, approvals.",
-         means=("log", "timeline", "debug", "events"))
+TRACE_FLAGS = ("--raw", "--events", "--json")
+
+
+@command("trace", args="[N|all] [--raw] [--events] [--json] [--save PATH]",
+         help="A turn as a timeline: one bar per model call and tool call on one time axis; --raw: the "
+         "exact requests and responses; --events: every event; --json: the records; --save: to a file.",
+         complete=lambda session: ["all", *TRACE_FLAGS, "--save"], means=("log", "timeline", "debug", "events"))
 def _trace(session, args):
     if session.trace is None:
         session.ui.error("no trace in this session ([trace] enabled = false, or its folder cannot be written)")
         return
-    as_json, save, which = "--json" in args, None, "last"
-    rest = [a for a in args if a != "--json"]
+    flags, save, which = {a for a in args if a in TRACE_FLAGS}, None, "last"
+    rest = [a for a in args if a not in TRACE_FLAGS]
     if "--save" in rest:
         i = rest.index("--save")
         if i + 1 >= len(rest):
@@ -142,6 +147,9 @@ def _trace(session, args):
             return
         save = Path(rest[i + 1])
         del rest[i : i + 2]
+    if [a for a in rest if a.startswith("--")] or len(rest) > 1:
+        session.ui.error(f"usage: /trace {REGISTRY['trace'].args}")
+        return
     if rest:
         which = rest[0]
     path = session.trace.writer.path
@@ -150,14 +158,44 @@ def _trace(session, args):
     if chosen is None:
         session.ui.error(f"no turn {which!r}; there are {len(grouped)}")
         return
+    if "--raw" in flags:
+        _trace_raw(session, chosen, save)
+        return
     records = [r for g in chosen for r in g]
-    lines = [json.dumps(r, ensure_ascii=False) for r in records] if as_json else [
-        line for g in chosen for line in format_turn(g)]
+    if "--json" in flags:
+        lines = [json.dumps(r, ensure_ascii=False) for r in records]
+    elif "--events" in flags:
+        lines = [line for g in chosen for line in format_turn(g)]
+    else:
+        width = min(session.ui.width, 120)
+        lines = [line for n, g in enumerate(chosen) for line in ([""] if n else []) + draw_turn(g, width)]
     if save:
         if saved := save_text(session, save, "\n".join(lines) + "\n"):
             session.ui.info(f"saved {len(records)} records to {saved}")
     else:
         session.ui.lines(lines)
+
+
+def _trace_raw(session, chosen, save: Path | None) -> None:
+    """The chosen turns' model calls as sent and as answered (``--save``: as JSON)."""
+    wire, dropped = read_wire(wire_path(session.trace.writer.path))
+    calls, missing = raw_calls(chosen, wire)
+    if save:
+        text = json.dumps(calls, ensure_ascii=False, indent=2) + "\n"
+        if saved := save_text(session, save, text):
+            session.ui.info(f"saved {len(calls)} model call{'' if len(calls) == 1 else 's'} to {saved}")
+    else:
+        for heading, value in raw_sections(calls):
+            session.ui.info(heading)
+            if value is None:
+                session.ui.info("(none: the call failed or was stopped before it was answered)")
+            else:
+                session.ui.json(value)
+    if missing:
+        off = session.trace.wire_error or ("" if session.trace.wire else "[trace] raw = false")
+        session.ui.info(missing_raw(missing, dropped, off))
+    elif not calls:
+        session.ui.info("no model call in this turn")
 
 
 def _pick_turns(grouped, which):
@@ -191,6 +229,13 @@ def _usage(session, args):
     rows.append(("all", str(sum(t.calls for t in session.ledger)), str(u.input_tokens),
                  str(u.cached_tokens), str(u.output_tokens), session.cost.text(), ""))
     session.ui.table("usage", ["turn", "calls", "in", "cached", "out", "cost", "stopped by"], rows)
+    bars = [("c" if t.restore is not None else str(t.number), t.finished.usage.input_tokens,
+             t.finished.usage.cached_tokens, t.finished.usage.output_tokens, "undone" if t.undone else "")
+            for t in session.ledger]
+    if bars:
+        session.ui.lines(usage_bars(bars))
+        session.ui.info(f"session: {u.total:,} tokens ({u.input_tokens:,} in, {u.cached_tokens:,} of them cached; "
+                        f"{u.output_tokens:,} out) · {session.cost.text()}")
     window = context_window_for(session.settings)
     if window and session.last_prompt_tokens:
         session.ui.info(f"context: {session.last_prompt_tokens:,} of {window:,} tokens "
@@ -380,4 +425,4 @@ def _approve(session, args):
 
 
 # Registered after the commands above: the table keeps (and /help shows) this order.
-from repl import commands_more  # noqa: E402, F401
+from repl import commands_loop, commands_more  # noqa: E402, F401

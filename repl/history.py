@@ -106,6 +106,15 @@ class History:
         del self.messages[starts[-1] :]
         return removed
 
+    def replace_last(self, content: str) -> str:
+        """Step mode's edit of the message about to be sent (the question or a tool result):
+        a new message object, so the journal writes it; returns the old content."""
+        last = self.messages[-1] if self.messages else {}
+        if last.get("role") not in ("user", "tool"):
+            raise ValueError("only a question or a tool result can be edited before it is sent")
+        self.messages[-1] = {**last, "content": valid_text(content)}
+        return last["content"]
+
     def reset(self) -> None:
         self.messages.clear()
 

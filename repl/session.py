@@ -31,6 +31,7 @@ from repl.runtime import (
     LazyProvider,
     build_registry,
     limits_from,
+    local_problem,
     make_provider,
     new_id,
     not_saved,
@@ -38,7 +39,7 @@ from repl.runtime import (
     redactor_for,
     start_mcp,
 )
-from repl.user_shell import run_shell
+from repl.stepping import STEP_ON, Stepping
 from repl.user_tools import UserTools
 from tools import store
 
@@ -58,6 +59,8 @@ class TurnRecord:
     prompt_tokens: int = 0  # the context in use after it (the last request's input tokens)
     undone: bool = False  # taken back by /undo: its tokens stay spent, it is out of the context
     call_count: int | None = None  # a resumed turn's model calls (its events are not kept)
+    question: str = ""  # the message the turn was run with (/retry runs it again)
+    in_history: bool = True  # False: it failed before any answer and left no message behind
 
     @property
     def calls(self) -> int:
@@ -101,6 +104,7 @@ class ChatSession:
     context: ContextWindow = field(default_factory=ContextWindow)  # request sizes across turns
     last_prompt_tokens: int = 0
     shell_context: list[str] = field(default_factory=list)  # !command output the user added to the next message
+    stepping: Stepping = field(default_factory=Stepping)  # step mode (/step, --step) and the last request sent
     _provider: LazyProvider | None = None
     _writes: list[store.StoreWrite] = field(default_factory=list)
     _model_calls: list[ModelUsage] = field(default_factory=list)
@@ -342,17 +346,20 @@ class ChatSession:
             self.emit(Notice(f"session_budget_usd is set but {self.settings.active.model} has no price: "
                              "only the token budget applies"))
         number = self.turn_number = self.turn_number + 1
+        before = len(self.history.messages)
         try:
             finished = run_turn(self.history, text, provider=provider, registry=self.registry,
                                 approver=self.approver, limits=limits_from(self.settings),
-                                emit=self.emit, turn=number, context=self.context, budget=budget)
+                                emit=self.emit, turn=number, context=self.context, budget=budget,
+                                stepping=self.stepping)
         finally:
             self.ui.stop_live()
             if self.journal:
                 self.journal.sync(self.history)
         self.usage += finished.usage
         self.cost += self._turn_cost
-        self._record(TurnRecord(finished.turn, finished, self._model_calls, self._writes, self._turn_cost))
+        self._record(TurnRecord(finished.turn, finished, self._model_calls, self._writes, self._turn_cost,
+                                question=text, in_history=len(self.history.messages) > before))
         return finished
 
     def _record(self, record: TurnRecord) -> None:
@@ -361,6 +368,15 @@ class ChatSession:
         self.ledger.append(record)
         if self.journal:
             self.journal.note_turn(record.note())
+
+    def set_step(self, on: bool) -> bool:
+        """Step mode on or off; False (and one line) when there is no terminal to pause in."""
+        stepper = self.ui.stepper() if on and self.interactive else None
+        if on and stepper is None:
+            self.ui.error("step mode needs a terminal: it pauses the loop for your keys")
+            return False
+        self.stepping.stepper = stepper
+        return True
 
     def compact(self, instructions: str = "") -> Compacted | None:
         """Replace all but the last turn with the model's summary (``/compact``); ``undo()`` reverts it.
@@ -408,7 +424,8 @@ class ChatSession:
             return []
         reverted = store.revert(record.writes)
         self.turns.pop()
-        self.history.drop_last_turn()
+        if record.in_history:  # a turn that left nothing must not take the one before with it
+            self.history.drop_last_turn()
         self._undone(record)
         return reverted
 
@@ -446,6 +463,8 @@ class ChatSession:
                 continue
             try:
                 if line.lstrip().startswith("!"):
+                    from repl.user_shell import run_shell  # rare: off the start path
+
                     run_shell(self, line.lstrip()[1:])
                     continue
                 if line.lstrip().startswith("/"):
@@ -467,7 +486,7 @@ class ChatSession:
             finished = self.run_turn("Continue where you stopped.")
 
 
-def run_chat(settings: Settings, *, resume: str | None = None, first: str = "") -> int:
+def run_chat(settings: Settings, *, resume: str | None = None, first: str = "", step: bool = False) -> int:
     from repl.ui.terminal import Terminal
 
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
@@ -489,9 +508,13 @@ def run_chat(settings: Settings, *, resume: str | None = None, first: str = "") 
         ui.header(settings.active.name, settings.active.model, settings.approval, session.session_id)
         if resume:
             session.show_resumed()
+        if step and session.set_step(True):
+            ui.info(STEP_ON)
         if settings.provider_auto and settings.active.name == "local":
             session.emit(Notice("no API key or base URL configured: using the embedded local model "
                                 "(set OPENAI_API_KEY or pass --provider/--base-url for a hosted one)"))
+        if settings.active.name == "local" and (problem := local_problem(settings.active)):
+            ui.error(problem)  # now, not after the first question
         session.start_provider()
         session.start_mcp()
         session.start_user_tools()

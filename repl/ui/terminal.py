@@ -30,6 +30,25 @@ class _Asker:
             return self.terminal.dialog.ask(request, validate)
 
 
+class _Stepper:
+    """Step mode's pauses (``repl.stepping.Stepper``), drawn with the live area stopped."""
+
+    def __init__(self, terminal: Terminal) -> None:
+        from repl.ui.step_dialog import StepDialog
+
+        self.terminal = terminal
+        self.dialog = StepDialog(terminal.renderer.console, terminal.dialog)
+
+    def before_model_call(self, view: Any) -> Any:
+        with self.terminal.renderer.suspended():
+            return self.dialog.before_model_call(view)
+
+    def after_model_answer(self, calls: list[Any]) -> list[Any]:
+        self.terminal.renderer.close()  # the answer's text is printed before its calls are listed
+        with self.terminal.renderer.suspended():
+            return self.dialog.after_model_answer(calls)
+
+
 def fit_fields(fields: list[tuple[str, int]], width: int, sep: str = " · ") -> str:
     """``fields`` (text, importance) joined by ``sep``, the least important dropped until the
     line fits ``width`` columns (0: no limit); a field is dropped whole, never cut."""
@@ -46,7 +65,6 @@ class Terminal:
         self.prompt = prompt
         self.dialog = dialog
         self.session: Any = None
-        self._prefill = ""  # the next prompt's starting text
 
     @classmethod
     def create(cls, settings: Settings, *, interactive: bool, commands: list[CommandSpec]) -> Terminal:
@@ -78,7 +96,7 @@ class Terminal:
         """Put ``text`` in the input line of the next prompt, to edit (``/edit``); False without one."""
         if self.prompt is None:
             return False
-        self._prefill = text
+        self.prompt.prefill(text)
         return True
 
     def echo(self, line: str) -> None:
@@ -98,8 +116,7 @@ class Terminal:
         """The next line, valid Unicode (typed bytes that are not UTF-8 become U+FFFD)."""
         if self.prompt is not None:
             with self.renderer.suspended():  # no spinner drawn over the input line
-                text, self._prefill = self._prefill, ""
-                return valid_text(self.prompt.read(text))
+                return valid_text(self.prompt.read())
         line = sys.stdin.readline()
         if not line:
             raise EOFError
@@ -107,6 +124,10 @@ class Terminal:
 
     def asker(self) -> _Asker | None:
         return _Asker(self) if self.dialog is not None else None
+
+    def stepper(self) -> _Stepper | None:
+        """Step mode's pauses; None without a terminal to pause in."""
+        return _Stepper(self) if self.dialog is not None else None
 
     def confirm(self, question: str) -> bool:
         with self.renderer.suspended():
@@ -121,6 +142,11 @@ class Terminal:
         turns; None toggles. The new setting."""
         self.renderer.verbose = not self.renderer.verbose if on is None else on
         return self.renderer.verbose
+
+    def set_reasoning(self, on: bool | None) -> bool:
+        """Show the model's reasoning dimmed (True) or one line per call; None toggles."""
+        self.renderer.show_reasoning = not self.renderer.show_reasoning if on is None else on
+        return self.renderer.show_reasoning
 
     def stop_live(self) -> None:
         self.renderer.close()
@@ -157,6 +183,21 @@ class Terminal:
     def lines(self, lines: list[str]) -> None:
         for line in lines:
             self.renderer.info(line)
+
+    @property
+    def width(self) -> int:
+        """The output's columns (80 in a pipe)."""
+        return self.renderer.console.width
+
+    def json(self, value: Any) -> None:
+        """``value`` whole, indented and highlighted (``/trace --raw``): nothing cut, every
+        character a terminal could act on shown as a ``\\u`` escape."""
+        from rich.highlighter import JSONHighlighter
+        from rich.text import Text
+
+        from repl.ui.escape import json_display
+
+        self.renderer.print(JSONHighlighter()(Text(json_display(value, indent=2))))
 
     def table(self, title: str, columns: list[str], rows: list[tuple[str, ...]], keep: tuple[str, ...] = ()) -> None:
         self.renderer.table(title, columns, rows, keep)

@@ -117,8 +117,8 @@ def compare_rows(attempts: list[Attempt]) -> list[tuple[str, ...]]:
 
     return [
         ("tool calls", *cells(lambda a: "\n".join(
-            one_line(f"{name} {json.dumps(arguments, ensure_ascii=False)}", 60) for name, arguments in a.calls)
-            or "none")),
+            one_line(f"{name} {json.dumps(arguments, ensure_ascii=False)}", 60) + (f" → {failed}" if failed else "")
+            for name, arguments, failed in a.calls) or "none")),
         ("steps", *cells(lambda a: str(a.finished.steps))),
         ("tokens", *cells(tokens)),
         ("latency", *cells(lambda a: f"{a.finished.duration_s:.1f} s")),

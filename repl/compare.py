@@ -18,7 +18,14 @@ from repl.approval import ApprovalRequest, Deny
 from repl.config import Settings, with_overrides
 from repl.context import ContextWindow
 from repl.cost import Cost, price_for
-from repl.events import ErrorEvent, EventLog, ModelUsage, ToolCallStarted, TurnFinished
+from repl.events import (
+    ErrorEvent,
+    EventLog,
+    ModelUsage,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+)
 from repl.history import History
 from repl.providers.base import ProviderError
 from repl.runtime import limits_from, make_provider
@@ -31,7 +38,7 @@ DRY_RUN = "a dry run (/compare): side effects are not carried out"
 class Attempt:
     model: str
     finished: TurnFinished | None = None
-    calls: list[tuple[str, Any]] = field(default_factory=list)  # (name, arguments) in order
+    calls: list[tuple[str, Any, str]] = field(default_factory=list)  # (name, arguments, error type or "")
     cost: Cost = field(default_factory=Cost)
     error: str = ""  # why the model could not run, or the error that ended its turn
 
@@ -83,7 +90,8 @@ def compare(settings: Settings, registry: Registry, history: History, models: li
             provider.close()
         price = price_for(run_settings)
         attempt.cost = sum((Cost.of(u.usage, price) for u in log.of(ModelUsage)), Cost())
-        attempt.calls = [(c.name, c.arguments) for c in log.of(ToolCallStarted)]
+        outcome = {f.call_id: f.error_type or "error" for f in log.of(ToolCallFinished) if not f.ok}
+        attempt.calls = [(c.name, c.arguments, outcome.get(c.call_id, "")) for c in log.of(ToolCallStarted)]
         attempt.error = next((e.message for e in log.of(ErrorEvent)), "")
         if attempt.finished.stopped_by == "interrupted":
             break

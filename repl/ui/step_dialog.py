@@ -39,6 +39,7 @@ from repl.ui.escape import clean, json_text
 
 SHOWN_MESSAGES = 6  # new messages shown in full; more are counted
 SHOWN_TOOLS = 8
+MESSAGE_CHARS = 4000  # a new message is shown as compact JSON up to this (its strings cut at 240)
 RESULT_TEMPLATE = '{\n  "ok": true,\n  "result": ""\n}'
 EDIT_HINT = "Esc-Enter (or Alt-Enter) accepts, Ctrl-C cancels."
 
@@ -53,10 +54,10 @@ class StepDialog:
         editable = view.last_role in ("user", "tool")
         what = "question" if view.last_role == "user" else "tool result"
         keys = "c" + ("e" if editable else "") + ("s" if view.tools else "") + "q"
-        prompt = [("bold", "Send?"), ("", " [c]ontinue (Enter)"
-                                      + (f" [e]dit the {what}" if editable else "")
-                                      + (" [s]end without tools" if view.tools else "")
-                                      + " [q] stop the turn › ")]
+        prompt = [("bold", "Send?"), ("", " [c]ontinue/Enter"
+                                      + (f" [e]dit {what}" if editable else "")
+                                      + (" [s] without tools" if view.tools else "")
+                                      + " [q] stop turn › ")]
         while True:
             key = self.dialog._read_key(prompt, keys, enter="c")
             if key == "q":
@@ -78,7 +79,7 @@ class StepDialog:
         choices: list[ForCall] = []
         for call in calls:
             prompt = [("bold", f"{call.index}/{call.count} {clean(call.name)}:"),
-                      ("", " [c]ontinue (Enter) [x] skip [r]esult by hand [q] stop the turn › ")]
+                      ("", " [c]ontinue/Enter [x] skip [r]esult by hand [q] stop turn › ")]
             while True:
                 key = self.dialog._read_key(prompt, "cxrq", enter="c")
                 if key == "q":
@@ -135,7 +136,7 @@ def request_panel(view: RequestView) -> Panel:
         f"sends all {view.total_messages} messages (nothing before to compare)" if added == view.total_messages
         else f"adds {added} of {view.total_messages} messages since the previous request", "dim")]
     for message in view.new_messages[-SHOWN_MESSAGES:] if added > SHOWN_MESSAGES else view.new_messages:
-        parts.append(json_text(message, max_lines=8, string_chars=240, one_line_chars=100))
+        parts.append(json_text(message, string_chars=240, one_line_chars=MESSAGE_CHARS))  # one line, wrapped
     if added > SHOWN_MESSAGES:
         parts.insert(1, Text(f"… {added - SHOWN_MESSAGES} earlier new messages not shown", "dim"))
     names = ", ".join(clean(n) for n in view.tools[:SHOWN_TOOLS])
@@ -152,8 +153,13 @@ def calls_panel(calls: list[CallView]) -> Panel:
                                                          "bold"), " · before they run")
     parts: list[RenderableType] = []
     for call in calls:
-        parts.append(Text.assemble((f"{call.index}. ", "dim"), (clean(call.name), "bold"),
-                                   (" · side effects: asks for approval when it runs" if call.side_effects else "",
-                                    "yellow")))
-        parts.append(json_text(call.arguments, max_lines=8, string_chars=240, one_line_chars=100))
+        heading = Text.assemble((f"{call.index}. ", "dim"), (clean(call.name), "bold"))
+        arguments = json_text(call.arguments, max_lines=8, string_chars=240, one_line_chars=60)
+        if "\n" not in arguments.plain:
+            heading.append("  ").append_text(arguments)
+        if call.side_effects:
+            heading.append(" · side effects: asks for approval when it runs", "yellow")
+        parts.append(heading)
+        if "\n" in arguments.plain:
+            parts.append(arguments)
     return Panel(Group(*parts), title=title, title_align="left", border_style="magenta", expand=False)

@@ -17,13 +17,14 @@ from tests.reliability.helpers import trace_records
 from tests.reliability.pty_sized import sized_repl  # noqa: F401 - fixture
 from tests.test_cli import home  # noqa: F401 - fixture
 
-SEND = r"stop the turn ›"  # the end of both step prompts (also in a prompt redrawn with its answer)
+SEND = r"stop turn ›"  # the end of both step prompts (also in a prompt redrawn with its answer)
 BEFORE_CALL = "before the model call"  # panel titles: printed once, after the last prompt's redraw
 BEFORE_TOOLS = "before they run"
 
 
 def pause(repl, marker: str) -> str:
-    """What is on screen up to the prompt that follows ``marker`` (a title, or a call's "2/2 name:")."""
+    """What is on screen up to the prompt that follows ``marker`` (a title, or a call's "2/2 name:").
+    The prompt is drawn once keys typed earlier are dropped: a key sent now answers it."""
     screen = repl.expect(marker)
     return screen + repl.expect(SEND)
 
@@ -52,17 +53,17 @@ def test_continue_through_every_pause_and_an_approval(sized_repl, fake_server, h
     repl.say("list and add")
     screen = pause(repl, BEFORE_CALL)
     assert "sends all 2 messages" in screen and "list_todos" in screen and "unchanged prefix" in screen
-    repl.key("\r")  # Enter continues
+    repl.child.send("\r")  # Enter continues
     screen = pause(repl, BEFORE_TOOLS)
     assert "2 tool calls" in screen and "asks for approval" in screen
-    repl.key("c")
+    repl.child.send("c")
     pause(repl, "2/2 add_todo:")
-    repl.key("c")
-    repl.expect("Allow")  # a side-effecting call still asks
-    repl.key("y")
+    repl.child.send("c")
+    repl.expect(r"Allow\?")  # a side-effecting call still asks
+    repl.child.send("y")
     screen = pause(repl, BEFORE_CALL)
     assert "step 2" in screen and "adds 3 of 5 messages" in screen and "tool_call_id" in screen
-    repl.key("c")
+    repl.child.send("c")
     repl.expect("Listed and added")
     repl.ready()
     messages = _then_a_plain_turn(repl, fake_server)
@@ -77,7 +78,7 @@ def test_edit_the_question_before_it_is_sent(sized_repl, fake_server, home):  # 
     repl = sized_repl("--step")
     repl.say("a questoin with a typo")
     pause(repl, BEFORE_CALL)
-    repl.key("e")
+    repl.child.send("e")
     repl.expect("Edit the question")
     repl.child.sendcontrol("a")
     repl.child.sendcontrol("k")
@@ -85,7 +86,7 @@ def test_edit_the_question_before_it_is_sent(sized_repl, fake_server, home):  # 
     repl.child.send("\x1b\r")  # Esc Enter accepts the edit
     screen = pause(repl, BEFORE_CALL)  # the panel again, with the edited question
     assert "a question without a typo" in screen
-    repl.key("c")
+    repl.child.send("c")
     repl.expect("Edited answer")
     repl.ready()
     first = fake_server.chat_requests()[0].body["messages"]
@@ -104,13 +105,13 @@ def test_skip_a_call(sized_repl, fake_server, home):  # noqa: F811
     repl = sized_repl("--step")
     repl.say("two calls")
     pause(repl, BEFORE_CALL)
-    repl.key("c")
+    repl.child.send("c")
     pause(repl, BEFORE_TOOLS)
-    repl.key("x")  # skip list_todos
+    repl.child.send("x")  # skip list_todos
     pause(repl, "2/2 get_todo:")
-    repl.key("c")  # run get_todo
+    repl.child.send("c")  # run get_todo
     pause(repl, BEFORE_CALL)
-    repl.key("c")
+    repl.child.send("c")
     repl.expect("One skipped")
     repl.ready()
     results = [m for m in fake_server.chat_requests()[1].body["messages"] if m["role"] == "tool"]
@@ -128,9 +129,9 @@ def test_a_result_made_by_hand_is_checked_then_sent(sized_repl, fake_server, hom
     repl = sized_repl("--step")
     repl.say("weather?")
     pause(repl, BEFORE_CALL)
-    repl.key("c")
+    repl.child.send("c")
     pause(repl, BEFORE_TOOLS)
-    repl.key("r")
+    repl.child.send("r")
     repl.expect("as JSON")
     for _ in range(6):  # clear the template, line by line from the end
         repl.child.sendcontrol("a")
@@ -144,7 +145,7 @@ def test_a_result_made_by_hand_is_checked_then_sent(sized_repl, fake_server, hom
     repl.child.send('{"ok": true, "forecast": "sunny, by hand"}')
     repl.child.send("\x1b\r")
     pause(repl, BEFORE_CALL)  # before the next model call
-    repl.key("c")
+    repl.child.send("c")
     repl.expect("Sunny, you say")
     repl.ready()
     sent = fake_server.chat_requests()[1].body["messages"][-1]
@@ -161,11 +162,11 @@ def test_quit_mid_step_leaves_a_history_the_server_accepts(sized_repl, fake_serv
     repl = sized_repl("--step")
     repl.say("stop me")
     pause(repl, BEFORE_CALL)
-    repl.key("c")
+    repl.child.send("c")
     pause(repl, BEFORE_TOOLS)
-    repl.key("c")  # the first call would run ...
+    repl.child.send("c")  # the first call would run ...
     pause(repl, "2/2 get_todo:")
-    repl.key("q")  # ... but q stops the turn: no call runs
+    repl.child.send("q")  # ... but q stops the turn: no call runs
     repl.expect("stopped: user")
     repl.ready()
     messages = _then_a_plain_turn(repl, fake_server)
@@ -182,7 +183,7 @@ def test_quit_before_the_first_call_and_ctrl_c_at_a_pause(sized_repl, fake_serve
     repl = sized_repl("--step")
     repl.say("never sent")
     pause(repl, BEFORE_CALL)
-    repl.key("q")
+    repl.child.send("q")
     repl.expect("stopped: user")
     repl.ready()
     repl.say("interrupted at the pause")

@@ -39,6 +39,7 @@ from repl.events import (
     TurnFinished,
     TurnStarted,
     Usage,
+    UserStep,
 )
 from repl.ui.escape import clean, one_line
 from repl.ui.live import LiveArea, interrupt_main, interrupts_deferred
@@ -139,7 +140,7 @@ class Renderer:
             TextDelta: self._text, ModelUsage: self._usage, ToolCallStarted: self._call_started,
             ReasoningDelta: self._reasoning_delta, ModelRetry: self._retry,
             ApprovalRequested: self._approval_requested, ApprovalDecided: self._approval_decided,
-            ToolCallFinished: self._call_finished, GuardTripped: self._guard,
+            ToolCallFinished: self._call_finished, GuardTripped: self._guard, UserStep: self._user_step,
             Notice: self._notice, ErrorEvent: self._error_event, TurnFinished: self._turn_finished,
         }
 
@@ -368,6 +369,15 @@ class Renderer:
         arguments = event.result.get(EDITED_KEY, running.call.arguments if running else None)
         self.console.print(finished_panel(event, arguments, running.decided_s if running else 0.0))
         self._sync_live()
+
+    def _user_step(self, event: UserStep) -> None:
+        """What the user changed in step mode, once more in the scrollback (the trace has it too)."""
+        said = {"edited_by_user": "the message was edited before sending",
+                "skipped_by_user": f"{event.name} skipped: it gets a skipped_by_user result",
+                "result_by_user": f"{event.name} does not run: its result is the one made by hand",
+                "tools_disabled_by_user": "sent without tools",
+                "stopped_by_user": "turn stopped; every call has a result"}
+        self.console.print(Text(f"step mode · {clean(said.get(event.action, event.action))}", "dim"))
 
     def _guard(self, event: GuardTripped) -> None:
         self._end_text()

@@ -114,6 +114,10 @@ def test_skip_a_call(sized_repl, fake_server, home):  # noqa: F811
     repl.child.send("c")
     repl.expect("One skipped")
     repl.ready()
+    assert "step mode · list_todos skipped" in repl.screen()
+    repl.say("/trace")
+    repl.expect(r"skipped_by_user list_todos \(step mode\)")  # the timeline marks it
+    repl.ready()
     results = [m for m in fake_server.chat_requests()[1].body["messages"] if m["role"] == "tool"]
     skipped, ran = (json.loads(m["content"]) for m in results)
     assert skipped["error"]["type"] == "skipped_by_user" and ran["ok"] is True

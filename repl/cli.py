@@ -336,10 +336,14 @@ def show_trace(
     session: Annotated[str, typer.Argument(help="Session id, a trace file, or 'last'.")] = "last",
     turn: Annotated[str | None, typer.Option("--turn", help="Turn number, or 'all' (default: the last turn).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw records as JSON lines.")] = False,
+    raw: Annotated[bool, typer.Option("--raw", help="Each model call's request as sent and response as "
+                                      "assembled, as JSON (with --json: one JSON list).")] = False,
+    html: Annotated[Path | None, typer.Option("--html", help="Write the turns (default: all) as one "
+                                              "self-contained HTML page: timelines, raw calls, tool results.")] = None,
     config: ConfigOpt = None,
 ) -> None:
     """Show the timeline of a saved session's turns."""
-    from repl.timeline import select_turns, trace_path
+    from repl.timeline import chosen_turns, select_turns, trace_path
 
     settings = _settings(config, None, None, None, None, None, False, None)
     path = trace_path(settings.trace_dir, session)
@@ -347,14 +351,50 @@ def show_trace(
         typer.echo(f"error: no trace found for {session!r} in {settings.trace_dir}", err=True)
         raise typer.Exit(1)
     try:
-        lines = select_turns(path, turn or "last", as_json=as_json)
+        if raw or html:
+            groups = chosen_turns(path, turn or ("all" if html else "last"))
+        else:
+            lines = select_turns(path, turn or "last", as_json=as_json)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     from repl.ui.escape import clean  # trace records hold model, tool and server text
 
-    for line in lines:
-        typer.echo(line if as_json else clean(line))
+    if html:
+        _write_html(path, groups, html)
+    elif raw:
+        _print_raw(path, groups, as_json)
+    else:
+        for line in lines:
+            typer.echo(line if as_json else clean(line))
+
+
+def _write_html(path: Path, groups: list, target: Path) -> None:
+    from repl.trace_html import trace_page
+    from repl.ui.escape import clean
+
+    try:
+        target.expanduser().write_text(trace_page(path, groups), encoding="utf-8")
+    except (OSError, ValueError) as exc:
+        typer.echo(f"error: could not write {clean(str(target))}: {getattr(exc, 'strerror', None) or exc}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"wrote {len(groups)} turn{'' if len(groups) == 1 else 's'} to {clean(str(target))}")
+
+
+def _print_raw(path: Path, groups: list, as_json: bool) -> None:
+    from repl.timeline import missing_raw, raw_calls, raw_sections
+    from repl.trace import read_wire, wire_path
+    from repl.ui.escape import json_display
+
+    wire, dropped = read_wire(wire_path(path))
+    calls, missing = raw_calls(groups, wire)
+    if as_json:
+        typer.echo(json_display(calls, indent=2))
+    for heading, value in [] if as_json else raw_sections(calls):
+        typer.echo(heading)
+        typer.echo("(none: the call failed or was stopped)" if value is None else json_display(value, indent=2))
+    if missing:
+        typer.echo(missing_raw(missing, dropped), err=True)
 
 
 def optional_values(argv: list[str]) -> list[str]:

@@ -1,7 +1,7 @@
 """``glassloop ask``: one turn, no terminal UI.
 
-Progress goes to stderr as plain lines, the answer to stdout (or one JSON
-object with ``--json``). Exit codes: 0 answered (also after a guard stopped
+Progress goes to stderr as plain lines, the answer to stdout as it streams
+(``AnswerStream``; or one JSON object with ``--json``). Exit codes: 0 answered (also after a guard stopped
 the loop and the model gave a final answer), 1 the turn failed (provider
 error) or ended without any answer text, 130 interrupted. With ``--json`` a failure
 has a top-level ``"error": {"type", "message"}``. Configuration errors exit with 2 before this runs, a
@@ -59,16 +59,12 @@ from repl.runtime import (
     start_mcp,
 )
 from repl.trace import joined_text
-from repl.ui.escape import clean  # pure; imports no rich
-from repl.unicode import valid_text
+from repl.ui.escape import clean, json_display  # pure; imports no rich
 from repl.user_tools import UserTools
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 MAX_HELD_CHARS = 8192  # streamed text held back for a line (or word) end, at most
 
-
-# Characters JSON leaves raw that a terminal may still act on (8-bit CSI/OSC, bidi overrides).
-_JSON_RAW_CONTROLS = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 class Progress:
@@ -269,8 +265,7 @@ def _print_result(finished: TurnFinished, log: EventLog, as_json: bool, out: Tex
 
 
 def _print_json(payload: dict[str, Any], out: TextIO, redact: Redactor) -> None:
-    text = valid_text(json.dumps(redact.value(payload), ensure_ascii=False))
-    print(_JSON_RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text), file=out)
+    print(json_display(redact.value(payload)), file=out)
 
 
 def _is_terminal(out: TextIO) -> bool:

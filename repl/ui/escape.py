@@ -65,6 +65,18 @@ def cut_words(text: str, limit: int) -> str:
     return head.rstrip(" ,;:") + "…"
 
 
+# Characters JSON leaves raw that a terminal may still act on (8-bit CSI/OSC, bidi overrides).
+_JSON_RAW_CONTROLS = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def json_display(value: Any, indent: int | None = None) -> str:
+    """``value`` as JSON that is safe to print whole: readable (not ASCII-escaped), but each
+    character a terminal could act on written as a ``\\u`` escape (``json.dumps`` escapes
+    the C0 controls itself), so the text still parses to the same value."""
+    text = valid_text(json.dumps(value, ensure_ascii=False, indent=indent))
+    return _JSON_RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def json_text(value: Any, *, max_lines: int = 12, string_chars: int = 160, one_line_chars: int = 60) -> Text:
     """``value`` as highlighted JSON for display: one line when short, else indented;
     long strings and line counts cut; a ``str`` (invalid JSON from a model) shown as is."""

@@ -12,13 +12,33 @@ writes one self-contained page with every turn, call and result.
 from __future__ import annotations
 
 import json
+import re
+import time
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
 
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record, trace_records
+from tests.reliability.pty_sized import sized_repl  # noqa: F401 - fixture
 from tests.test_cli import glassloop, home  # noqa: F401 - fixture
+
+SLOW_TOOL = """import time
+
+from glassloop_tools import tool
+
+
+@tool
+def slow_lookup(city: str) -> dict:
+    \"\"\"Look a city up, slowly.
+
+    Args:
+        city: the city
+    \"\"\"
+    time.sleep(0.3)
+    return {"city": city, "found": True}
+"""
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -78,3 +98,171 @@ def test_raw_bodies_can_be_turned_off(fake_server, home, tmp_path):  # noqa: F81
     result = chat(home, fake_server.base_url, ["hello"], "--config", str(config))
     assert result.returncode == 0, result.stderr
     assert list(trace_folder(home).glob("*.jsonl")) and not list(trace_folder(home).glob("*.wire"))
+
+
+def slow_tool_file(tmp_path: Path) -> Path:
+    path = tmp_path / "slow_tools.py"
+    path.write_text(SLOW_TOOL, encoding="utf-8")
+    return path
+
+
+def tool_turn():
+    """Two read-only calls that run together (0.3 s each), then one that asks for approval."""
+    return (tool_calls(call("slow_lookup", {"city": "Paris"}), call("slow_lookup", {"city": "Berlin"}),
+                       call("add_todo", {"title": "pack the bags"})),
+            text("Both found; the todo is added."))
+
+
+def cells(line: str, cell: str) -> set[int]:
+    return {i for i, ch in enumerate(line) if ch == cell}
+
+
+def test_timeline_at_80_columns_overlaps_concurrent_tools(sized_repl, fake_server, tmp_path):  # noqa: F811
+    fake_server.script(*tool_turn())
+    repl = sized_repl("--tools", str(slow_tool_file(tmp_path)), cols=80)
+    repl.say("look up Paris and Berlin, and add a todo")
+    repl.expect("Allow")
+    time.sleep(0.4)  # the person thinks it over: the wait is drawn apart from the run
+    repl.key("y")
+    repl.expect("the todo is added")
+    repl.ready()
+    repl.say("/trace")
+    repl.expect("turn end: stopped_by answer")
+    repl.ready()
+    shown = repl.screen().rsplit("/trace", 1)[-1]
+    lines = [line.rstrip() for line in shown.replace("\r", "").split("\n")]
+    models = [line for line in lines if line.startswith("model ")]
+    tools = [line for line in lines if line.startswith("  slow_lookup")]
+    todo = next(line for line in lines if line.startswith("  add_todo"))
+    assert len(models) == 2 and len(tools) == 2, shown
+    assert all(re.search(r"in [\d,]+ \([\d,]+ cached\) out [\d,]+$", m) for m in models), models
+    assert all(re.search(r"ok \d+ ms$", t) for t in tools), tools  # each row whole on one line
+    first, second = (cells(t, "▓") for t in tools)
+    assert first and second and len(first & second) >= 0.8 * min(len(first), len(second))  # they overlap
+    waited, ran = cells(todo, "░"), cells(todo, "▓")
+    assert waited and ran and max(waited) < min(ran) and "waited" in todo  # the wait, then the run
+    assert min(waited) >= max(first | second) - 1  # asked once the read-only calls were done
+    assert cells(models[1], "█") and min(cells(models[1], "█")) >= max(ran) - 1  # the answer came after
+    assert all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    assert "░ waiting for approval" in shown
+    repl.close()
+    record("see_through", case="timeline at 80 columns", tool_cells=[len(first), len(second)],
+           overlap=len(first & second), wait_cells=len(waited))
+
+
+def test_trace_raw_shows_and_saves_what_the_server_received(sized_repl, fake_server, tmp_path):  # noqa: F811
+    fake_server.script(tool_calls(call("list_todos", {})), text("Two are open."))
+    repl = sized_repl(cols=100)
+    repl.say("what is open?")
+    repl.expect("Two are open")
+    repl.ready()
+    repl.say("/trace --raw")
+    repl.expect("model call 2 · response")
+    repl.ready()
+    shown = repl.screen().rsplit("/trace --raw", 1)[-1]
+    assert "turn 1 · model call 1 · request, as sent" in shown and '"what is open?"' in shown
+    assert '"stream_options"' in shown and '"finish_reason": "tool_calls"' in shown
+    saved = tmp_path / "raw.json"
+    repl.say(f"/trace 1 --raw --save {saved}")
+    repl.expect("saved 2 model calls")
+    repl.ready()
+    repl.close()
+    calls = json.loads(saved.read_text(encoding="utf-8"))
+    assert [c["request"] for c in calls] == [r.body for r in fake_server.chat_requests()]
+    assert calls[1]["response"]["content"] == "Two are open."
+
+
+def test_glassloop_trace_raw_of_a_saved_session(fake_server, home):  # noqa: F811
+    fake_server.script(tool_calls(call("list_todos", {})), text("first"), text("second"))
+    result = chat(home, fake_server.base_url, ["what is open?", "and now?"])
+    session_id = result.stdout.split("glassloop --resume ")[-1].split()[0]
+    as_json = glassloop("trace", session_id, "--raw", "--turn", "1", "--json", env=home)
+    assert as_json.returncode == 0, as_json.stderr
+    calls = json.loads(as_json.stdout)
+    assert [c["request"] for c in calls] == [r.body for r in fake_server.chat_requests()[:2]]
+    shown = glassloop("trace", session_id, "--raw", "--turn", "2", env=home)
+    sections = re.split(r"^── .*$", shown.stdout, flags=re.M)
+    assert re.findall(r"^── (.*)$", shown.stdout, flags=re.M) == [
+        "turn 2 · model call 1 · request, as sent", "turn 2 · model call 1 · response, as assembled from the stream"]
+    assert json.loads(sections[1]) == fake_server.chat_requests()[2].body
+    assert json.loads(sections[2])["content"] == "second"
+
+
+def test_usage_draws_cached_and_uncached_input_per_turn(fake_server, home):  # noqa: F811
+    fake_server.prefix_cache = True
+    fake_server.script(text("one"), text("two"), text("three"))
+    result = chat(home, fake_server.base_url, ["first question", "second", "third", "/usage"])
+    assert result.returncode == 0, result.stderr
+    chart = result.stdout.split("tokens per turn", 1)[1].splitlines()
+    bars = {line.split()[0]: line for line in chart[1:4]}
+    assert set(bars) == {"1", "2", "3"}
+    assert "░" not in bars["1"] and "▒" in bars["1"]  # the first request has nothing cached
+    assert "░" in bars["2"] and "░" in bars["3"] and "█" in bars["3"]
+    assert re.search(r"session: [\d,]+ tokens \([\d,]+ in, [\d,]+ of them cached; [\d,]+ out\) · \$", result.stdout)
+
+
+class PageParser(HTMLParser):
+    """What the page holds: turns, model and tool calls with their texts, every tag and attribute."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.turns: list[str] = []
+        self.models: list[tuple[str, str]] = []  # (turn, step)
+        self.tools: list[str] = []
+        self.pres: dict[str, list[str]] = {}
+        self._turn = ""
+        self._pre: str | None = None
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        self.tags.append((tag, a))
+        if tag == "section":
+            self._turn = a.get("data-turn") or ""
+            self.turns.append(self._turn)
+        elif tag == "details" and a.get("class") == "model-call":
+            self.models.append((self._turn, a.get("data-step") or ""))
+        elif tag == "details" and a.get("class") == "tool-call":
+            self.tools.append(a.get("data-call-id") or "")
+        elif tag == "pre":
+            self._pre = a.get("class") or ""
+            self.pres.setdefault(self._pre, []).append("")
+
+    def handle_endtag(self, tag):
+        if tag == "pre":
+            self._pre = None
+
+    def handle_data(self, data):
+        if self._pre is not None:
+            self.pres[self._pre][-1] += data
+
+
+def test_html_page_holds_every_turn_call_and_result(fake_server, home, tmp_path):  # noqa: F811
+    fake_server.script(*tool_turn(), text("Plain answer <b>not bold</b>"))
+    result = chat(home, fake_server.base_url, ["look up Paris and Berlin", "and then?"],
+                  "--tools", str(slow_tool_file(tmp_path)), "--yes")
+    assert result.returncode == 0, result.stderr
+    session_id = result.stdout.split("glassloop --resume ")[-1].split()[0]
+    page = tmp_path / "trace.html"
+    made = glassloop("trace", session_id, "--html", str(page), env=home)
+    assert made.returncode == 0 and "wrote 2 turns" in made.stdout, made
+    parsed = PageParser()
+    started = time.monotonic()
+    parsed.feed(page.read_text(encoding="utf-8"))
+    records = trace_records(home)
+    turns = [str(r["turn"]) for r in records if r["type"] == "turn_started"]
+    assert parsed.turns == turns == ["1", "2"]
+    assert parsed.models == [(str(r["turn"]), str(r["step"])) for r in records if r["type"] == "model_request"]
+    assert [json.loads(t) for t in parsed.pres["request"]] == [r.body for r in fake_server.chat_requests()]
+    assert json.loads(parsed.pres["response"][-1])["content"] == "Plain answer <b>not bold</b>"  # escaped, kept
+    finished = [r for r in records if r["type"] == "tool_call_finished"]
+    assert parsed.tools == [r["call_id"] for r in finished] and len(finished) == 3
+    assert [json.loads(t) for t in parsed.pres["result"]] == [r["result"] for r in finished]
+    assert [json.loads(t) for t in parsed.pres["arguments"]] == [
+        r["arguments"] for r in records if r["type"] == "tool_call_started"]
+    # self-contained: no script, no link, nothing fetched
+    assert not [t for t, a in parsed.tags if t in ("script", "link", "img", "iframe") or {"src", "href"} & a.keys()]
+    assert "url(" not in page.read_text(encoding="utf-8") and "<b>not bold</b>" not in page.read_text(encoding="utf-8")
+    record("see_through", case="html page", bytes=page.stat().st_size, turns=len(parsed.turns),
+           model_calls=len(parsed.models), tool_calls=len(parsed.tools),
+           parse_ms=round((time.monotonic() - started) * 1000, 1))

@@ -73,7 +73,7 @@ def test_continue_through_every_pause_and_an_approval(sized_repl, fake_server, h
     repl.close()
 
 
-def test_edit_the_question_before_it_is_sent(sized_repl, fake_server, home):  # noqa: F811
+def test_edit_the_question_then_send_it_without_tools(sized_repl, fake_server, home):  # noqa: F811
     fake_server.script(text("Edited answer."), text("plain answer"))
     repl = sized_repl("--step")
     repl.say("a questoin with a typo")
@@ -86,15 +86,16 @@ def test_edit_the_question_before_it_is_sent(sized_repl, fake_server, home):  # 
     repl.child.send("\x1b\r")  # Esc Enter accepts the edit
     screen = pause(repl, BEFORE_CALL)  # the panel again, with the edited question
     assert "a question without a typo" in screen
-    repl.child.send("c")
+    repl.child.send("s")  # send it without tools
     repl.expect("Edited answer")
     repl.ready()
-    first = fake_server.chat_requests()[0].body["messages"]
-    assert first[-1] == {"role": "user", "content": "a question without a typo"}
+    first = fake_server.chat_requests()[0].body
+    assert first["messages"][-1] == {"role": "user", "content": "a question without a typo"}
+    assert "tools" not in first
     messages = _then_a_plain_turn(repl, fake_server)
     assert messages[1]["content"] == "a question without a typo"
-    [edit] = _user_steps(home)
-    assert edit["action"] == "edited_by_user"
+    edit, no_tools = _user_steps(home)
+    assert edit["action"] == "edited_by_user" and no_tools["action"] == "tools_disabled_by_user"
     assert edit["detail"]["before"] == "a questoin with a typo"
     repl.close()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.fakeserver import call, text, tool_calls
+from tests.fakeserver import call, fault_status, text, tool_calls
 from tests.reliability.helpers import trace_records
 from tests.reliability.pty_sized import sized_repl  # noqa: F401 - fixture
 from tests.test_cli import home  # noqa: F401 - fixture
@@ -56,6 +56,39 @@ def test_retry_on_another_model_undoes_the_turn_first(sized_repl, fake_server, h
     repl.expect("removed todo-")
     repl.ready()
     assert Path(home["GLASSLOOP_TODOS_FILE"]).read_bytes() == before
+    repl.close()
+
+
+def test_retry_after_a_failed_turn_keeps_the_turn_before(sized_repl, fake_server):
+    """A turn that failed before any answer left no message: undoing it (by /retry or
+    /undo) must not take the previous turn with it."""
+    fake_server.script(text("First answer."), fault_status(404), _for("model-b", text("Second answer.")),
+                       fault_status(404), text("plain answer"))
+    repl = sized_repl()
+    repl.say("first question")
+    repl.expect("First answer")
+    repl.ready()
+    repl.say("second question")
+    repl.expect("error")
+    repl.ready()
+    repl.say("/retry --model model-b")
+    repl.expect("Second answer")
+    repl.ready()
+    sent = fake_server.chat_requests()[-1].body["messages"]
+    assert [m.get("content") for m in sent[1:]] == ["first question", "First answer.", "second question"]
+    repl.say("third question")
+    repl.expect("error")
+    repl.ready()
+    repl.say("/undo")  # the failed turn: nothing of it is in the conversation
+    repl.expect("removed the last turn")
+    repl.ready()
+    repl.say("and now?")
+    repl.expect("plain answer")
+    repl.ready()
+    sent = fake_server.chat_requests()[-1].body["messages"]
+    assert [m.get("content") for m in sent[1:]] == ["first question", "First answer.", "second question",
+                                                    "Second answer.", "and now?"]
+    assert fake_server.history_errors == []
     repl.close()
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fakeserver import call, text, tool_calls
+from tests.fakeserver import call, fault_status, text, tool_calls
 from tests.reliability.helpers import record, trace_records
 from tests.reliability.pty_sized import sized_repl  # noqa: F401 - fixture
 from tests.test_cli import glassloop, home  # noqa: F401 - fixture
@@ -68,6 +68,24 @@ def test_raw_bodies_are_what_the_server_received(fake_server, home):  # noqa: F8
     assert responses[0]["body"]["tool_calls"][0]["name"] == "list_todos"
     assert responses[0]["body"]["finish_reason"] == "tool_calls" and responses[1]["body"]["content"] == "two open"
     assert not [r for r in trace_records(home) if r.get("type") == "wire"]  # bodies stay out of the trace
+
+
+def test_raw_body_of_text_tool_calls_and_of_a_refused_request(fake_server, home, tmp_path):  # noqa: F811
+    config = tmp_path / "text.toml"
+    config.write_text('[providers.openai]\ntool_call_format = "text"\n', encoding="utf-8")
+    fake_server.script(text('<tool_call>{"name": "list_todos", "arguments": {}}</tool_call>'), text("Two open."),
+                       fault_status(400, message="no such model"))
+    result = chat(home, fake_server.base_url, ["what is open?", "again", "/trace --raw"], "--config", str(config))
+    assert result.returncode == 0, result.stderr
+    wire = wire_lines(home)
+    requests = [r for r in wire if r["kind"] == "request"]
+    assert [r["body"] for r in requests] == [r.body for r in fake_server.requests]  # also the refused one
+    first = requests[0]["body"]
+    assert "tools" not in first and "list_todos" in first["messages"][0]["content"]  # the text transform, as sent
+    answer = next(r["body"] for r in wire if r["kind"] == "response")
+    assert answer["content"].startswith("<tool_call>") and answer["tool_calls"][0]["name"] == "list_todos"
+    assert [r["turn"] for r in wire if r["kind"] == "response"] == [1, 1]  # the refused call got no answer
+    assert "(none: the call failed or was stopped before it was answered)" in result.stdout
 
 
 def test_raw_bodies_are_capped_oldest_first_and_events_kept(fake_server, home, tmp_path):  # noqa: F811

@@ -32,7 +32,7 @@ TRUST_FILE = "trusted.json"
 # providers.NAME.KEY that change how the model answers, never where data goes or what runs
 SAFE_PROFILE_KEYS = frozenset({"model", "api", "tool_call_format", "temperature", "max_tokens",
                                "context_window", "timeout_s", "max_retries"})
-SAFE_KEYS = frozenset({"system_prompt", "tools.weather"})
+SAFE_KEYS = frozenset({"system_prompt", "tools.weather", "show_reasoning"})
 _APPROVAL_RANK = {"read-only": 0, "ask": 1, "auto": 2}
 _NO_LIMIT_AT_ZERO = ("guards.session_budget_usd", "guards.session_budget_tokens")
 

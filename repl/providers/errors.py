@@ -6,14 +6,21 @@ the SDK is loaded anyway, and importing this module stays free.
 
 from __future__ import annotations
 
+import email.utils
+import math
+import random
 import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from repl.providers.base import ErrorKind, ProviderError
 from repl.redact import Redactor, mask_url, url_secrets
 
-RETRY_COUNT_HEADER = "x-stainless-retry-count"  # sent by the SDK on every attempt
+RETRY_COUNT_HEADER = "x-stainless-retry-count"  # the retries before this attempt, on every request
+# The SDK's own retry policy, applied by the adapters so that each wait is an event.
+FIRST_RETRY_DELAY_S, MAX_RETRY_DELAY_S, MAX_RETRY_AFTER_S = 0.5, 8.0, 120.0
+_STATUS_WORDS = {408: "request timeout", 409: "conflict", 429: "rate limited"}
 
 
 @dataclass(frozen=True)
@@ -26,6 +33,8 @@ class ErrorContext:
     api_key_env: str | None = None
     timeout_s: float = 60
     secrets: tuple[str, ...] = ()  # strings to blank out of every message (and the URL's own)
+    attempts: int = 1  # requests made, retries included
+    elapsed_s: float = 0.0  # from the first attempt to the failure
 
 
 def one_line(text: str, limit: int = 200) -> str:
@@ -55,8 +64,11 @@ def from_sdk_error(
 
     where = mask_url(ctx.base_url)
     if isinstance(err, openai.APITimeoutError):
-        phase = "the answer stalled" if streaming else f"no answer from {where}"
-        msg = f"{ctx.provider}: {phase} for {ctx.timeout_s:g} s (timeout)"
+        if streaming:
+            msg = f"{ctx.provider}: the answer stalled for {ctx.timeout_s:g} s (timeout)"
+        else:
+            tries = f", {ctx.attempts} attempts, {ctx.elapsed_s:.0f} s in all" if ctx.attempts > 1 else ""
+            msg = f"{ctx.provider} at {where}: no answer in {ctx.timeout_s:g} s{tries} (timeout)"
         return make_error("timeout", msg, ctx, partial_text)
     if isinstance(err, openai.APIConnectionError):
         if streaming:
@@ -75,7 +87,7 @@ def from_sdk_error(
 def _from_status(err: Any, ctx: ErrorContext, where: str, partial_text: str) -> ProviderError:
     code = err.status_code
     detail = server_detail(err)
-    retries = retries_taken(err.response.request)
+    retries = max(ctx.attempts - 1, retries_taken(err.response.request))
     after = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
     if code == 401:
         hint = f"the {ctx.api_key_env} environment variable" if ctx.api_key_env else "the API key setting"
@@ -92,6 +104,63 @@ def _from_status(err: Any, ctx: ErrorContext, where: str, partial_text: str) -> 
         return make_error("server", f"{ctx.provider}: server error (HTTP {code}){after}: {detail}", ctx)
     kind: ErrorKind = "bad_request" if code in (400, 413, 422) else "other"
     return make_error(kind, f"{ctx.provider}: request rejected (HTTP {code}): {detail}", ctx)
+
+
+def retry_delay(err: Exception, retries: int) -> float | None:
+    """Seconds to wait before the next attempt after ``err`` (an SDK error), when
+    ``retries`` were made already; None when it is not worth retrying. The SDK's rules:
+    timeouts, connection errors, 408, 409, 429 and 5xx are retried (``x-should-retry``
+    decides when sent); ``Retry-After`` up to two minutes is honoured, else the wait
+    doubles from 0.5 s up to 8 s, less up to a quarter at random."""
+    import openai
+
+    after = None
+    if isinstance(err, openai.APIStatusError):
+        headers = err.response.headers
+        after = _retry_after(headers)
+        if after is not None and after > MAX_RETRY_AFTER_S:
+            return None
+        hint = headers.get("x-should-retry")
+        if hint in ("true", "false"):
+            if hint == "false":
+                return None
+        elif err.status_code not in (408, 409, 429) and err.status_code < 500:
+            return None
+    elif not isinstance(err, openai.APITimeoutError | openai.APIConnectionError):
+        return None
+    if after is not None and 0 < after <= MAX_RETRY_AFTER_S:
+        return after
+    return min(FIRST_RETRY_DELAY_S * 2.0 ** min(retries, 30), MAX_RETRY_DELAY_S) * (1 - 0.25 * random.random())
+
+
+def retry_reason(err: Exception, ctx: ErrorContext) -> str:
+    """Why an attempt failed, in a few words: "429 rate limited", "no answer in 60 s"."""
+    import openai
+
+    if isinstance(err, openai.APIStatusError):
+        code = err.status_code
+        return f"{code} {_STATUS_WORDS.get(code, 'server error' if code >= 500 else 'error')}"
+    if isinstance(err, openai.APITimeoutError):
+        return f"no answer in {ctx.timeout_s:g} s"
+    return "connection failed"
+
+
+def _retry_after(headers: Any) -> float | None:
+    """``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date) in seconds."""
+    for name, divisor in (("retry-after-ms", 1000), ("retry-after", 1)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) / divisor
+        except ValueError:
+            continue
+        return seconds if math.isfinite(seconds) else MAX_RETRY_AFTER_S + 1
+    try:
+        when = email.utils.parsedate_tz(headers.get("retry-after"))
+        return None if when is None else email.utils.mktime_tz(when) - time.time()
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def server_detail(err: Any) -> str:

@@ -6,6 +6,8 @@ here; everything finished is printed above it, to the scrollback.
 
 from __future__ import annotations
 
+import os
+import select
 import signal
 import sys
 import threading
@@ -26,18 +28,22 @@ class LiveArea:
     thread redraws under the same lock instead, and only when ``changed()``
     says there is something new to show. While the area is up the terminal
     does not echo keys, and Ctrl-C waits until a print is complete
-    (``interrupts_deferred``): either would leave lines behind.
+    (``interrupts_deferred``): either would leave lines behind. With
+    ``on_escape``, a lone Esc typed while the area is up calls it (the REPL
+    stops the turn, as Ctrl-C does); other keys typed meanwhile go to the next
+    prompt, as typed-ahead keys.
     """
 
     def __init__(self, console: Console, renderable: Callable[[], RenderableType], *,
-                 refresh_per_second: float = 12.0, changed: Callable[[], bool] = lambda: True) -> None:
+                 refresh_per_second: float = 12.0, changed: Callable[[], bool] = lambda: True,
+                 on_escape: Callable[[], None] | None = None) -> None:
         self.console = console
         self.lock = threading.RLock()
         self._renderable, self._changed = renderable, changed
         self._interval = 1 / refresh_per_second if refresh_per_second > 0 else 0.0
         self._live: Any = None
         self._ticker: _Ticker | None = None
-        self._echo = _EchoOff()
+        self._echo = _EchoOff(on_escape)
 
     @property
     def active(self) -> bool:
@@ -87,13 +93,29 @@ class _Ticker(threading.Thread):
                 self.area.refresh()
 
 
+ESC_ALONE_S = 0.05  # an Esc with nothing after it this long is the Esc key, not a sequence
+
+
+def interrupt_main() -> None:
+    """Stop the running turn exactly as Ctrl-C does (the main thread gets SIGINT)."""
+    os.kill(os.getpid(), signal.SIGINT)
+
+
 class _EchoOff:
     """Keeps the terminal from echoing keys (and "^C"): an echoed character moves
     the cursor and the next redraw erases the wrong lines. Typed-ahead keys stay
-    queued for the next prompt."""
+    queued for the next prompt.
 
-    def __init__(self) -> None:
+    With ``on_escape``, the terminal also leaves line mode and a thread reads the
+    keys: a lone Esc calls ``on_escape``; the others are handed to the next
+    prompt_toolkit prompt as typed-ahead keys when the area stops."""
+
+    def __init__(self, on_escape: Callable[[], None] | None = None) -> None:
         self._saved: tuple[int, list[Any]] | None = None
+        self._on_escape = on_escape
+        self._reader: threading.Thread | None = None
+        self._wake = (-1, -1)
+        self._typed = bytearray()
 
     def start(self) -> None:
         try:
@@ -101,13 +123,27 @@ class _EchoOff:
 
             fd = sys.stdin.fileno()
             saved = termios.tcgetattr(fd)
-            termios.tcsetattr(fd, termios.TCSANOW, [*saved[:3], saved[3] & ~termios.ECHO, *saved[4:]])
+            lflag = saved[3] & ~(termios.ECHO | (termios.ICANON if self._on_escape else 0))
+            cc = list(saved[6])
+            cc[termios.VMIN], cc[termios.VTIME] = (1, 0) if self._on_escape else (cc[termios.VMIN], cc[termios.VTIME])
+            termios.tcsetattr(fd, termios.TCSANOW, [*saved[:3], lflag, *saved[4:6], cc])
         except Exception:  # not a terminal: pipes, tests, Windows (no termios)
             return
         self._saved = (fd, saved)
+        if self._on_escape is not None:
+            self._wake = os.pipe()
+            self._reader = threading.Thread(target=self._read_keys, args=(fd, self._wake[0]),
+                                            name="glassloop-keys", daemon=True)
+            self._reader.start()
 
     def stop(self) -> None:
         saved, self._saved = self._saved, None
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            os.write(self._wake[1], b"x")
+            reader.join(1.0)
+            for end in self._wake:
+                os.close(end)
         if saved is not None:
             import termios
 
@@ -115,6 +151,47 @@ class _EchoOff:
                 termios.tcsetattr(saved[0], termios.TCSANOW, saved[1])
             except Exception:  # the terminal went away
                 pass
+            typed, self._typed = bytes(self._typed), bytearray()
+            _hand_to_prompt(saved[0], typed)
+
+    def _read_keys(self, fd: int, wake: int) -> None:
+        try:
+            while fd in select.select([fd, wake], [], [])[0]:
+                data = os.read(fd, 1024)
+                if not data:
+                    return
+                if data == b"\x1b" and fd not in select.select([fd, wake], [], [], ESC_ALONE_S)[0]:
+                    if self._on_escape is not None:
+                        self._on_escape()
+                    continue
+                self._typed += data
+        except OSError:  # the terminal went away
+            return
+
+
+def _hand_to_prompt(fd: int, typed: bytes) -> None:
+    """Keys read while the live area was up become the next prompt's typed-ahead keys."""
+    if not typed:
+        return
+    from prompt_toolkit.input.typeahead import store_typeahead
+    from prompt_toolkit.input.vt100_parser import Vt100Parser
+    from prompt_toolkit.key_binding import KeyPress
+
+    keys: list[KeyPress] = []
+    parser = Vt100Parser(keys.append)
+    parser.feed(typed.decode("utf-8", "replace"))
+    parser.flush()
+    store_typeahead(_TypeaheadKey(f"fd-{fd}"), keys)  # type: ignore[arg-type]  # only its hash is read
+
+
+class _TypeaheadKey:
+    """Stands for the prompt's input in prompt_toolkit's typed-ahead store (keyed by fd)."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def typeahead_hash(self) -> str:
+        return self.key
 
 
 @contextmanager

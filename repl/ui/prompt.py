@@ -98,6 +98,7 @@ class PromptInput:
     ) -> None:
         self.completer = SlashCompleter(commands)
         self._toolbar = toolbar
+        self._default = ""
         self.session: PromptSession[str] = PromptSession(
             message,
             history=_history(history_path, redact),
@@ -116,9 +117,14 @@ class PromptInput:
     def set_commands(self, commands: Iterable[CommandSpec]) -> None:
         self.completer.set_commands(commands)
 
-    def read(self, default: str = "") -> str:
-        """The next message (may span lines), starting from ``default``. EOFError on Ctrl-D,
-        KeyboardInterrupt on Ctrl-C; Esc Esc on an empty line returns ``/edit``."""
+    def prefill(self, text: str) -> None:
+        """The next ``read()`` starts with ``text`` in the line, to edit (``/edit``)."""
+        self._default = text
+
+    def read(self) -> str:
+        """The next message (may span lines). EOFError on Ctrl-D, KeyboardInterrupt on Ctrl-C;
+        Esc Esc on an empty line returns ``/edit``."""
+        default, self._default = self._default, ""
         return self.session.prompt(default=default)
 
     def _toolbar_text(self) -> str:

@@ -7,6 +7,7 @@ one is asked for approval.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -72,7 +73,10 @@ class Terminal:
 
         from repl.ui.render import Renderer
 
-        console = Console(highlight=False)
+        # On a terminal the size is asked of the terminal at each draw, so a resize re-renders
+        # the live area at the new width; COLUMNS/LINES are a snapshot from the start.
+        environ = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        console = Console(highlight=False, _environ=environ if interactive else None)
         terminal = cls(settings, None, None, None)
         terminal.renderer = Renderer(console, price=terminal.cost, escape_stops=interactive,
                                      show_reasoning=settings.show_reasoning)
@@ -218,6 +222,7 @@ class Terminal:
         active = s.settings.active
         window = context_window_for(s.settings)
         fields = [(active.name, 3), (active.model, 5), (f"approvals {s.approver.mode}", 4),
+                  ("step mode" if s.stepping.stepper is not None else "", 4),
                   (f"{s.usage.total:,} tokens", 0),
                   (f"context {100 * s.last_prompt_tokens / window:.0f}%" if window else "", 2),
                   (s.cost.text(), 1)]

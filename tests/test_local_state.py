@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from concurrent.futures import ThreadPoolExecutor
 from importlib import util
 from pathlib import Path
 from typing import Any
@@ -153,4 +154,24 @@ def test_a_damaged_or_mismatched_state_file_means_a_cold_start_with_a_notice(
                 assert not _log_lines(log, "prefix-match hit")
                 assert _log_lines(log, "glassloop prefix state: saved")
     with _server(model_file, tmp_path / "state0", tmp_path / "rebuilt.log") as server:
+        assert server.prefix_state and server.prefix_state.startswith("loaded")
+
+
+@needs_extra
+@pytest.mark.timeout(900)
+def test_two_servers_saving_at_once_leave_one_whole_state_file(model_file, tmp_path):
+    folder = tmp_path / "state"
+    servers = [_server(model_file, folder, tmp_path / f"s{n}.log") for n in range(2)]
+    try:
+        for server in servers:
+            server.start()
+        with ThreadPoolExecutor(2) as pool:  # both first answers, so both save
+            list(pool.map(lambda s: _answer(s, FIRST, max_tokens=1), servers))
+    finally:
+        for server in servers:
+            server.stop()
+    for n in range(2):
+        assert _log_lines(tmp_path / f"s{n}.log", "glassloop prefix state: saved")
+    assert [p.name for p in folder.iterdir()] == [servers[0].state_path().name]
+    with _server(model_file, folder, tmp_path / "reader.log") as server:
         assert server.prefix_state and server.prefix_state.startswith("loaded")

@@ -112,7 +112,7 @@ class Stepping:
     def view(self, step: int, provider: Any, messages: list[dict[str, Any]],
              tools: list[dict[str, Any]] | None, last: dict[str, Any], final: bool = False) -> RequestView:
         """The view of a request of ``messages``; ``last`` is the history's last message."""
-        wire = wire_messages(provider, messages)
+        wire = wire_messages(provider, messages, tools)
         shared = _common(wire, self._wire)
         same = _common(messages, self._messages)
         total = messages_tokens(messages) + tools_tokens(tools)
@@ -124,16 +124,16 @@ class Stepping:
 
     def sent(self, provider: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
         self._messages, self._tools = messages, tools
-        self._wire = wire_messages(provider, messages)
+        self._wire = wire_messages(provider, messages, tools)
 
 
-def wire_messages(provider: Any, messages: list[dict[str, Any]]) -> list[Any]:
+def wire_messages(provider: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[Any]:
     """``messages`` as the provider's wire API carries them (its ``wire_messages``), else as they are."""
     convert = getattr(provider, "wire_messages", None)
     if convert is None:
         return [dict(m) for m in messages]
     try:
-        return list(convert(messages))
+        return list(convert(messages, tools))
     except Exception:  # noqa: BLE001 - a display aid: fall back to the neutral form
         return [dict(m) for m in messages]
 

@@ -172,13 +172,14 @@ class ChatProvider(SdkEndpoint):
             sdk_stream.close()  # also on GeneratorExit (Ctrl-C): drop the HTTP stream
         yield self._completed(acc, text_filter, params, started, retries)
 
-    def wire_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def wire_messages(self, messages: list[dict[str, Any]],
+                      tools: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """``messages`` as this endpoint is sent them (step mode shows them); with text tool calls,
-        in text form with the tool list last sent."""
+        in text form with ``tools`` (none: the tool list last sent, as ``stream`` does)."""
         if self.tool_call_format == "text":
             from repl.providers import textcalls
 
-            return textcalls.to_text_messages(messages, self._text_tools)
+            return textcalls.to_text_messages(messages, tools or self._text_tools)
         return to_wire_messages(messages)
 
     def _params(self, wire: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:

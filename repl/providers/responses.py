@@ -171,7 +171,8 @@ class ResponsesProvider(SdkEndpoint):
             response=response,
         )
 
-    def wire_messages(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def wire_messages(self, messages: list[dict[str, Any]],
+                      tools: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """``messages`` as this API carries them (step mode shows them): the instructions, then the input items."""
         instructions, items = to_input_items(messages)
         return ([{"instructions": instructions}] if instructions is not None else []) + items

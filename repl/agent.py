@@ -65,6 +65,7 @@ from repl.providers.base import (
     TextPart,
     ToolCall,
 )
+from repl.settings import Limits
 from repl.stepping import SKIPPED, CallView, Edit, NoTools, Result, Skip, Stepping, Stop
 from repl.unicode import split_high_surrogate, valid_text
 from tools.registry import Registry, ToolError, error_result
@@ -80,16 +81,6 @@ FINAL_GRACE_SHARE, FINAL_GRACE_CAP_S = 0.25, 30.0
 
 # Given the turn's usage so far: why the session's budget is spent, or None.
 SessionBudget = Callable[[Usage], "str | None"]
-
-
-@dataclass(frozen=True)
-class Limits:
-    max_steps: int = 8
-    max_turn_tokens: int = 60_000
-    repeat_limit: int = 3  # identical calls (tool + canonical arguments) allowed per turn
-    turn_timeout_s: float = 300.0
-    tool_timeout_s: float = 30.0
-    max_tool_result_chars: int = 8_000
 
 
 @dataclass

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from repl.events import Decider
+from repl.settings import ApprovalMode as Mode
 
-Mode = Literal["ask", "auto", "read-only"]
-MODES: tuple[Mode, ...] = ("ask", "auto", "read-only")
+MODES: tuple[Mode, ...] = get_args(Mode)
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,10 @@ nothing; 2 bad usage or bad configuration (one line naming file and key);
 from __future__ import annotations
 
 import difflib
+import inspect
 import io
 import sys
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,6 +21,7 @@ from typer.core import TyperGroup
 
 from repl import __version__
 from repl.config import PROJECT_FILE, ConfigError, Settings, load_settings
+from repl.config_schema import CLI_OPTIONS, Spec
 from repl.trust import ProjectTrust, ToolsTrust
 from repl.unicode import valid_text
 
@@ -54,13 +57,7 @@ app = typer.Typer(
 )
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Extra config file (TOML), above the user and project files.")]
-ProviderOpt = Annotated[str | None, typer.Option("--provider", help="Provider profile: openai, deepseek, ollama, vllm, local, or your own.")]
-ModelOpt = Annotated[str | None, typer.Option("--model", help="Model name for the active provider.")]
-BaseUrlOpt = Annotated[str | None, typer.Option("--base-url", help="OpenAI-compatible base URL (e.g. http://localhost:8000/v1).")]
-ApiOpt = Annotated[str | None, typer.Option("--api", help="Wire API: chat or responses.")]
-MaxStepsOpt = Annotated[int | None, typer.Option("--max-steps", min=1, help="Most model calls per turn.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Allow side effects without asking (approval mode auto).")]
-ApprovalOpt = Annotated[str | None, typer.Option("--approval", help="Approval mode: ask, auto or read-only.")]
 ResumeOpt = Annotated[str | None, typer.Option("--resume", help="Continue a saved session: an id, or 'last'; "
                                                 "without a value, pick one from a list.")]
 ContinueOpt = Annotated[bool, typer.Option("--continue", "-c", help="Continue the most recent session that has a turn.")]
@@ -68,15 +65,32 @@ StepOpt = Annotated[bool, typer.Option("--step", help="Step mode: pause before e
 ToolsOpt = Annotated[list[Path] | None, typer.Option("--tools", help="A Python file of your own tools (@tool functions); repeatable.")]
 
 
-def _settings(config: Path | None, provider: str | None, model: str | None, base_url: str | None,
-              api: str | None, max_steps: int | None, yes: bool, approval: str | None,
-              untrusted: str = "quiet", tool_files: list[Path] | None = None) -> Settings:
-    """``untrusted``: what to do when the project file sets keys that need trust, or the
-    project's tool folder is not trusted: "ask" (a terminal at the REPL's start), "tell"
-    (one line on stderr) or "quiet"."""
-    flags = {"provider": provider, "model": model, "base_url": base_url, "api": api,
-             "max_steps": max_steps, "approval": approval, "yes": yes or None}
-    given = {k: v for k, v in flags.items() if v is not None}
+def _option(name: str, spec: Spec) -> inspect.Parameter:
+    numeric = spec.kind in ("int", "float")
+    option = typer.Option("--" + name.replace("_", "-"), help=spec.meta.cli,
+                          **({"min": spec.minimum} if numeric and spec.minimum else {}))
+    kind = {"int": int, "float": float}.get(spec.kind, str)
+    return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                             annotation=Annotated[kind | None, option])  # type: ignore[valid-type]
+
+
+def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Gives ``command`` an option, after ``--config``, for each setting declared with ``cli``
+    help in ``repl.settings``; their values arrive in its ``**flags``."""
+    signature = inspect.signature(command, eval_str=True)
+    params = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    at = next(i for i, p in enumerate(params) if p.name == "config") + 1
+    options = [_option(name, spec) for name, spec in CLI_OPTIONS.items()]
+    command.__signature__ = signature.replace(parameters=[*params[:at], *options, *params[at:]])  # type: ignore[attr-defined]
+    return command
+
+
+def _settings(config: Path | None, flags: dict[str, Any], yes: bool = False, untrusted: str = "quiet",
+              tool_files: list[Path] | None = None) -> Settings:
+    """``flags``: the setting options given; ``untrusted``: what to do when the project file
+    sets keys that need trust, or the project's tool folder is not trusted: "ask" (a terminal
+    at the REPL's start), "tell" (one line on stderr) or "quiet"."""
+    given = {k: v for k, v in {**flags, "yes": yes or None}.items() if v is not None}
     try:
         settings = _project_tools(_project_file(given, config, untrusted), untrusted)
         return replace(settings, tool_files=_tool_files(tool_files or []))
@@ -172,31 +186,29 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
+@setting_options
 def main_callback(
     ctx: typer.Context,
-    resume: ResumeOpt = None, cont: ContinueOpt = False,
-    config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
-    base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
-    yes: YesOpt = False, approval: ApprovalOpt = None, tools: ToolsOpt = None, step: StepOpt = False,
+    resume: ResumeOpt = None, cont: ContinueOpt = False, config: ConfigOpt = None,
+    yes: YesOpt = False, tools: ToolsOpt = None, step: StepOpt = False,
     version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")] = False,
+    **flags: Any,
 ) -> None:
     """Chat with a model that uses local tools; every step shown, every side effect approved."""
     if ctx.invoked_subcommand is None:
-        settings = _settings(config, provider, model, base_url, api, max_steps, yes, approval, _chat_trust(),
-                             tools)
+        settings = _settings(config, flags, yes, _chat_trust(), tools)
         _run_chat(settings, "last" if cont and resume is None else resume, ctx.meta.get(FIRST_MESSAGE, ""), step)
 
 
 @app.command()
+@setting_options
 def chat(
-    resume: ResumeOpt = None, cont: ContinueOpt = False,
-    config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
-    base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
-    yes: YesOpt = False, approval: ApprovalOpt = None, tools: ToolsOpt = None, step: StepOpt = False,
+    resume: ResumeOpt = None, cont: ContinueOpt = False, config: ConfigOpt = None,
+    yes: YesOpt = False, tools: ToolsOpt = None, step: StepOpt = False, **flags: Any,
 ) -> None:
     """Open the interactive REPL (the default command)."""
-    _run_chat(_settings(config, provider, model, base_url, api, max_steps, yes, approval, _chat_trust(),
-                        tools), "last" if cont and resume is None else resume, step=step)
+    _run_chat(_settings(config, flags, yes, _chat_trust(), tools), "last" if cont and resume is None else resume,
+              step=step)
 
 
 def _chat_trust() -> str:
@@ -210,14 +222,13 @@ def _run_chat(settings: Settings, resume: str | None, first: str = "", step: boo
 
 
 @app.command()
+@setting_options
 def ask(
     question: Annotated[str | None, typer.Argument(help="The question; '-' or omitted reads standard input.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: answer, stopped_by, steps, usage, trace.")] = False,
     trace_file: Annotated[Path | None, typer.Option("--trace-file", help="Write this turn's trace (JSONL) here.")] = None,
-    config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
-    base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
-    yes: YesOpt = False, approval: ApprovalOpt = None, tools: ToolsOpt = None,
-    step: Annotated[bool, typer.Option("--step", hidden=True)] = False,
+    config: ConfigOpt = None, yes: YesOpt = False, tools: ToolsOpt = None,
+    step: Annotated[bool, typer.Option("--step", hidden=True)] = False, **flags: Any,
 ) -> None:
     """Run one turn without the REPL: progress on stderr, the answer on stdout.
 
@@ -240,7 +251,7 @@ def ask(
     if not question.strip():
         typer.echo("error: the question is empty", err=True)
         raise typer.Exit(2)
-    settings = _settings(config, provider, model, base_url, api, max_steps, yes, approval, "tell", tools)
+    settings = _settings(config, flags, yes, "tell", tools)
     from repl.oneshot import run_ask
 
     code = run_ask(settings, question.strip(), as_json=as_json, assume_yes=yes, trace_file=trace_file)
@@ -268,15 +279,12 @@ def _with_piped(question: str, piped: str) -> str:
 
 
 @app.command("config")
-def show_config(
-    config: ConfigOpt = None, provider: ProviderOpt = None, model: ModelOpt = None,
-    base_url: BaseUrlOpt = None, api: ApiOpt = None, max_steps: MaxStepsOpt = None,
-    yes: YesOpt = False, approval: ApprovalOpt = None,
-) -> None:
+@setting_options
+def show_config(config: ConfigOpt = None, yes: YesOpt = False, **flags: Any) -> None:
     """Show the effective configuration and where each value came from (keys redacted)."""
-    from repl.config import describe
+    from repl.config_show import describe
 
-    settings = _settings(config, provider, model, base_url, api, max_steps, yes, approval)
+    settings = _settings(config, flags, yes)
     rows = describe(settings)
     width = max(len(key) for key, _, _ in rows)
     value_width = min(max(len(value) for _, value, _ in rows), 48)
@@ -345,7 +353,7 @@ def show_trace(
     """Show the timeline of a saved session's turns."""
     from repl.timeline import chosen_turns, select_turns, trace_path
 
-    settings = _settings(config, None, None, None, None, None, False, None)
+    settings = _settings(config, {})
     path = trace_path(settings.trace_dir, session)
     if path is None:
         typer.echo(f"error: no trace found for {session!r} in {settings.trace_dir}", err=True)

@@ -28,7 +28,7 @@ from repl.events import (
 )
 from repl.history import History
 from repl.providers.base import ProviderError
-from repl.runtime import limits_from, make_provider
+from repl.runtime import make_provider
 from tools.registry import Registry
 
 DRY_RUN = "a dry run (/compare): side effects are not carried out"
@@ -84,7 +84,7 @@ def compare(settings: Settings, registry: Registry, history: History, models: li
         try:
             attempt.finished = run_turn(
                 History(history.system_prompt, [dict(m) for m in before]), question, provider=provider,
-                registry=registry, approver=_DryRun(), limits=limits_from(run_settings), emit=log,  # type: ignore[arg-type]
+                registry=registry, approver=_DryRun(), limits=run_settings.guards, emit=log,  # type: ignore[arg-type]
                 turn=n, context=ContextWindow())
         finally:
             provider.close()

@@ -12,123 +12,42 @@ start-up path.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 
 from repl.config_schema import (
-    GUARDS_SCHEMA,
-    MCP_OPTIONAL,
-    PRICE_SCHEMA,
-    PROFILE_SCHEMA,
     SCHEMA,
     ConfigError,
     check,
     coerce,
     config_error,
+    declared,
     flatten,
     overrides,
     read_input,
     show,
+    spec_at,
     spec_for,
 )
-from repl.config_show import describe as describe  # re-exported for callers of repl.config
-from repl.config_show import redact as redact
-from repl.trust import ProjectTrust, ToolsTrust, project_tools, screen
+from repl.settings import Limits, McpServer, Meta, ModelPrice, ProviderSettings, Settings
+from repl.trust import ProjectTrust, project_tools, screen
+
+__all__ = ["ConfigError", "Limits", "ModelPrice", "ProviderSettings", "Settings", "load_settings",
+           "with_overrides"]
 
 APP = "glassloop"
 PROJECT_FILE = "glassloop.toml"
 DEFAULT_FILE = Path(__file__).with_name("default_config.toml")
 RUNTIME = "runtime"  # source label of with_overrides() changes
-
-
-@dataclass(frozen=True)
-class ProviderSettings:
-    """One endpoint profile. The defaults are the fallbacks for missing keys."""
-
-    name: str
-    base_url: str = ""
-    api_key_env: str = ""
-    api_key: str = field(default="", repr=False)  # resolved from the environment
-    model: str = ""
-    api: str = "chat"
-    tool_call_format: str = "native"
-    temperature: float = 0.2
-    max_tokens: int = 2048
-    context_window: int = 32768
-    timeout_s: float = 60.0
-    max_retries: int = 2
-    price_input: float = 0.0  # USD per million tokens; 0 = unknown
-    price_cached_input: float = 0.0
-    price_output: float = 0.0
-    model_path: str = ""  # local only; "" = the bundled model
-    n_ctx: int = 4096
-    threads: int = 0  # 0 = auto
-
-
-@dataclass(frozen=True)
-class Guards:
-    max_steps: int = 8
-    max_turn_tokens: int = 60000
-    repeat_limit: int = 3
-    turn_timeout_s: float = 300.0
-    tool_timeout_s: float = 30.0
-    max_tool_result_chars: int = 8000
-    session_budget_usd: float = 0.0  # 0 = no budget
-    session_budget_tokens: int = 0
-
-
-@dataclass(frozen=True)
-class ModelPrice:
-    """USD per million tokens (``[pricing."MODEL"]``)."""
-
-    input: float
-    cached_input: float
-    output: float
-
-
-@dataclass(frozen=True)
-class Settings:
-    provider: str  # resolved, never "auto"
-    provider_auto: bool  # True when "auto" chose it
-    providers: dict[str, ProviderSettings]
-    approval: str
-    system_prompt: str
-    guards: Guards
-    todos_file: Path
-    notes_file: Path
-    files_root: Path
-    weather: str
-    trace_enabled: bool
-    trace_dir: Path
-    data_dir: Path
-    state_dir: Path
-    config_dir: Path  # the user's: config.toml, trusted.json, tools/
-    trust_project_tools: bool
-    mcp_servers: dict[str, dict[str, Any]]
-    sources: dict[str, str]  # dotted key -> "default" | file path | "env X" | "flag --x"
-    config_files: tuple[Path, ...] = ()  # files read, lowest layer first
-    pricing: dict[str, ModelPrice] = field(default_factory=dict)  # by model name
-    show_reasoning: bool = True  # a reasoning model's thinking, dimmed (/reasoning on|off)
-    trace_raw: bool = True  # keep each model call's request and response bodies beside the trace
-    trace_raw_max_kb: int = 2048  # at most this much of them per session, the oldest dropped first
-    project: ProjectTrust | None = None  # ./glassloop.toml as read, and what it was not allowed to set
-    project_tools: ToolsTrust | None = None  # ./.glassloop/tools when it holds tool files
-    tool_files: tuple[Path, ...] = ()  # --tools FILE
-
-    @property
-    def active(self) -> ProviderSettings:
-        return self.providers[self.provider]
-
-
-_PROFILE_FALLBACK = {f.name: f.default for f in fields(ProviderSettings)}
 
 
 # ---- layers -------------------------------------------------------------------
@@ -262,22 +181,40 @@ def _without(project: ProjectTrust, keys: set[str]) -> ProjectTrust:
 # ---- building -----------------------------------------------------------------
 
 
-def _path(raw: str, cwd: Path, empty: Path) -> Path:
-    if not raw:
-        return empty
-    path = Path(raw).expanduser()
-    return path if path.is_absolute() else cwd / path
+def _path(raw: str, meta: Meta, cwd: Path, dirs: dict[str, Path]) -> Path | None:
+    """A path setting: relative to ``cwd``, ``~`` expanded; "" as ``meta.empty`` says
+    (``("unset",)``: None)."""
+    if raw:
+        path = Path(raw).expanduser()
+        return path if path.is_absolute() else cwd / path
+    where, *name = meta.empty
+    return None if where == "unset" else cwd if where == "cwd" else dirs[where].joinpath(*name)
 
 
-def _profile(name: str, flat: dict, sources: dict, env: Mapping[str, str],
-             cwd: Path) -> ProviderSettings:
+def _values(cls: type, prefix: str, flat: dict, sources: dict, cwd: Path,
+            dirs: dict[str, Path]) -> dict[str, Any]:
+    """The values of ``cls``'s keys under ``prefix`` (a table of one dataclass, such as
+    ``guards``, built whole); named tables are left to their own builders."""
     values: dict[str, Any] = {}
-    for key in PROFILE_SCHEMA:
-        dotted = f"providers.{name}.{key}"
-        values[key] = flat.get(dotted, _PROFILE_FALLBACK[key])
-        sources.setdefault(dotted, "default")
-    if values["model_path"]:
-        values["model_path"] = str(_path(values["model_path"], cwd, Path()))
+    for f, meta in declared(cls):
+        key = prefix + (meta.key or f.name)
+        if dataclasses.is_dataclass(f.type):
+            values[f.name] = f.type(**_values(f.type, key + ".", flat, sources, cwd, dirs))  # type: ignore[operator]
+            continue
+        if spec_at(key) is None:  # a named table
+            continue
+        value = flat.get(key, f.default)
+        sources.setdefault(key, "default")
+        if meta.empty:
+            path = _path(value, meta, cwd, dirs)
+            value = path if f.type is Path else str(path or "")
+        values[f.name] = value
+    return values
+
+
+def _profile(name: str, flat: dict, sources: dict, env: Mapping[str, str], cwd: Path,
+             dirs: dict[str, Path]) -> ProviderSettings:
+    values = _values(ProviderSettings, f"providers.{name}.", flat, sources, cwd, dirs)
     key_var = values["api_key_env"]
     api_key = env.get(key_var, "") if key_var else ""
     if api_key:
@@ -286,16 +223,18 @@ def _profile(name: str, flat: dict, sources: dict, env: Mapping[str, str],
 
 
 def _mcp_servers(flat: dict, sources: dict) -> dict[str, dict[str, Any]]:
+    """Each server as a table: every key with a default, the ones without (None) only when set."""
     servers: dict[str, dict[str, Any]] = {}
     for name in dict.fromkeys(k.split(".")[2] for k in flat if k.startswith("mcp.servers.")):
-        empty: dict[str, Any] = {"command": "", "args": [], "env": {}, "cwd": "", "url": "",
-                                 "headers": {}}
-        servers[name] = {k: flat.get(f"mcp.servers.{name}.{k}", v) for k, v in empty.items()}
-        servers[name].update({k: flat[f"mcp.servers.{name}.{k}"] for k in MCP_OPTIONAL
-                              if f"mcp.servers.{name}.{k}" in flat})
-        if not servers[name]["command"] and not servers[name]["url"]:
-            raise config_error(sources[f"mcp.servers.{name}"], f"mcp.servers.{name}",
-                               "expected a command or a url")
+        prefix, server = f"mcp.servers.{name}.", {}
+        for f, _ in declared(McpServer):
+            if prefix + f.name in flat:
+                server[f.name] = flat[prefix + f.name]
+            elif f.default is not None:
+                server[f.name] = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+        if not server["command"] and not server["url"]:
+            raise config_error(sources[prefix[:-1]], prefix[:-1], "expected a command or a url")
+        servers[name] = server
     return servers
 
 
@@ -304,49 +243,38 @@ def _pricing(flat: dict, sources: dict) -> dict[str, ModelPrice]:
     for key in [k for k, v in flat.items() if k.startswith("pricing.") and v is True]:
         quoted = key.removeprefix("pricing.")
         name = json.loads(quoted) if quoted.startswith('"') else quoted
-        given = {f: flat[f"{key}.{f}"] for f in PRICE_SCHEMA if f"{key}.{f}" in flat}
+        given = {f.name: flat[f"{key}.{f.name}"] for f, _ in declared(ModelPrice) if f"{key}.{f.name}" in flat}
         if "input" not in given or "output" not in given:
             raise config_error(sources[key], key, "expected input and output prices (cached_input is optional)")
-        prices[name] = ModelPrice(given["input"], given.get("cached_input", given["input"]), given["output"])
+        prices[name] = ModelPrice(**{"cached_input": given["input"], **given})
     return prices
 
 
 def _build(flat: dict, sources: dict, env: Mapping[str, str], cwd: Path, provider: str,
            auto: bool, read: tuple[Path, ...]) -> Settings:
-    data_dir, state_dir = platformdirs.user_data_path(APP), platformdirs.user_state_path(APP)
-    servers = _mcp_servers(flat, sources)
-    return Settings(
+    dirs = {"data": platformdirs.user_data_path(APP), "state": platformdirs.user_state_path(APP)}
+    values = _values(Settings, "", flat, sources, cwd, dirs)
+    values.update(
         provider=provider,
         provider_auto=auto,
-        providers={n: _profile(n, flat, sources, env, cwd) for n in _profile_names(flat)},
-        approval=flat["approval"],
-        system_prompt=flat["system_prompt"],
-        show_reasoning=flat["show_reasoning"],
-        guards=Guards(**{k: flat[f"guards.{k}"] for k in GUARDS_SCHEMA}),
-        todos_file=_path(flat["tools.todos_file"], cwd, data_dir / "todos.json"),
-        notes_file=_path(flat["tools.notes_file"], cwd, data_dir / "notes.json"),
-        files_root=_path(flat["tools.files_root"], cwd, cwd),
-        weather=flat["tools.weather"],
-        trace_enabled=flat["trace.enabled"],
-        trace_dir=_path(flat["trace.dir"], cwd, state_dir / "traces"),
-        trace_raw=flat["trace.raw"],
-        trace_raw_max_kb=flat["trace.raw_max_kb"],
-        data_dir=data_dir,
-        state_dir=state_dir,
+        providers={n: _profile(n, flat, sources, env, cwd, dirs) for n in _profile_names(flat)},
+        mcp_servers=_mcp_servers(flat, sources),
+        pricing=_pricing(flat, sources),
+        data_dir=dirs["data"],
+        state_dir=dirs["state"],
         config_dir=platformdirs.user_config_path(APP),
-        trust_project_tools=flat["tools.trust_project_tools"],
-        mcp_servers=servers,
         sources=sources,
         config_files=read,
-        pricing=_pricing(flat, sources),
     )
+    return Settings(**values)
 
 
 # ---- changing -----------------------------------------------------------------
 
 
-_SETTINGS_KEYS = {"approval": "approval", "system_prompt": "system_prompt",
-                  "weather": "tools.weather", "trace_enabled": "trace.enabled"}
+_PROFILE_KEYS = frozenset(f.name for f, _ in declared(ProviderSettings))
+_GUARD_KEYS = frozenset(f.name for f, _ in declared(Limits))
+_SETTINGS_KEYS = {f.name: meta.key or f.name for f, meta in declared(Settings)}  # field -> dotted key
 
 
 def with_overrides(settings: Settings, **changes: Any) -> Settings:
@@ -365,16 +293,15 @@ def with_overrides(settings: Settings, **changes: Any) -> Settings:
         out, sources["provider"] = replace(out, provider=name, provider_auto=False), RUNTIME
     groups: dict[str, dict[str, Any]] = {"profile": {}, "guards": {}, "settings": {}}
     for key, value in changes.items():
-        if key in PROFILE_SCHEMA:
+        if key in _PROFILE_KEYS:
             dotted, group = f"providers.{out.provider}.{key}", "profile"
-            value = check(PROFILE_SCHEMA[key], value, RUNTIME, dotted)
-        elif key in GUARDS_SCHEMA:
+        elif key in _GUARD_KEYS:
             dotted, group = f"guards.{key}", "guards"
-            value = check(GUARDS_SCHEMA[key], value, RUNTIME, dotted)
         else:
             dotted, group = _SETTINGS_KEYS.get(key, key), "settings"
-            if key in _SETTINGS_KEYS:
-                value = check(spec_for(dotted), value, RUNTIME, dotted)
+        spec = spec_at(dotted)
+        if spec is not None and not spec.meta.empty:  # a path arrives resolved
+            value = check(spec, value, RUNTIME, dotted)
         groups[group][key], sources[dotted] = value, RUNTIME
     providers = dict(out.providers)
     providers[out.provider] = replace(out.active, **groups["profile"])

@@ -1,4 +1,4 @@
-"""The configuration schema: which keys exist, their types and limits, and checking.
+"""The configuration schema, derived from the dataclasses of ``repl.settings``, and checking.
 
 Every layer (file, environment, flag, runtime change) goes through ``check``, so
 a problem is always a one-line ``ConfigError`` naming where the value came from,
@@ -7,15 +7,20 @@ the dotted key and what was expected. Standard library only: on the start-up pat
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
+import re
 import stat
-from collections.abc import Mapping
+import types
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Union, get_args, get_origin
 from urllib.parse import urlsplit
+
+from repl.settings import Meta, Settings
 
 # The documented defaults are 10 kB; tomllib needs about a second per megabyte of keys.
 MAX_CONFIG_BYTES = 256_000
@@ -54,10 +59,14 @@ def read_input(path: Path, required: bool, limit: int = MAX_CONFIG_BYTES) -> byt
 
 
 @dataclass(frozen=True)
-class _Field:
+class Spec:
+    """How one key is checked, derived from its field in ``repl.settings``."""
+
     kind: str  # str | url | int | float | bool | enum | list | table (the last two hold strings)
-    choices: tuple[str, ...] = ()
+    choices: tuple[Any, ...] = ()
     minimum: float | None = None
+    meta: Meta = Meta()
+    name: str = ""  # the field's name
 
 
 @dataclass(frozen=True)
@@ -68,58 +77,63 @@ class _Named:
     the TOML way: ``pricing."gpt-4.1-mini".input``.
     """
 
-    schema: dict[str, _Field]
+    schema: dict[str, Any]
     quoted: bool = False
 
 
-_STR, _BOOL, _URL = _Field("str"), _Field("bool"), _Field("url")
+_STR = Spec("str")
+_KINDS: dict[Any, str] = {bool: "bool", int: "int", float: "float", str: "str", Path: "str",
+                          list: "list", dict: "table"}
 
 
-def _int(minimum: int = 0) -> _Field:
-    return _Field("int", minimum=minimum)
+def declared(cls: type) -> list[tuple[dataclasses.Field, Meta]]:
+    """The fields of ``cls`` that are settings, in declaration order."""
+    return [(f, f.metadata["setting"]) for f in dataclasses.fields(cls) if "setting" in f.metadata]
 
 
-def _num(minimum: float = 0.0) -> _Field:
-    return _Field("float", minimum=minimum)
+def _spec(f: dataclasses.Field, meta: Meta) -> Spec:
+    hint: Any = f.type
+    if get_origin(hint) in (Union, types.UnionType):  # X | None: None is "not set", never written
+        hint = next(a for a in get_args(hint) if a is not type(None))
+    if get_origin(hint) is Literal:
+        return Spec("enum", get_args(hint), meta=meta, name=f.name)
+    kind = _KINDS[get_origin(hint) or hint]
+    if kind == "str" and meta.url:
+        kind = "url"
+    minimum = None if kind not in ("int", "float") else (
+        int(meta.minimum or 0) if kind == "int" else float(meta.minimum or 0))
+    return Spec(kind, minimum=minimum, meta=meta, name=f.name)
 
 
-def _enum(*choices: str) -> _Field:
-    return _Field("enum", choices)
+def _table_of(f: dataclasses.Field, meta: Meta) -> type | None:
+    """The dataclass a field is a table of: ``guards`` (one), ``providers.NAME`` (named)."""
+    if dataclasses.is_dataclass(f.type):
+        return f.type  # type: ignore[return-value]
+    args = get_args(f.type)
+    return meta.named or (args[1] if len(args) == 2 and dataclasses.is_dataclass(args[1]) else None)
 
 
-PROFILE_SCHEMA: dict[str, _Field] = {
-    "base_url": _URL, "api_key_env": _STR, "model": _STR,
-    "api": _enum("chat", "responses"), "tool_call_format": _enum("native", "text"),
-    "temperature": _num(), "max_tokens": _int(1), "context_window": _int(1),
-    "timeout_s": _num(), "max_retries": _int(0), "price_input": _num(),
-    "price_cached_input": _num(), "price_output": _num(),
-    "model_path": _STR, "n_ctx": _int(1), "threads": _int(0),
-}
-GUARDS_SCHEMA: dict[str, _Field] = {
-    "max_steps": _int(1), "max_turn_tokens": _int(1), "repeat_limit": _int(1),
-    "turn_timeout_s": _num(), "tool_timeout_s": _num(), "max_tool_result_chars": _int(1),
-    "session_budget_usd": _num(), "session_budget_tokens": _int(0),
-}
-PRICE_SCHEMA: dict[str, _Field] = {"input": _num(), "cached_input": _num(), "output": _num()}
-MCP_SCHEMA: dict[str, _Field] = {
-    "command": _STR, "args": _Field("list"), "env": _Field("table"),
-    "cwd": _STR, "url": _URL, "headers": _Field("table"),
-    "read_only_tools": _Field("list"), "timeout_s": _num(),
-}
-MCP_OPTIONAL = ("read_only_tools", "timeout_s")  # present in Settings only when set
-SCHEMA: dict[str, Any] = {
-    "provider": _STR,
-    "approval": _enum("ask", "auto", "read-only"),
-    "system_prompt": _STR,
-    "show_reasoning": _BOOL,
-    "guards": GUARDS_SCHEMA,
-    "tools": {"todos_file": _STR, "notes_file": _STR, "files_root": _STR,
-              "weather": _enum("open-meteo", "sample"), "trust_project_tools": _BOOL},
-    "trace": {"enabled": _BOOL, "dir": _STR, "raw": _BOOL, "raw_max_kb": _int(1)},
-    "providers": _Named(PROFILE_SCHEMA),
-    "mcp": {"servers": _Named(MCP_SCHEMA)},
-    "pricing": _Named(PRICE_SCHEMA, quoted=True),
-}
+def schema_of(cls: type) -> dict[str, Any]:
+    """The nested schema of ``cls``'s settings, by dotted key."""
+    schema: dict[str, Any] = {}
+    for f, meta in declared(cls):
+        *path, last = (meta.key or f.name).split(".")
+        node = schema
+        for part in path:
+            node = node.setdefault(part, {})
+        table = _table_of(f, meta)
+        if table is None:
+            node[last] = _spec(f, meta)
+        elif dataclasses.is_dataclass(f.type):
+            node[last] = schema_of(table)
+        else:
+            node[last] = _Named(schema_of(table), quoted=meta.quoted)
+    return schema
+
+
+SCHEMA: dict[str, Any] = schema_of(Settings)
+
+
 _EXPECTED = {"str": "a string", "url": "an http(s) URL or \"\"", "int": "an integer", "float": "a number",
              "bool": "true or false", "list": "a list of strings",
              "table": "a table of strings"}
@@ -164,7 +178,7 @@ def url_problem(url: str) -> str | None:
     return None
 
 
-def check(spec: _Field, value: Any, origin: str, key: str) -> Any:
+def check(spec: Spec, value: Any, origin: str, key: str) -> Any:
     """``value`` if it fits ``spec`` (ints widened to float), else ConfigError."""
     kind = spec.kind
     if kind == "url" and isinstance(value, str) and (problem := url_problem(value)):
@@ -211,7 +225,7 @@ def flatten(table: dict, schema: Any, prefix: str, origin: str, out: dict) -> No
             spec = schema[key]
         else:
             raise _unknown(origin, dotted, list(schema))
-        if isinstance(spec, _Field):
+        if isinstance(spec, Spec):
             out[dotted] = check(spec, value, origin, dotted)
         elif not isinstance(value, dict):
             raise config_error(origin, dotted, f"expected a table, got {show(value)}")
@@ -225,33 +239,62 @@ def quote(name: str) -> str:
     return name if bare and name else json.dumps(name, ensure_ascii=False)
 
 
-def spec_for(dotted: str) -> _Field:
+_PART = re.compile(r'"(?:[^"\\]|\\.)*"|[^.]+')  # a dotted key's parts, quoted names whole
+
+
+def spec_at(dotted: str) -> Spec | None:
+    """The spec of a dotted key (``pricing."gpt-4.1".input`` too); None for a table, such as
+    a named table's own entry (``providers.NAME``), or a key the schema does not have."""
     node: Any = SCHEMA
-    for part in dotted.split("."):
-        node = node.schema if isinstance(node, _Named) else node[part]
-    return node
+    for part in _PART.findall(dotted):
+        if isinstance(node, _Named):
+            node = node.schema  # ``part`` is the table's name
+        elif isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            return None
+    return node if isinstance(node, Spec) else None
+
+
+def spec_for(dotted: str) -> Spec:
+    spec = spec_at(dotted)
+    if spec is None:
+        raise KeyError(dotted)
+    return spec
 
 
 # ---- environment and flags ------------------------------------------------------
 
 
-# "@." keys go to the active profile, known only once the provider is resolved.
-ENV_KEYS = {
-    "OPENAI_BASE_URL": "providers.openai.base_url", "OPENAI_MODEL": "providers.openai.model",
-    "GLASSLOOP_PROVIDER": "provider", "GLASSLOOP_MODEL": "@.model",
-    "GLASSLOOP_BASE_URL": "@.base_url", "GLASSLOOP_API": "@.api",
-    "GLASSLOOP_APPROVAL": "approval", "GLASSLOOP_MAX_STEPS": "guards.max_steps",
-    "GLASSLOOP_TODOS_FILE": "tools.todos_file", "GLASSLOOP_NOTES_FILE": "tools.notes_file",
-    "GLASSLOOP_FILES_ROOT": "tools.files_root", "GLASSLOOP_WEATHER": "tools.weather",
-}
-FLAG_KEYS = {
-    "provider": "provider", "model": "@.model", "base_url": "@.base_url", "api": "@.api",
-    "approval": "approval", "yes": "approval", "max_steps": "guards.max_steps",
-    "todos_file": "tools.todos_file", "notes_file": "tools.notes_file",
-    "files_root": "tools.files_root", "weather": "tools.weather",
-    "system_prompt": "system_prompt", "trace": "trace.enabled", "trace_dir": "trace.dir",
-    "model_path": "providers.local.model_path",
-}
+def _leaves(node: dict[str, Any], prefix: str = "") -> Iterator[tuple[str, Spec]]:
+    """(key, spec) of every key the environment or a flag may set, in declaration order;
+    a profile's keys as "@.KEY" (the active profile, known once the provider is resolved)."""
+    for name, sub in node.items():
+        if isinstance(sub, Spec):
+            yield prefix + name, sub
+        elif isinstance(sub, dict):
+            yield from _leaves(sub, f"{prefix}{name}.")
+        elif prefix + name == "providers":
+            yield from _leaves(sub.schema, "@.")
+
+
+def _env_and_flags() -> tuple[dict[str, str], dict[str, str]]:
+    env, flags = {}, {}
+    for key, spec in _leaves(SCHEMA):
+        meta = spec.meta
+        if meta.env:
+            env[meta.env] = key
+        if meta.sdk_env:  # the SDK's own variables set the openai profile
+            env[meta.sdk_env] = "providers.openai." + key.removeprefix("@.")
+        if meta.flag:
+            flags[meta.flag] = "providers.local." + key.removeprefix("@.") if meta.local_only else key
+    flags["yes"] = "approval"  # --yes: approval = "auto"
+    return env, flags
+
+
+ENV_KEYS, FLAG_KEYS = _env_and_flags()  # variable or flag -> dotted key ("@.KEY": active profile)
+# The options of the glassloop command (--yes and the rest are its own): flag name -> spec.
+CLI_OPTIONS: dict[str, Spec] = {s.meta.flag: s for _, s in _leaves(SCHEMA) if s.meta.cli}
 
 
 def overrides(env: Mapping[str, str], flags: Mapping[str, Any]) -> list[tuple[str, Any, str]]:
@@ -264,14 +307,12 @@ def overrides(env: Mapping[str, str], flags: Mapping[str, Any]) -> list[tuple[st
             continue
         if name == "yes":
             value = "auto"
-        if name == "trace":
-            found.append((FLAG_KEYS[name], value, "flag --trace" if value else "flag --no-trace"))
-        else:
-            found.append((FLAG_KEYS[name], value, "flag --" + name.replace("_", "-")))
+        negated = value is False and name != "yes"  # a bool flag: --no-trace
+        found.append((FLAG_KEYS[name], value, f"flag --{'no-' if negated else ''}{name.replace('_', '-')}"))
     return found
 
 
-def coerce(spec: _Field, raw: Any, origin: str, key: str) -> Any:
+def coerce(spec: Spec, raw: Any, origin: str, key: str) -> Any:
     """Parse an env/flag string for a numeric field, then check it like a file value."""
     if isinstance(raw, str) and spec.kind in ("int", "float"):
         try:

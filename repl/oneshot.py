@@ -51,7 +51,6 @@ from repl.redact import Redactor, redactor_for
 from repl.runtime import (
     MCP_READY_WAIT_S,
     build_registry,
-    limits_from,
     make_provider,
     new_id,
     not_saved,
@@ -204,7 +203,7 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
         if mcp is not None:
             mcp.wait_ready(MCP_READY_WAIT_S)
         finished = run_turn(history, question, provider=provider, registry=registry,
-                            approver=Approver(mode), limits=limits_from(settings), emit=emit,
+                            approver=Approver(mode), limits=settings.guards, emit=emit,
                             budget=session_budget(settings, Usage(), Cost()))
     finally:
         provider.close()

@@ -12,11 +12,10 @@ import secrets
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from repl.agent import Limits
 from repl.config import ProviderSettings, Settings
 from repl.providers.base import Provider, ProviderError
 from repl.redact import redactor_for as redactor_for
@@ -29,12 +28,6 @@ MCP_READY_WAIT_S = 10.0  # how long a turn waits for MCP servers still connectin
 
 def new_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
-
-
-def limits_from(settings: Settings) -> Limits:
-    g = settings.guards
-    return Limits(g.max_steps, g.max_turn_tokens, g.repeat_limit, g.turn_timeout_s,
-                  g.tool_timeout_s, g.max_tool_result_chars)
 
 
 def build_registry(settings: Settings) -> Registry:
@@ -79,13 +72,7 @@ def make_provider(profile: ProviderSettings, settings: Settings,
                             f"\"{profile.tool_call_format}\" works only with api = \"chat\"")
     server = _start_local(profile, settings, status or (lambda text: None)) if profile.name == "local" else None
     adapter = ResponsesProvider if profile.api == "responses" else ChatProvider
-    provider = adapter(
-        name=profile.name, model=profile.model, base_url=server.base_url if server else profile.base_url,
-        api_key=profile.api_key, api_key_env=profile.api_key_env,
-        temperature=profile.temperature, max_tokens=profile.max_tokens,
-        timeout_s=profile.timeout_s, max_retries=profile.max_retries,
-        context_window=profile.context_window, tool_call_format=profile.tool_call_format,
-    )
+    provider = adapter(replace(profile, base_url=server.base_url) if server else profile)
     return _WithServer(provider, server) if server else provider
 
 

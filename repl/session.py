@@ -30,7 +30,6 @@ from repl.runtime import (
     MCP_READY_WAIT_S,
     LazyProvider,
     build_registry,
-    limits_from,
     local_problem,
     make_provider,
     new_id,
@@ -349,7 +348,7 @@ class ChatSession:
         before = len(self.history.messages)
         try:
             finished = run_turn(self.history, text, provider=provider, registry=self.registry,
-                                approver=self.approver, limits=limits_from(self.settings),
+                                approver=self.approver, limits=self.settings.guards,
                                 emit=self.emit, turn=number, context=self.context, budget=budget,
                                 stepping=self.stepping)
         finally:

@@ -1,12 +1,13 @@
 """Workspace trust: what a project file (``./glassloop.toml``) may set before the user trusts it.
 
-A project file comes with a cloned repository, so it is treated as code. Keys on
-an allowlist (how the model answers: model, temperature, system prompt ...)
-apply at once, and so does any value that only tightens a lower layer (fewer
-steps, a smaller budget, a stricter approval mode, a higher price). Everything
-else (MCP servers, base URLs and key variables, approval loosened, file roots,
-store and trace paths, provider choice, new prices) needs trust: ``glassloop trust`` or a yes at the REPL's start
-records the file's path and the SHA-256 of its bytes in the user's config dir;
+A project file comes with a cloned repository, so it is treated as code. Keys
+declared ``safe`` in ``repl.settings`` (how the model answers: model,
+temperature, system prompt ...) apply at once, and so does a value of a key
+declared ``tighten`` that only tightens a lower layer (fewer steps, a smaller
+budget, a stricter approval mode, a higher price). Everything else (MCP servers,
+base URLs and key variables, approval loosened, file roots, store and trace
+paths, provider choice, new prices) needs trust: ``glassloop trust`` or a yes
+at the REPL's start records the file's path and the SHA-256 of its bytes in the user's config dir;
 a changed file is untrusted again (the way ``direnv allow`` binds to content).
 
 Standard library and platformdirs only: this module is on the start-up path.
@@ -24,17 +25,10 @@ from typing import Any
 
 import platformdirs
 
-from repl.config_schema import ConfigError, printable, read_input
+from repl.config_schema import ConfigError, Spec, printable, read_input, spec_at
 
 APP = "glassloop"
 TRUST_FILE = "trusted.json"
-
-# providers.NAME.KEY that change how the model answers, never where data goes or what runs
-SAFE_PROFILE_KEYS = frozenset({"model", "api", "tool_call_format", "temperature", "max_tokens",
-                               "context_window", "timeout_s", "max_retries"})
-SAFE_KEYS = frozenset({"system_prompt", "tools.weather", "show_reasoning"})
-_APPROVAL_RANK = {"read-only": 0, "ask": 1, "auto": 2}
-_NO_LIMIT_AT_ZERO = ("guards.session_budget_usd", "guards.session_budget_tokens")
 
 
 @dataclass(frozen=True)
@@ -53,28 +47,27 @@ class ProjectTrust:
         return {} if self.trusted else self.risky
 
 
-def _tightens(key: str, value: Any, below: Any) -> bool:
-    if key == "approval":
-        return _APPROVAL_RANK[value] <= _APPROVAL_RANK[below]
-    if key == "trace.enabled":
-        return value is True
-    if key in _NO_LIMIT_AT_ZERO:
+def _tightens(spec: Spec, value: Any, below: Any) -> bool:
+    """Whether ``value`` is stricter than ``below`` by the key's declared rule."""
+    meta = spec.meta
+    if isinstance(meta.tighter, tuple):  # values, strictest first
+        return meta.tighter.index(value) <= meta.tighter.index(below)
+    if meta.zero_is_no_limit:
         return value > 0 and (below == 0 or value <= below)
-    if key.startswith("guards."):
-        return value <= below
-    if key.startswith("pricing."):  # a higher price trips a budget sooner
-        return value >= below
-    return False
+    return value <= below if meta.tighter == "lower" else value >= below
 
 
 def needs_trust(key: str, value: Any, below: dict[str, Any]) -> bool:
-    """Whether a project file's ``key = value`` may apply only once the file is trusted."""
-    if below.get(key, object()) == value or key in SAFE_KEYS:
+    """Whether a project file's ``key = value`` may apply only once the file is trusted: by the
+    key's declared rule (``project`` in ``repl.settings``)."""
+    if below.get(key, object()) == value:
         return False
-    parts = key.split(".")
-    if parts[0] == "providers" and (len(parts) == 2 or parts[2] in SAFE_PROFILE_KEYS):
-        return False  # a profile of its own, or how the model answers
-    return not (key in below and _tightens(key, value, below[key]))
+    spec = spec_at(key)
+    if spec is None:  # a named table's own entry: a profile of its own is fine, a server or price is not
+        return not key.startswith("providers.")
+    if spec.meta.project == "safe":
+        return False
+    return not (spec.meta.project == "tighten" and key in below and _tightens(spec, value, below[key]))
 
 
 def trust_file() -> Path:

@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 
 from repl import config, config_schema
-from repl.config import ConfigError, describe, load_settings, with_overrides
+from repl.config import ConfigError, load_settings, with_overrides
+from repl.config_show import describe
+from repl.redact import masked_key
+from repl.settings import Limits
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "sk-test-0123456789abcdefWXYZ"
@@ -60,7 +63,7 @@ def test_defaults_load(home: Path) -> None:
     s = load(home)
     assert s.provider == "local" and s.provider_auto is True
     assert s.approval == "ask" and s.system_prompt == "" and s.weather == "open-meteo"
-    assert s.guards == config.Guards(8, 60000, 3, 300.0, 30.0, 8000)
+    assert s.guards == Limits(8, 60000, 3, 300.0, 30.0, 8000)
     assert set(s.providers) == {"openai", "deepseek", "ollama", "vllm", "local"}
     openai = s.providers["openai"]
     assert (openai.model, openai.base_url, openai.api) == ("gpt-4o-mini", "https://api.openai.com/v1", "chat")
@@ -94,14 +97,15 @@ def test_packaged_defaults_equal_documented_file() -> None:
 def test_default_file_covers_every_schema_key() -> None:
     data = tomllib.loads((ROOT / "config.toml").read_text(encoding="utf-8"))
     flat: dict = {}
-    config_schema.flatten(data, config.SCHEMA, "", "default", flat)
+    config_schema.flatten(data, config_schema.SCHEMA, "", "default", flat)
+    profile = config_schema.SCHEMA["providers"].schema
     for section in ("guards", "tools", "trace"):
-        for key in config.SCHEMA[section]:
+        for key in config_schema.SCHEMA[section]:
             assert f"{section}.{key}" in flat
     for name in ("openai", "deepseek", "ollama", "vllm"):
-        missing = {k for k in config.PROFILE_SCHEMA if f"providers.{name}.{k}" not in flat}
+        missing = {k for k in profile if f"providers.{name}.{k}" not in flat}
         assert missing == {"model_path", "n_ctx", "threads"}, name
-    assert all(f"providers.local.{k}" in flat for k in config.PROFILE_SCHEMA)
+    assert all(f"providers.local.{k}" in flat for k in profile)
 
 
 def test_every_default_key_is_commented() -> None:
@@ -439,10 +443,10 @@ def test_describe_redacts_keys_and_names_sources(home: Path) -> None:
 
 
 def test_redact() -> None:
-    assert config.redact("") == "(not set)"
-    assert config.redact("abc") == "(set)"
-    assert config.redact("sk-proj-abcdefghijklmnop") == "sk-…mnop"
-    assert config.redact("plainsecretvalue99") == "…ue99"
+    assert masked_key("") == "(not set)"
+    assert masked_key("abc") == "(set)"
+    assert masked_key("sk-proj-abcdefghijklmnop") == "sk-…mnop"
+    assert masked_key("plainsecretvalue99") == "…ue99"
 
 
 def test_with_overrides(home: Path) -> None:

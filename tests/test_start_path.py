@@ -31,7 +31,7 @@ OURS = {
     "repl.commands_more", "repl.compaction", "repl.config", "repl.config_schema",
     "repl.config_show", "repl.context", "repl.cost", "repl.events", "repl.history",
     "repl.journal", "repl.prompts", "repl.providers", "repl.providers.base", "repl.redact",
-    "repl.runtime", "repl.trust", "repl.unicode",
+    "repl.runtime", "repl.settings", "repl.trust", "repl.unicode",
     "repl.user_tools",  # the wiring only; the loader and the user's files load on a background thread
     "repl.session", "repl.timeline", "repl.trace", "repl.ui", "repl.ui.escape", "repl.ui.live",
     "repl.ui.terminal", "repl.ui.prompt", "repl.ui.render", "repl.ui.pieces", "repl.ui.mdstream",

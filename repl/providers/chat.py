@@ -36,6 +36,7 @@ from repl.providers.base import (
 )
 from repl.providers.endpoint import SdkEndpoint, StreamDeadline, wire_response
 from repl.providers.errors import from_sdk_error, make_error
+from repl.settings import ProviderSettings
 
 
 def to_wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -133,11 +134,11 @@ class _StreamOptionsRejected(Exception):
 class ChatProvider(SdkEndpoint):
     """One OpenAI-compatible Chat Completions endpoint (see ``Provider``)."""
 
-    def __init__(self, *, tool_call_format: str = "native", **settings: Any) -> None:
-        if tool_call_format not in ("native", "text"):
-            raise ValueError(f"tool_call_format must be 'native' or 'text', not {tool_call_format!r}")
-        super().__init__(**settings)
-        self.tool_call_format = tool_call_format
+    def __init__(self, profile: ProviderSettings | None = None, **fields: Any) -> None:
+        super().__init__(profile, **fields)
+        self.tool_call_format = self.settings.tool_call_format
+        if self.tool_call_format not in ("native", "text"):
+            raise ValueError(f"tool_call_format must be 'native' or 'text', not {self.tool_call_format!r}")
         self._text_tools: list[dict[str, Any]] = []  # the last tool list sent in text mode
         self.stream_options_supported = True  # set False once the server rejects them
 
@@ -186,8 +187,8 @@ class ChatProvider(SdkEndpoint):
         params: dict[str, Any] = {"model": self.model, "messages": wire}
         if tools:
             params["tools"] = to_wire_tools(tools)
-        if self._temperature is not None:
-            params["temperature"] = self._temperature
+        if self.settings.temperature is not None:
+            params["temperature"] = self.settings.temperature
         if self.max_tokens is not None:
             params["max_tokens"] = self.max_tokens
         return params

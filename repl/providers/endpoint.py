@@ -1,4 +1,4 @@
-"""What both openai-SDK adapters share: settings, the lazily built client, error context."""
+"""What both openai-SDK adapters share: the profile, the lazily built client, retries, error context."""
 
 from __future__ import annotations
 
@@ -21,29 +21,23 @@ from repl.providers.errors import (
     retry_delay,
     retry_reason,
 )
+from repl.settings import ProviderSettings
 
 NO_KEY = "no-key"  # sent when no key is configured, so the SDK never reads OPENAI_API_KEY
+_IN_CODE = ProviderSettings(name="", temperature=None, max_tokens=None)
 
 
 class SdkEndpoint:
     """One OpenAI-compatible endpoint; ``openai`` is imported when the client is first needed."""
 
-    def __init__(
-        self, *, name: str, model: str, base_url: str | None, api_key: str | None,
-        api_key_env: str | None = None, temperature: float | None = None,
-        max_tokens: int | None = None, timeout_s: float = 60, max_retries: int = 2,
-        context_window: int = 32768,
-    ) -> None:
-        self.name = name
-        self.model = model
-        self.context_window = context_window
-        self.max_tokens = max_tokens
-        self._base_url = base_url
-        self._api_key = api_key
-        self._api_key_env = api_key_env
-        self._temperature = temperature
-        self._timeout_s = timeout_s
-        self._max_retries = max_retries
+    def __init__(self, profile: ProviderSettings | None = None, **fields: Any) -> None:
+        """``profile`` as configured, or its fields as keywords (an adapter made in code, which
+        sends no temperature or max_tokens unless given)."""
+        self.settings = replace(profile or _IN_CODE, **fields)
+        self.name = self.settings.name
+        self.model = self.settings.model
+        self.context_window = self.settings.context_window
+        self.max_tokens = self.settings.max_tokens
         self._client: Any = None
 
     def close(self) -> None:
@@ -56,8 +50,8 @@ class SdkEndpoint:
             import openai
 
             self._client = openai.OpenAI(  # retries are ours (``_opened``): each wait is shown
-                base_url=self._base_url, api_key=self._api_key or NO_KEY,
-                max_retries=0, timeout=self._timeout_s,
+                base_url=self.settings.base_url, api_key=self.settings.api_key or NO_KEY,
+                max_retries=0, timeout=self.settings.timeout_s,
             )
         return self._client
 
@@ -76,7 +70,7 @@ class SdkEndpoint:
             try:
                 opened = open_once(self._client_until(deadline), {RETRY_COUNT_HEADER: str(retries)})
             except openai.OpenAIError as err:
-                delay = retry_delay(err, retries) if retries < self._max_retries else None
+                delay = retry_delay(err, retries) if retries < self.settings.max_retries else None
                 left = math.inf if deadline is None else deadline - time.monotonic()
                 if delay is None or delay >= left:
                     ctx = replace(self._context(), attempts=retries + 1, elapsed_s=time.monotonic() - started)
@@ -84,7 +78,7 @@ class SdkEndpoint:
                         yield RequestSent(sent)
                     raise from_sdk_error(err, ctx) from err
                 retries += 1
-                yield Retrying(retries + 1, self._max_retries + 1, round(delay, 2), retry_reason(err, self._context()))
+                yield Retrying(retries + 1, self.settings.max_retries + 1, round(delay, 2), retry_reason(err, self._context()))
                 time.sleep(delay)
                 continue
             if (sent := sent_body(getattr(getattr(opened, "response", None), "request", None))) is not None:
@@ -99,7 +93,7 @@ class SdkEndpoint:
         from repl.providers.base import ProviderError
         from repl.providers.errors import from_sdk_error, make_error
 
-        client = self._get_client().with_options(timeout=min(timeout_s, self._timeout_s), max_retries=0)
+        client = self._get_client().with_options(timeout=min(timeout_s, self.settings.timeout_s), max_retries=0)
         try:
             page = client.models.list()
             ids = [getattr(m, "id", None) for m in getattr(page, "data", None) or []]
@@ -117,15 +111,15 @@ class SdkEndpoint:
         shorter than the configured timeout, a copy with that timeout."""
         client = self._get_client()
         left = math.inf if deadline is None else deadline - time.monotonic()
-        if left >= self._timeout_s:
+        if left >= self.settings.timeout_s:
             return client
         return client.with_options(timeout=max(0.01, left), max_retries=0)
 
     def _context(self) -> ErrorContext:
-        base_url = self._base_url or (str(self._client.base_url) if self._client else "")
+        base_url = self.settings.base_url or (str(self._client.base_url) if self._client else "")
         return ErrorContext(
-            provider=self.name, model=self.model, base_url=base_url, api_key_env=self._api_key_env,
-            timeout_s=self._timeout_s, secrets=(self._api_key or "",),
+            provider=self.name, model=self.model, base_url=base_url, api_key_env=self.settings.api_key_env,
+            timeout_s=self.settings.timeout_s, secrets=(self.settings.api_key or "",),
         )
 
 

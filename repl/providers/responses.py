@@ -45,6 +45,7 @@ from repl.providers.base import (
 )
 from repl.providers.endpoint import SdkEndpoint, StreamDeadline, wire_response
 from repl.providers.errors import from_sdk_error, make_error
+from repl.settings import ProviderSettings
 
 TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
 _NOT_STRICT_KEYWORDS = ("default",)  # accepted by plain JSON Schema, refused in strict mode
@@ -142,10 +143,10 @@ class _Assembly:
 class ResponsesProvider(SdkEndpoint):
     """One endpoint spoken to through ``/v1/responses`` (see ``Provider``)."""
 
-    def __init__(self, *, tool_call_format: str = "native", **settings: Any) -> None:
-        if tool_call_format != "native":
+    def __init__(self, profile: ProviderSettings | None = None, **fields: Any) -> None:
+        super().__init__(profile, **fields)
+        if self.settings.tool_call_format != "native":
             raise ValueError("the Responses API needs tool_call_format = 'native'")
-        super().__init__(**settings)
 
     def stream(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
@@ -187,8 +188,8 @@ class ResponsesProvider(SdkEndpoint):
             params["instructions"] = instructions
         if tools:
             params["tools"] = to_wire_tools(tools)
-        if self._temperature is not None:
-            params["temperature"] = self._temperature
+        if self.settings.temperature is not None:
+            params["temperature"] = self.settings.temperature
         if self.max_tokens is not None:
             params["max_output_tokens"] = self.max_tokens
         return params

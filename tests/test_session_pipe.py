@@ -28,7 +28,7 @@ def test_turns_commands_undo_and_escaping(fake_server, home):  # noqa: F811
         text("Added."),
     )
     result = chat(home, fake_server.base_url,
-                  ["what is open?", "add a meeting", "/todos", "/undo", "/todos", "/trace", "/nope"], "--yes")
+                  ["what is open?", "add a meeting", "/todos", "/undo", "/todos", "/trace", "/undoo"], "--yes")
     out = result.stdout
     assert result.returncode == 0, result.stderr
     assert "[red]literal[/]" in out and "\x1b[31m" not in out

@@ -15,6 +15,7 @@ from rich.panel import Panel
 from rich.spinner import Spinner
 from rich.text import Text
 
+from repl.cost import format_usd
 from repl.events import ApprovalDecided, ModelUsage, ToolCallFinished, ToolCallStarted, TurnFinished
 from repl.ui.escape import clean, json_text, one_line
 
@@ -119,14 +120,10 @@ def usage_line(event: ModelUsage, cost: float | None = None) -> Text:
     if usage.cached_tokens:
         incoming += f" (cached {_tokens(usage.cached_tokens, est)})"
     parts = [f"step {event.step}", incoming, f"out {_tokens(usage.output_tokens, est)}",
-             *([format_cost(cost)] if cost is not None else []), f"{event.latency_s:.1f} s"]
+             *([format_usd(cost)] if cost is not None else []), f"{event.latency_s:.1f} s"]
     if event.retries:
         parts.append(f"{event.retries} retr{'y' if event.retries == 1 else 'ies'}")
     return Text(" · ".join(parts), "dim")
-
-
-def format_cost(cost: float) -> str:
-    return f"${cost:.4f}" if cost < 0.01 else f"${cost:.2f}"
 
 
 SUMMARY_WIDTH = 80  # a turn's summary line is shortened to fit this, never wrapped
@@ -141,7 +138,7 @@ def summary_line(event: TurnFinished, cost: float | None = None, cost_unknown: b
               *([f"cached {_tokens(usage.cached_tokens, est)}"] if usage.cached_tokens else []),
               f"out {_tokens(usage.output_tokens, est)}"]
     total = f"{_tokens(usage.total, est)} tokens"
-    money = format_cost(cost) if cost is not None else ("cost unknown" if cost_unknown else "")
+    money = format_usd(cost) if cost is not None else ("cost unknown" if cost_unknown else "")
     stop = "answer" if event.stopped_by == "answer" else f"stopped: {event.stopped_by}"
     calls = plural(event.tool_calls, "tool call") if event.tool_calls else ""
     seconds = f"{event.duration_s:.1f} s"

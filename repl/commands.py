@@ -22,7 +22,15 @@ from repl.command_table import (
 )
 from repl.cost import context_window_for
 from repl.providers.base import ProviderError
-from repl.timeline import draw_turn, format_turn, missing_raw, raw_calls, raw_sections, usage_bars
+from repl.timeline import (
+    draw_turn,
+    format_turn,
+    missing_raw,
+    pick_turns,
+    raw_calls,
+    raw_sections,
+    usage_bars,
+)
 from repl.trace import read_records, read_wire, turns, wire_path
 from repl.ui.escape import cut_words, one_line
 from tools.store import Reverted, StoreError
@@ -154,7 +162,10 @@ def _trace(session, args):
         which = rest[0]
     path = session.trace.writer.path
     grouped = turns(read_records(path)) if path.exists() else []  # made by the session's first turn
-    chosen = _pick_turns(grouped, which)
+    try:
+        chosen = pick_turns(grouped, which)
+    except ValueError:
+        chosen = None
     if chosen is None:
         session.ui.error(f"no turn {which!r}; there are {len(grouped)}")
         return
@@ -196,21 +207,6 @@ def _trace_raw(session, chosen, save: Path | None) -> None:
         session.ui.info(missing_raw(missing, dropped, off))
     elif not calls:
         session.ui.info("no model call in this turn")
-
-
-def _pick_turns(grouped, which):
-    if not grouped:
-        return []
-    if which == "all":
-        return grouped
-    if which == "last":
-        return grouped[-1:]
-    try:
-        number = int(which)
-    except ValueError:
-        return None
-    chosen = [g for g in grouped if g[0].get("turn") == number]
-    return chosen or None
 
 
 @command("usage", help="Tokens and cost per turn and for the session, and the context in use.",

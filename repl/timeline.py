@@ -35,21 +35,24 @@ def chosen_turns(path: Path, which: str) -> list[list[dict[str, Any]]]:
     """The turns of the trace at ``path`` that ``which`` names (a number, 'last' or 'all');
     ValueError naming what is wrong."""
     grouped = turns(read_records(path))
-    if not grouped:
-        return []
-    if which == "all":
-        chosen = grouped
-    elif which == "last":
-        chosen = grouped[-1:]
-    else:
-        try:
-            number = int(which)
-        except ValueError:
-            raise ValueError(f"--turn takes a number, 'last' or 'all', not {which!r}") from None
-        chosen = [g for g in grouped if g and g[0].get("turn") == number]
-        if not chosen:
-            raise ValueError(f"no turn {number} in {path}")
+    try:
+        chosen = pick_turns(grouped, which)
+    except ValueError:
+        raise ValueError(f"--turn takes a number, 'last' or 'all', not {which!r}") from None
+    if chosen is None:
+        raise ValueError(f"no turn {int(which)} in {path}")
     return chosen
+
+
+def pick_turns(grouped: list[list[dict[str, Any]]], which: str) -> list[list[dict[str, Any]]] | None:
+    """The turns (record groups) that ``which`` names: a number, 'last' or 'all'; [] when there
+    are none, None when no turn has that number; ValueError when ``which`` is no number."""
+    if not grouped or which == "all":
+        return grouped
+    if which == "last":
+        return grouped[-1:]
+    number = int(which)
+    return [g for g in grouped if g and g[0].get("turn") == number] or None
 
 
 def format_turn(records: list[dict[str, Any]]) -> list[str]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import math
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -64,6 +63,7 @@ from repl.providers.base import (
     Retrying,
     TextPart,
     ToolCall,
+    new_call_id,
 )
 from repl.settings import Limits
 from repl.stepping import SKIPPED, CallView, Edit, NoTools, Result, Skip, Stepping, Stop
@@ -371,7 +371,7 @@ def _replayable(calls: list[ToolCall], history: History) -> list[ToolCall]:
         call = replace(call, id=valid_text(call.id or ""), name=valid_text(call.name or ""),
                        arguments=valid_text(call.arguments or ""))
         if not call.id or call.id in taken or call.id in fresh:
-            call = replace(call, id=f"call_{uuid.uuid4().hex[:24]}")
+            call = replace(call, id=new_call_id())
         if not call.name:
             call = replace(call, name=UNNAMED)
         fresh.add(call.id)

@@ -17,11 +17,11 @@ interrupted or failed turn left behind. Text enters as valid Unicode
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from repl.providers.base import new_call_id
 from repl.unicode import valid_data, valid_text
 
 NO_ANSWER = "[no answer: the session ended before the model replied]"
@@ -212,7 +212,7 @@ def repair(messages: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
             written = call["id"]
             if not written or written in used:
                 _count(fixes, "gave repeated call ids fresh ones")
-                call["id"] = f"call_{uuid.uuid4().hex[:24]}"
+                call["id"] = new_call_id()
             used.add(call["id"])
             pending.setdefault(written, []).append(call["id"])
         out.append(message)

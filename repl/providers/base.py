@@ -6,6 +6,7 @@ The agent loop sees only these. History messages are neutral dicts (see
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -29,6 +30,11 @@ class ToolCall:
     id: str
     name: str
     arguments: str  # raw JSON text as the model wrote it
+
+
+def new_call_id() -> str:
+    """An id for a tool call that came without one (or with one already used)."""
+    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,6 +31,7 @@ from repl.providers.base import (
     ToolCall,
     ToolCallPart,
     estimate_tokens,
+    new_call_id,
     wire_field,
 )
 from repl.providers.endpoint import SdkEndpoint, StreamDeadline, wire_response
@@ -121,7 +121,7 @@ class _Assembly:
 
     def tool_calls(self) -> list[ToolCall]:
         return [
-            ToolCall(id=p.id or f"call_{uuid.uuid4().hex[:24]}", name=p.name,
+            ToolCall(id=p.id or new_call_id(), name=p.name,
                      arguments="".join(p.arguments) or "{}")
             for _, p in sorted(self.calls.items())
         ]
@@ -140,6 +140,9 @@ class ChatProvider(SdkEndpoint):
         if self.tool_call_format not in ("native", "text"):
             raise ValueError(f"tool_call_format must be 'native' or 'text', not {self.tool_call_format!r}")
         self._text_tools: list[dict[str, Any]] = []  # the last tool list sent in text mode
+        # text mode on a llama.cpp server: a GBNF grammar of valid calls (or text) goes with
+        # each request that offers tools (set by runtime for the embedded server)
+        self.call_grammar = False
         self.stream_options_supported = True  # set False once the server rejects them
 
     def stream(
@@ -160,6 +163,10 @@ class ChatProvider(SdkEndpoint):
             wire = textcalls.to_text_messages(messages, self._text_tools)
             text_filter = textcalls.TextCallFilter([t["name"] for t in tools])
             params = self._params(wire, [])
+            if self.call_grammar and tools:
+                from repl.providers.grammar import tool_grammar
+
+                params["grammar"] = tool_grammar(tools)
         else:
             wire, text_filter = to_wire_messages(messages), None
             params = self._params(wire, tools)

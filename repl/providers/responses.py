@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +40,7 @@ from repl.providers.base import (
     ToolCall,
     ToolCallPart,
     estimate_tokens,
+    new_call_id,
     wire_field,
 )
 from repl.providers.endpoint import SdkEndpoint, StreamDeadline, wire_response
@@ -264,7 +264,7 @@ class ResponsesProvider(SdkEndpoint):
             arguments = wire_field(item, "arguments", "a string", path)
             pending = acc.calls.get(item_id)
             if pending is None:
-                call_id = call_id or f"call_{uuid.uuid4().hex[:24]}"
+                call_id = call_id or new_call_id()
                 pending = acc.calls[item_id] = _PendingCall(len(acc.calls), call_id, name)
                 yield ToolCallPart(pending.index, call_id, name, "")
             if done and arguments:

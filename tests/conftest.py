@@ -1,12 +1,21 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures (helpers that are not fixtures live in ``tests/support.py`` and
+``tests/terminal.py``; no test module imports another)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+import signal
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
+from repl.providers.chat import ChatProvider
 from tests.fakeserver import FakeServer
+from tests.support import SEED_TODOS, isolated_env
+from tests.terminal import Repl, SizedRepl
+from tools import build_tools
+from tools.registry import Registry
 
 
 @pytest.fixture
@@ -14,3 +23,64 @@ def fake_server() -> Iterator[FakeServer]:
     """A scripted OpenAI-compatible server on 127.0.0.1 (``base_url`` ends with /v1)."""
     with FakeServer() as server:
         yield server
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> dict[str, str]:
+    """An isolated environment: XDG dirs in tmp, a seed todo file, a fake key."""
+    return isolated_env(tmp_path)
+
+
+@pytest.fixture
+def todos_file(tmp_path: Path) -> Path:
+    path = tmp_path / "todos.json"
+    path.write_text(json.dumps(SEED_TODOS, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def registry(tmp_path: Path, todos_file: Path) -> Registry:
+    """The built-in tools on files in tmp (sample weather)."""
+    return Registry(build_tools(todos_path=todos_file, notes_path=tmp_path / "notes.json",
+                                files_root=tmp_path, weather="sample"))
+
+
+@pytest.fixture
+def provider(fake_server: FakeServer) -> Iterator[ChatProvider]:
+    """The Chat Completions adapter (real openai SDK) pointed at ``fake_server``."""
+    p = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test-secret-0000",
+                     max_retries=2, timeout_s=10)
+    yield p
+    p.close()
+
+
+def _killing(started: list[Repl]) -> None:
+    for session in started:
+        if session.child.isalive():
+            session.child.kill(signal.SIGKILL)
+
+
+@pytest.fixture
+def repl_factory(home: dict[str, str], fake_server: FakeServer) -> Iterator[Callable[..., Repl]]:
+    """``start(*args)``: the REPL in a 100x40 pseudo-terminal against ``fake_server``."""
+    sessions: list[Repl] = []
+
+    def start(*args: str) -> Repl:
+        sessions.append(Repl(home, fake_server.base_url, *args))
+        return sessions[-1]
+
+    yield start
+    _killing(sessions)
+
+
+@pytest.fixture
+def sized_repl(home: dict[str, str], fake_server: FakeServer) -> Iterator[Callable[..., SizedRepl]]:
+    """``start(*args, cols=100, rows=40, url=True, wait=True)``: the REPL against the scripted server."""
+    started: list[SizedRepl] = []
+
+    def start(*args: str, cols: int = 100, rows: int = 40, url: bool = True, wait: bool = True) -> SizedRepl:
+        started.append(SizedRepl(home, list(args), cols, rows, fake_server.base_url if url else None, wait))
+        return started[-1]
+
+    yield start
+    _killing(started)

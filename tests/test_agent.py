@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import pytest
 
-from repl.agent import Limits, run_turn
-from repl.approval import Approver
+from repl.agent import Limits
 from repl.events import (
     ApprovalDecided,
-    EventLog,
     GuardTripped,
     ModelUsage,
     TextDelta,
@@ -20,45 +17,9 @@ from repl.events import (
     ToolCallStarted,
 )
 from repl.history import History, check
-from repl.providers.chat import ChatProvider
 from tests.fakeserver import call, cut_stream_after, fault_status, text, tool_calls
-from tools import build_tools
+from tests.support import turn
 from tools.registry import Registry, tool
-
-SEED_TODOS = [
-    {"id": "todo-001", "title": "买菜", "status": "done", "priority": "low", "detail": "下班路上买鸡蛋、青菜和牛奶。"},
-    {"id": "todo-002", "title": "写周报", "status": "todo", "priority": "high", "detail": "整理本周完成的接口联调、遗留问题和下周计划。"},
-    {"id": "todo-003", "title": "回复邮件", "status": "todo", "priority": "medium", "detail": "回复项目会议纪要，确认接口字段和上线时间。"},
-]
-
-
-@pytest.fixture
-def todos_file(tmp_path: Path) -> Path:
-    path = tmp_path / "todos.json"
-    path.write_text(json.dumps(SEED_TODOS, ensure_ascii=False), encoding="utf-8")
-    return path
-
-
-@pytest.fixture
-def registry(tmp_path: Path, todos_file: Path) -> Registry:
-    return Registry(build_tools(todos_path=todos_file, notes_path=tmp_path / "notes.json",
-                                files_root=tmp_path, weather="sample"))
-
-
-@pytest.fixture
-def provider(fake_server):
-    p = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test-secret-0000",
-                     max_retries=2, timeout_s=10)
-    yield p
-    p.close()
-
-
-def turn(provider, registry, question, *, mode="ask", limits=None, history=None):
-    history = history or History("You are a test assistant.")
-    log = EventLog()
-    finished = run_turn(history, question, provider=provider, registry=registry,
-                        approver=Approver(mode), limits=limits or Limits(), emit=log)
-    return finished, log, history
 
 
 def last_tool_results(request_body) -> list[dict]:

@@ -13,9 +13,7 @@ from rich.console import Console
 
 from repl.approval import ApprovalRequest, PendingCall, UserChoice
 from repl.ui.approval_dialog import ApprovalDialog, check_arguments
-
-ESC_ENTER = "\x1b\r"
-BACKSPACES = "\x7f" * 300  # clears the prefilled JSON (the cursor starts at its end)
+from tests.terminal import BACKSPACES, ESC_ENTER
 
 NEW_TODO = ApprovalRequest(
     1, "c1", "add_todo", {"title": "明天下午三点开会", "priority": "medium"},

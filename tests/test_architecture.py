@@ -137,3 +137,14 @@ def test_importing_the_cli_stays_light() -> None:
     loaded, cli_loaded = (json.loads(line) for line in done.stdout.splitlines()[-2:])
     assert cli_loaded is True
     assert loaded == [], f"importing repl.cli loads {loaded}; import them where they are used"
+
+
+def test_no_test_module_imports_another() -> None:
+    """Shared fixtures live in tests/conftest.py, shared helpers in plain modules (tests/support.py,
+    tests/terminal.py): importing a test module runs its fixtures' and tests' definitions twice."""
+    tests = ROOT / "tests"
+    strays = [f"{path.relative_to(ROOT).as_posix()}:{line} imports {module}"
+              for path in sorted(tests.rglob("*.py")) if "__pycache__" not in path.parts
+              for module, line in imports(path)
+              if module.startswith("tests.") and module.rsplit(".", 1)[-1].startswith("test_")]
+    assert strays == []

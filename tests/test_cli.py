@@ -3,37 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.fakeserver import call, fault_status, text, tool_calls
-from tests.test_agent import SEED_TODOS
-
-SECRET = "sk-test-DO-NOT-LEAK-1234567890"
-
-
-@pytest.fixture
-def home(tmp_path: Path) -> dict[str, str]:
-    """An isolated environment: XDG dirs in tmp, a seed todo file, a fake key."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "GLASSLOOP_"))}
-    for name in ("DATA", "STATE", "CONFIG", "CACHE"):
-        env[f"XDG_{name}_HOME"] = str(tmp_path / name.lower())
-    todos = tmp_path / "todos.json"
-    todos.write_text(json.dumps(SEED_TODOS, ensure_ascii=False), encoding="utf-8")
-    env["GLASSLOOP_TODOS_FILE"] = str(todos)
-    env["GLASSLOOP_WEATHER"] = "sample"
-    env["OPENAI_API_KEY"] = SECRET
-    env["PYTHONIOENCODING"] = "utf-8"
-    return env
-
-
-def glassloop(*args: str, env: dict[str, str], cwd: Path | None = None, stdin: str | None = None):
-    return subprocess.run([sys.executable, "-m", "repl.cli", *args], env=env, cwd=cwd, input=stdin,
-                          capture_output=True, text=True, timeout=60)
+from tests.support import SECRET, glassloop
 
 
 def test_ask_json_runs_list_get_answer(fake_server, home, tmp_path):

@@ -20,39 +20,8 @@ from repl.journal import load
 from repl.providers.chat import ChatProvider
 from repl.session import ChatSession
 from tests.fakeserver import call, text, tool_calls
-from tests.test_agent import SEED_TODOS
-from tests.test_cli import glassloop, home  # noqa: F401 - fixture
+from tests.support import SEED_TODOS, StubUI, glassloop
 from tools.registry import Registry
-
-
-class StubUI:
-    """The terminal facade, recording what the session shows."""
-
-    def __init__(self) -> None:
-        self.infos: list[str] = []
-        self.errors: list[str] = []
-        self.tables: list[tuple[str, list[str], list[tuple[str, ...]]]] = []
-        self.events: list[Any] = []
-
-    def render(self, event: Any) -> None:
-        self.events.append(event)
-
-    def info(self, text: str) -> None:
-        self.infos.append(text)
-
-    def error(self, text: str) -> None:
-        self.errors.append(text)
-
-    def table(self, title: str, columns: list[str], rows: list[tuple[str, ...]]) -> None:
-        self.tables.append((title, columns, rows))
-
-    def asker(self) -> None:
-        return None
-
-    def _nothing(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-    stop_live = waiting = lines = _nothing
 
 
 @pytest.fixture
@@ -178,7 +147,7 @@ def test_currency_budget_in_the_agent_loop(fake_server, tmp_path):
     assert "$0.05" in log.of(GuardTripped)[0].detail and len(log.of(ModelUsage)) == 1
 
 
-def test_compact_usage_and_undo_in_the_real_cli(fake_server, home):  # noqa: F811
+def test_compact_usage_and_undo_in_the_real_cli(fake_server, home):
     fake_server.script(text("first answer"), text("second answer"), text("- the user said one and two"))
     result = glassloop("--base-url", fake_server.base_url, env=home,
                        stdin="one\ntwo\n/compact\n/usage\n/undo\n/usage\n")

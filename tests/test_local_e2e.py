@@ -18,8 +18,7 @@ import pexpect
 import pytest
 
 from repl.providers.weights import ensure_model
-from tests.test_agent import SEED_TODOS
-from tests.test_local_server import _alive
+from tests.support import SEED_TODOS, alive
 
 pytestmark = pytest.mark.skipif(
     util.find_spec("llama_cpp") is None,
@@ -126,6 +125,6 @@ def test_repl_approval_writes_the_todo_and_leaves_no_server_behind(local_home):
         if child.isalive():
             child.kill(9)
     deadline = time.monotonic() + 15
-    while any(_alive(pid) for pid in servers) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in servers) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert not any(_alive(pid) for pid in servers), "the model server outlived the session"
+    assert not any(alive(pid) for pid in servers), "the model server outlived the session"

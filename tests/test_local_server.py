@@ -29,6 +29,7 @@ from repl.providers.weights import (
     ModelSpec,
     ensure_model,
 )
+from tests.support import alive
 
 ROOT = Path(__file__).resolve().parent.parent
 needs_extra = pytest.mark.skipif(
@@ -168,15 +169,6 @@ def test_openmp_threads_sleep_while_waiting_unless_the_user_says_otherwise(
     assert "OMP_WAIT_POLICY" not in server._environment()
 
 
-def _alive(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie (an unreaped corpse)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _servers_on(port: int) -> list[int]:
     """Pids of live processes whose command line has ``--port <port>``."""
     needle = f"--port\0{port}\0".encode()
@@ -187,7 +179,7 @@ def _servers_on(port: int) -> list[int]:
                 cmdline = (entry / "cmdline").read_bytes()
             except OSError:
                 continue
-            if needle in cmdline and _alive(int(entry.name)):
+            if needle in cmdline and alive(int(entry.name)):
                 found.append(int(entry.name))
     return found
 
@@ -195,7 +187,7 @@ def _servers_on(port: int) -> list[int]:
 def _wait_gone(pid: int, seconds: float = 15.0) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if not _alive(pid):
+        if not alive(pid):
             return True
         time.sleep(0.1)
     return False
@@ -229,7 +221,7 @@ def test_server_answers_a_chat_request_then_stops_without_a_trace(
         assert reply.status_code == 200
         assert reply.json()["choices"][0]["message"]["content"].strip()
         assert _servers_on(port) == [pid]
-    assert pid is not None and not _alive(pid)
+    assert pid is not None and not alive(pid)
     assert _servers_on(port) == []
     assert (tmp_path / "server.log").read_text()  # its output went to the log
     server.stop()  # a second stop is harmless
@@ -289,7 +281,7 @@ def _servers_on_model(model: Path, log: Path) -> list[int]:
     """Live server processes started for ``model`` whose log is ``log`` (by open fd)."""
     found = []
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or not _alive(int(entry.name)):
+        if not entry.name.isdigit() or not alive(int(entry.name)):
             continue
         try:
             if str(model).encode() not in (entry / "cmdline").read_bytes():

@@ -21,35 +21,14 @@ from repl.history import History, check
 from repl.providers.chat import ChatProvider
 from repl.runtime import build_registry, start_mcp
 from tests.fakeserver import call, text, tool_calls
+from tests.support import Stack, stdio_server
 from tools.mcp_client import McpManager, ServerConfig
 from tools.mcp_convert import parameters_from, result_to_data, tool_name
-from tools.registry import Registry, ToolError
+from tools.registry import ToolError
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_SERVER = ROOT / "tests" / "mcp_test_server.py"
 pytestmark = pytest.mark.timeout(90)
-
-
-def stdio_server(name: str = "t", **options) -> ServerConfig:
-    return ServerConfig(name, command=sys.executable, args=(str(TEST_SERVER),), **options)
-
-
-class Stack:
-    """A manager wired to a registry the way the session wires it."""
-
-    def __init__(self, configs: list[ServerConfig], **options) -> None:
-        self.registry = Registry([])
-        self.notices: list[str] = []
-        self.manager = McpManager(configs, on_notice=self.notices.append, on_tools=self._register, **options)
-
-    def _register(self, server: str, tools: list) -> None:
-        self.registry.remove(server + "__")
-        self.registry.add(tools)
-
-    def start(self) -> Stack:
-        self.manager.start()
-        assert self.manager.wait_ready(30)
-        return self
 
 
 @pytest.fixture

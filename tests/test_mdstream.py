@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import random
-import re
 
 import pytest
 from hypothesis import given, settings
@@ -16,6 +15,7 @@ from repl.events import ModelRequest, TextDelta, TurnFinished, TurnStarted, Usag
 from repl.ui import mdstream
 from repl.ui.mdstream import MarkdownStream, top_level_blocks
 from repl.ui.render import Renderer
+from tests.terminal import replay
 
 BLOCKS = [
     "# Heading {n}\n", "## Sub heading {n}\n", "### Third {n}\n",
@@ -140,51 +140,6 @@ def test_block_bounds() -> None:
     text = "# H\n\npara\n- a\n- b\n\n```\ncode\n"
     assert top_level_blocks(text) == [(0, "heading_open"), (2, "paragraph_open"),
                                       (3, "bullet_list_open"), (6, "fence")]
-
-
-# ----- a tiny terminal: what a person would see after the live area is gone -----
-
-_CONTROL = re.compile(r"\x1b\[(\??)(\d*)([A-Za-z])|\r|\n")
-
-
-def replay(raw: str, width: int, height: int) -> list[str]:
-    """Scrollback + screen after ``raw``: text, CR, LF (as CR LF), cursor up, erase line."""
-    lines: list[list[str]] = [[]]
-    row = col = 0
-
-    def write(text: str) -> None:
-        nonlocal col
-        for char in text:
-            line = lines[row]
-            line.extend(" " * (col - len(line) + 1))
-            line[col] = char
-            col += 1
-
-    position = 0
-    for match in _CONTROL.finditer(raw):
-        write(raw[position : match.start()])
-        position = match.end()
-        token = match.group(0)
-        if token == "\r":
-            col = 0
-        elif token == "\n":
-            row, col = row + 1, 0
-            if row == len(lines):
-                lines.append([])
-        elif match.group(3) == "A":
-            top = max(0, len(lines) - height)
-            row = max(top, row - int(match.group(2) or 1))
-        elif match.group(3) == "K":
-            lines[row] = []
-        elif match.group(1) == "?" or match.group(3) == "m":
-            pass  # cursor visibility, styles
-        else:
-            raise AssertionError(f"unexpected control sequence {token!r}")
-    write(raw[position:])
-    texts = ["".join(line).rstrip() for line in lines]
-    while texts and not texts[-1]:
-        texts.pop()
-    return texts
 
 
 def test_an_answer_taller_than_the_terminal_neither_duplicates_nor_loses_lines(

@@ -25,7 +25,7 @@ from repl.events import (
     Usage,
 )
 from repl.ui.render import Renderer, result_summary, summary_line, usage_line
-from tests.test_mdstream import replay
+from tests.terminal import replay
 
 
 def console(terminal: bool = False, height: int = 25) -> Console:

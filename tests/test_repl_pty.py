@@ -6,74 +6,13 @@ import json
 import os
 import re
 import signal
-import sys
 import time
 from pathlib import Path
 
 import pexpect
-import pytest
 
 from tests.fakeserver import call, slow_chunks, text, tool_calls
-from tests.test_cli import SECRET, home  # noqa: F401 - fixture
-
-READY = "\x1b[?2004h"  # prompt_toolkit turns bracketed paste on when the prompt takes input
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-
-
-class Repl:
-    def __init__(self, env: dict[str, str], base_url: str, *args: str) -> None:
-        env = {**env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "COLUMNS": "100", "LINES": "40"}
-        self.child = pexpect.spawn(sys.executable, ["-m", "repl.cli", "--base-url", base_url, *args],
-                                   env=env, encoding="utf-8", dimensions=(40, 100), timeout=20)
-        self.transcript: list[str] = []
-        self.ready()
-
-    def ready(self) -> None:
-        self.child.expect_exact(READY)
-        self._keep()
-
-    def expect(self, pattern: str) -> str:
-        self.child.expect(pattern)
-        self._keep()
-        return self.child.before + self.child.after
-
-    def say(self, line: str) -> None:
-        self.child.send(line + "\r")
-
-    def key(self, key: str) -> None:
-        time.sleep(0.2)  # let the dialog's prompt take over the input
-        self.child.send(key)
-
-    def screen(self) -> str:
-        return ANSI.sub("", "".join(self.transcript))
-
-    def _keep(self) -> None:
-        self.transcript.append(self.child.before + (self.child.after if isinstance(self.child.after, str) else ""))
-
-    def close(self) -> None:
-        if self.child.isalive():
-            self.child.sendcontrol("d")
-            self.child.expect(pexpect.EOF)
-        self.transcript.append(self.child.before or "")
-
-
-@pytest.fixture
-def repl_factory(home, fake_server):  # noqa: F811
-    sessions: list[Repl] = []
-
-    def start(*args: str) -> Repl:
-        sessions.append(Repl(home, fake_server.base_url, *args))
-        return sessions[-1]
-
-    yield start
-    for session in sessions:
-        if session.child.isalive():
-            session.child.kill(signal.SIGKILL)
-
-
-def todos_of(home_env) -> list[dict]:  # noqa: F811
-    data = json.loads(Path(home_env["GLASSLOOP_TODOS_FILE"]).read_text(encoding="utf-8"))
-    return data["todos"] if isinstance(data, dict) else data
+from tests.support import SECRET, todos_of
 
 
 def test_two_tool_panels_and_streamed_answer(repl_factory, fake_server):
@@ -91,7 +30,7 @@ def test_two_tool_panels_and_streamed_answer(repl_factory, fake_server):
     repl.close()
 
 
-def test_approve_with_y_writes_the_todo(repl_factory, fake_server, home):  # noqa: F811
+def test_approve_with_y_writes_the_todo(repl_factory, fake_server, home):
     fake_server.script(tool_calls(call("add_todo", {"title": "meeting at 3pm", "priority": "high"})),
                        text("Added."))
     repl = repl_factory()
@@ -105,7 +44,7 @@ def test_approve_with_y_writes_the_todo(repl_factory, fake_server, home):  # noq
     repl.close()
 
 
-def test_deny_with_reason_reaches_the_model(repl_factory, fake_server, home):  # noqa: F811
+def test_deny_with_reason_reaches_the_model(repl_factory, fake_server, home):
     before = Path(home["GLASSLOOP_TODOS_FILE"]).read_bytes()
     fake_server.script(tool_calls(call("delete_todo", {"todo_id": "todo-002"})), text("Kept it."))
     repl = repl_factory()
@@ -124,7 +63,7 @@ def test_deny_with_reason_reaches_the_model(repl_factory, fake_server, home):  #
     repl.close()
 
 
-def test_edit_arguments_before_running(repl_factory, fake_server, home):  # noqa: F811
+def test_edit_arguments_before_running(repl_factory, fake_server, home):
     fake_server.script(tool_calls(call("add_todo", {"title": "typo tittle"})), text("Added."))
     repl = repl_factory()
     repl.say("add it")
@@ -149,7 +88,7 @@ def test_edit_arguments_before_running(repl_factory, fake_server, home):  # noqa
     repl.close()
 
 
-def test_trace_usage_todos_undo_reset(repl_factory, fake_server, home):  # noqa: F811
+def test_trace_usage_todos_undo_reset(repl_factory, fake_server, home):
     before = Path(home["GLASSLOOP_TODOS_FILE"]).read_bytes()
     fake_server.script(tool_calls(call("add_todo", {"title": "undo me"})), text("Added."), text("fresh"))
     repl = repl_factory("--yes")
@@ -221,7 +160,7 @@ def test_double_ctrl_c_at_empty_prompt_exits(repl_factory):
     assert repl.child.exitstatus == 0
 
 
-def test_resume_after_sigkill_in_the_terminal(repl_factory, fake_server, home):  # noqa: F811
+def test_resume_after_sigkill_in_the_terminal(repl_factory, fake_server, home):
     fake_server.script(text("first answer"), slow_chunks(0.2, text("slow " * 100, chunk_size=5)))
     repl = repl_factory()
     repl.say("question one")

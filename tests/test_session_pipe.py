@@ -11,14 +11,10 @@ import time
 from pathlib import Path
 
 from tests.fakeserver import call, slow_chunks, text, tool_calls
-from tests.test_cli import SECRET, glassloop, home  # noqa: F401 - fixture
+from tests.support import SECRET, chat
 
 
-def chat(env, base_url, lines, *extra):
-    return glassloop("--base-url", base_url, *extra, env=env, stdin="".join(f"{line}\n" for line in lines))
-
-
-def test_turns_commands_undo_and_escaping(fake_server, home):  # noqa: F811
+def test_turns_commands_undo_and_escaping(fake_server, home):
     todos = Path(home["GLASSLOOP_TODOS_FILE"])
     before = todos.read_bytes()
     fake_server.script(
@@ -46,14 +42,14 @@ def test_turns_commands_undo_and_escaping(fake_server, home):  # noqa: F811
     assert fake_server.history_errors == []
 
 
-def test_reset_keeps_todos_and_clears_conversation(fake_server, home):  # noqa: F811
+def test_reset_keeps_todos_and_clears_conversation(fake_server, home):
     fake_server.script(text("first"), text("second"))
     chat(home, fake_server.base_url, ["one", "/reset", "two"])
     sent = fake_server.chat_requests()[-1].body["messages"]
     assert [m["content"] for m in sent if m["role"] == "user"] == ["two"]
 
 
-def test_side_effects_denied_without_terminal(fake_server, home):  # noqa: F811
+def test_side_effects_denied_without_terminal(fake_server, home):
     todos = Path(home["GLASSLOOP_TODOS_FILE"])
     before = todos.read_bytes()
     fake_server.script(tool_calls(call("delete_todo", {"todo_id": "todo-002"})), text("could not"))
@@ -62,7 +58,7 @@ def test_side_effects_denied_without_terminal(fake_server, home):  # noqa: F811
     assert todos.read_bytes() == before
 
 
-def test_resume_after_sigkill_mid_turn(fake_server, home):  # noqa: F811
+def test_resume_after_sigkill_mid_turn(fake_server, home):
     fake_server.script(text("first answer"),
                        slow_chunks(0.2, text("a long slow answer " * 20, chunk_size=4)))
     proc = subprocess.Popen([sys.executable, "-m", "repl.cli", "--base-url", fake_server.base_url],

@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pexpect
 
-from tests.test_cli import home  # noqa: F401 - fixture
-
 ROOT = Path(__file__).resolve().parent.parent
 
 # Third-party top-level packages the prompt needs: the UI, the CLI and paths.
@@ -75,7 +73,7 @@ def _loaded_before_prompt(env: dict[str, str], tmp_path: Path) -> set[str]:
     return set(json.loads(out.read_text(encoding="utf-8")))
 
 
-def test_only_allowed_modules_load_before_the_prompt(home: dict[str, str], tmp_path: Path) -> None:  # noqa: F811
+def test_only_allowed_modules_load_before_the_prompt(home: dict[str, str], tmp_path: Path) -> None:
     loaded = _loaded_before_prompt(home, tmp_path)
     assert "prompt_toolkit" in loaded and "repl.session" in loaded  # the probe saw the start path
     stdlib = set(sys.stdlib_module_names)

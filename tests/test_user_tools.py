@@ -17,8 +17,8 @@ import pexpect
 import pytest
 
 from tests.fakeserver import call, text, tool_calls
-from tests.test_cli import glassloop, home  # noqa: F401 - fixture
-from tests.test_repl_pty import ANSI, READY, Repl
+from tests.support import glassloop
+from tests.terminal import ANSI, READY, Repl
 from tools import store as store_module
 from tools.registry import Registry
 from tools.user_api import set_store_folder, store_folder
@@ -61,7 +61,7 @@ def write(folder: Path, name: str, source: str) -> Path:
 
 
 @pytest.fixture
-def user_env(home, tmp_path):  # noqa: F811
+def user_env(home, tmp_path):
     """``home`` plus the user's tool folder holding the README example; glassloop_tools importable."""
     env = {**home, "PYTHONPATH": str(ROOT)}
     write(tmp_path / "config" / "glassloop" / "tools", "shopping.py", EXAMPLE)
@@ -221,7 +221,7 @@ def test_ask_runs_read_only_and_side_effecting_user_tools(fake_server, user_env)
     assert "Traceback" not in result.stderr + denied.stderr
 
 
-def test_ask_with_tools_file_and_chinese_docstring(fake_server, home, tmp_path):  # noqa: F811
+def test_ask_with_tools_file_and_chinese_docstring(fake_server, home, tmp_path):
     env = {**home, "PYTHONPATH": str(ROOT)}
     path = write(tmp_path / "elsewhere", "购物.py", CHINESE)
     fake_server.script(tool_calls(call("add_item", {"name": "牛奶"})), text("好的。"))
@@ -253,7 +253,7 @@ def make_package(site: Path) -> None:
         "[glassloop.tools]\ndemo = glassloop_tool_demo\nbroken = glassloop_tool_broken\n", encoding="utf-8")
 
 
-def test_entry_point_package_tools(fake_server, home, tmp_path):  # noqa: F811
+def test_entry_point_package_tools(fake_server, home, tmp_path):
     site = tmp_path / "site"
     make_package(site)
     env = {**home, "PYTHONPATH": f"{site}:{ROOT}"}
@@ -279,7 +279,7 @@ def ask_project(fake_server, env, cwd):
     return finished[0]["result"], result.stderr
 
 
-def test_project_tools_run_only_when_trusted(fake_server, home, tmp_path):  # noqa: F811
+def test_project_tools_run_only_when_trusted(fake_server, home, tmp_path):
     env = {**home, "PYTHONPATH": str(ROOT)}
     project = tmp_path / "cloned"
     write(project / ".glassloop" / "tools", "answer.py", PROJECT_TOOL)
@@ -303,7 +303,7 @@ def loaded_names(project: Path) -> list[str]:
     return [n for n in registry.names() if registry.get(n).source != "built-in"]
 
 
-def test_project_trust_binds_to_content_and_only_the_user_may_trust_all(home, tmp_path, monkeypatch):  # noqa: F811
+def test_project_trust_binds_to_content_and_only_the_user_may_trust_all(home, tmp_path, monkeypatch):
     for key, value in home.items():
         monkeypatch.setenv(key, value)
     project, user_config = tmp_path / "cloned", tmp_path / "config" / "glassloop"
@@ -369,7 +369,7 @@ def test_repl_approval_preview_undo_tools_and_reload(fake_server, user_env, tmp_
     assert "Traceback" not in repl.screen()
 
 
-def test_project_tools_trust_question_at_start_is_remembered(fake_server, home, tmp_path):  # noqa: F811
+def test_project_tools_trust_question_at_start_is_remembered(fake_server, home, tmp_path):
     env = {**home, "PYTHONPATH": str(ROOT), "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm"}
     project = tmp_path / "cloned"
     write(project / ".glassloop" / "tools", "answer.py", PROJECT_TOOL)

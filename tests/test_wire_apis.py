@@ -28,8 +28,7 @@ from repl.history import History, check
 from repl.providers.chat import ChatProvider
 from repl.providers.responses import ResponsesProvider
 from tests.fakeserver import FakeServer, call, text, tool_calls
-from tests.test_agent import SEED_TODOS, registry, todos_file  # noqa: F401 - fixtures shared with the agent tests
-from tests.test_cli import glassloop, home  # noqa: F401 - home is a fixture used below
+from tests.support import glassloop
 from tools.registry import Registry
 
 QUESTION = "今天还有哪些没完成？把优先级最高的一项展开说明。"
@@ -173,7 +172,7 @@ def test_max_steps_guard_ends_with_a_tool_free_answer(fake_server, provider, reg
     assert fake_server.history_errors == []
 
 
-def test_cli_ask_json_over_the_responses_api(fake_server, home):  # noqa: F811 - pytest fixture
+def test_cli_ask_json_over_the_responses_api(fake_server, home):
     fake_server.script(tool_calls(call("list_todos", {"status": "todo"})),
                        tool_calls(call("get_todo", {"todo_id": "todo-002"})),
                        text("写周报优先级最高。", usage=(300, 20, 128, 5)))

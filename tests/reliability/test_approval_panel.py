@@ -8,11 +8,9 @@ import json
 from pathlib import Path
 
 from tests.fakeserver import call, text, tool_calls
-from tests.reliability.pty_sized import sized_repl  # noqa: F401 - fixture
-from tests.test_cli import home  # noqa: F401 - fixture
 
 
-def todos(home_env) -> dict[str, dict]:  # noqa: F811
+def todos(home_env) -> dict[str, dict]:
     data = json.loads(Path(home_env["GLASSLOOP_TODOS_FILE"]).read_text(encoding="utf-8"))
     return {t["id"]: t for t in (data["todos"] if isinstance(data, dict) else data)}
 
@@ -25,7 +23,7 @@ def panel(screen: str, name: str) -> list[str]:
     return lines[top : bottom + 1]
 
 
-def test_rest_of_step_lists_every_call_and_a_delete_still_asks(sized_repl, fake_server, home):  # noqa: F811
+def test_rest_of_step_lists_every_call_and_a_delete_still_asks(sized_repl, fake_server, home):
     fake_server.script(tool_calls(call("add_todo", {"title": "buy milk"}),
                                   call("update_todo", {"todo_id": "todo-003", "priority": "low"}),
                                   call("delete_todo", {"todo_id": "todo-002"})),
@@ -52,7 +50,7 @@ def test_rest_of_step_lists_every_call_and_a_delete_still_asks(sized_repl, fake_
     repl.close()
 
 
-def test_the_panel_fits_12_rows_at_60_columns(sized_repl, fake_server):  # noqa: F811
+def test_the_panel_fits_12_rows_at_60_columns(sized_repl, fake_server):
     fake_server.script(tool_calls(call("add_todo", {
         "title": "call mum about the weekend plans, the train and who brings the cake",
         "detail": "ask about the train times " * 8, "priority": "high", "due": "2026-12-01",
@@ -72,7 +70,7 @@ def test_the_panel_fits_12_rows_at_60_columns(sized_repl, fake_server):  # noqa:
     repl.close()
 
 
-def test_a_call_that_will_fail_says_so(sized_repl, fake_server):  # noqa: F811
+def test_a_call_that_will_fail_says_so(sized_repl, fake_server):
     fake_server.script(tool_calls(call("delete_todo", {"todo_id": "todo-099"})), text("No such item."))
     repl = sized_repl(cols=60)
     repl.say("delete 99")
@@ -84,7 +82,7 @@ def test_a_call_that_will_fail_says_so(sized_repl, fake_server):  # noqa: F811
     repl.close()
 
 
-def test_undo_says_which_items_it_undid(sized_repl, fake_server, home):  # noqa: F811
+def test_undo_says_which_items_it_undid(sized_repl, fake_server, home):
     before = Path(home["GLASSLOOP_TODOS_FILE"]).read_bytes()
     fake_server.script(tool_calls(call("add_todo", {"title": "call mum"}),
                                   call("delete_todo", {"todo_id": "todo-003"}),

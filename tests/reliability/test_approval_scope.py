@@ -22,13 +22,10 @@ from repl.history import History
 from repl.ui.approval_dialog import ApprovalDialog
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import trace_records
-from tests.test_agent import provider, registry, todos_file  # noqa: F401 - fixtures
-from tests.test_approval_dialog import BACKSPACES, ESC_ENTER
-from tests.test_cli import home  # noqa: F401 - fixture
-from tests.test_repl_pty import repl_factory  # noqa: F401 - fixture
+from tests.terminal import BACKSPACES, ESC_ENTER
 
 
-def run_with_keys(provider, registry, keys: str, turns: int = 1):  # noqa: F811
+def run_with_keys(provider, registry, keys: str, turns: int = 1):
     """``turns`` turns (one "go" each) answered by ``keys``: the decisions and what the dialog printed."""
     out = Console(file=io.StringIO(), width=120, color_system=None, record=True)
     log, history = EventLog(), History("You are a test assistant.")
@@ -46,8 +43,8 @@ def todos(path: Path) -> dict[str, dict]:
     return {t["id"]: t for t in (data["todos"] if isinstance(data, dict) else data)}
 
 
-def test_rest_lists_the_calls_first_and_destructive_calls_still_ask(fake_server, provider, registry,  # noqa: F811
-                                                                     todos_file):  # noqa: F811
+def test_rest_lists_the_calls_first_and_destructive_calls_still_ask(fake_server, provider, registry,
+                                                                     todos_file):
     fake_server.script(tool_calls(call("add_todo", {"title": "buy milk"}),
                                   call("update_todo", {"todo_id": "todo-003", "priority": "low"}),
                                   call("delete_todo", {"todo_id": "todo-002"})),
@@ -63,7 +60,7 @@ def test_rest_lists_the_calls_first_and_destructive_calls_still_ask(fake_server,
     assert "destructive: asked every time" in shown
 
 
-def test_always_never_covers_a_destructive_tool(fake_server, provider, registry, todos_file):  # noqa: F811
+def test_always_never_covers_a_destructive_tool(fake_server, provider, registry, todos_file):
     fake_server.script(tool_calls(call("delete_todo", {"todo_id": "todo-001"})), text("deleted"),
                        tool_calls(call("delete_todo", {"todo_id": "todo-003"})), text("kept"))
     decisions, _ = run_with_keys(provider, registry, "a" + "y" + "n\r", turns=2)
@@ -71,7 +68,7 @@ def test_always_never_covers_a_destructive_tool(fake_server, provider, registry,
     assert set(todos(todos_file)) == {"todo-002", "todo-003"}
 
 
-def test_an_edit_recomputes_the_preview(fake_server, provider, registry, todos_file):  # noqa: F811
+def test_an_edit_recomputes_the_preview(fake_server, provider, registry, todos_file):
     fake_server.script(tool_calls(call("update_todo", {"todo_id": "todo-003", "priority": "low"})),
                        text("changed"))
     edited = '{"todo_id": "todo-002", "priority": "low"}'
@@ -91,7 +88,7 @@ def _dialog_or_done(repl, done: str) -> bool:
     return repl.child.expect(["Allow", done]) == 0
 
 
-def test_approve_and_reset_clear_the_always_rules(repl_factory, fake_server, home):  # noqa: F811
+def test_approve_and_reset_clear_the_always_rules(repl_factory, fake_server, home):
     fake_server.script(*[reply for name in ("A", "B", "C") for reply in (
         tool_calls(call("add_todo", {"title": f"item {name}"})), text(f"Added {name}."))])
     repl = repl_factory()

@@ -19,7 +19,7 @@ import pytest
 
 from tests.fakeserver import call, fault_status, text, tool_calls
 from tests.reliability.helpers import record
-from tests.test_cli import glassloop, home  # noqa: F401 - fixture
+from tests.support import glassloop
 
 CLIPBOARD = "\x1b]52;c;ZXZpbA==\x07"
 TITLE = "\x1b]0;pwned\x07"
@@ -48,7 +48,7 @@ def evil_tools() -> tuple:
                       call("get_todo", f'{{"todo_id": "{CLIPBOARD}{CLEAR}{CSI8}'))  # invalid JSON: shown raw
 
 
-def test_answer_and_tool_lines_reach_a_terminal_clean(fake_server, home):  # noqa: F811
+def test_answer_and_tool_lines_reach_a_terminal_clean(fake_server, home):
     fake_server.script(evil_tools(), text(ANSWER, chunk_size=5))
     out, code = ask_in_pty(home, "go", "--base-url", fake_server.base_url)
     assert code == 0, out
@@ -58,7 +58,7 @@ def test_answer_and_tool_lines_reach_a_terminal_clean(fake_server, home):  # noq
            sequences=len(FORBIDDEN), reaching_terminal=0)
 
 
-def test_server_error_line_reaches_a_terminal_clean(fake_server, home):  # noqa: F811
+def test_server_error_line_reaches_a_terminal_clean(fake_server, home):
     fake_server.script(fault_status(400, message=f"bad request {EVIL} from the server"))
     out, code = ask_in_pty(home, "go", "--base-url", fake_server.base_url)
     assert code == 1 and "bad request" in out and "from the server" in out, out
@@ -66,7 +66,7 @@ def test_server_error_line_reaches_a_terminal_clean(fake_server, home):  # noqa:
     record("ask terminal", paths=["error"], sequences=len(FORBIDDEN), reaching_terminal=0)
 
 
-def test_json_on_a_terminal_carries_no_raw_controls(fake_server, home):  # noqa: F811
+def test_json_on_a_terminal_carries_no_raw_controls(fake_server, home):
     fake_server.script(evil_tools(), text(ANSWER, chunk_size=5))
     out, code = ask_in_pty(home, "go", "--json", "--base-url", fake_server.base_url)
     assert code == 0, out
@@ -75,7 +75,7 @@ def test_json_on_a_terminal_carries_no_raw_controls(fake_server, home):  # noqa:
     assert payload["answer"] == ANSWER  # escaped in the JSON text, whole in its value
 
 
-def test_piped_answer_stays_byte_exact(fake_server, home):  # noqa: F811
+def test_piped_answer_stays_byte_exact(fake_server, home):
     fake_server.script(evil_tools(), text(ANSWER, chunk_size=5))
     result = glassloop("ask", "go", "--base-url", fake_server.base_url, env=home)
     assert result.returncode == 0, result.stderr
@@ -83,7 +83,7 @@ def test_piped_answer_stays_byte_exact(fake_server, home):  # noqa: F811
     assert "step 1 call evil" in result.stderr and leaked(result.stderr) == []  # progress: always clean
 
 
-def test_trace_timeline_of_such_a_turn_is_clean(fake_server, home, tmp_path):  # noqa: F811
+def test_trace_timeline_of_such_a_turn_is_clean(fake_server, home, tmp_path):
     fake_server.script(evil_tools(), fault_status(400, message=f"bad request {EVIL} from the server"))
     trace_file = tmp_path / "t.jsonl"
     glassloop("ask", "go", "--base-url", fake_server.base_url, "--trace-file", str(trace_file), env=home)

@@ -17,7 +17,7 @@ import pytest
 from repl.journal import load
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record
-from tests.test_cli import glassloop, home  # noqa: F401 - fixture
+from tests.support import glassloop
 
 WIDE = {"COLUMNS": "400"}  # keep a long path on one line
 
@@ -55,7 +55,7 @@ def one_error_line(output: str) -> str:
 
 @pytest.mark.parametrize("where", PLACES)
 @pytest.mark.parametrize("name", list(BAD_CONFIGS))
-def test_bad_config_one_line_nothing_overwritten(home, tmp_path, fake_server, name, where):  # noqa: F811
+def test_bad_config_one_line_nothing_overwritten(home, tmp_path, fake_server, name, where):
     content, words = BAD_CONFIGS[name]
     path, extra = place_config(home, tmp_path, where, content)
     (tmp_path / "proj").mkdir(exist_ok=True)
@@ -70,7 +70,7 @@ def test_bad_config_one_line_nothing_overwritten(home, tmp_path, fake_server, na
     tried.append(f"{name} ({where})")
 
 
-def test_bad_environment_value(home, fake_server):  # noqa: F811
+def test_bad_environment_value(home, fake_server):
     result = glassloop("ask", "hi", "--base-url", fake_server.base_url,
                        env={**home, "GLASSLOOP_MAX_STEPS": "many"})
     assert result.returncode == 2
@@ -89,7 +89,7 @@ BAD_DATA = {
 
 
 @pytest.mark.parametrize("name", list(BAD_DATA))
-def test_bad_todo_file(home, fake_server, name):  # noqa: F811
+def test_bad_todo_file(home, fake_server, name):
     path = Path(home["GLASSLOOP_TODOS_FILE"])
     path.unlink()
     content = BAD_DATA[name]
@@ -110,7 +110,7 @@ def test_bad_todo_file(home, fake_server, name):  # noqa: F811
     tried.append(f"todo file: {name}")
 
 
-def test_bad_notes_file(home, tmp_path, fake_server):  # noqa: F811
+def test_bad_notes_file(home, tmp_path, fake_server):
     notes = tmp_path / "notes.json"
     garbage = b'{"notes": 5}'
     notes.write_bytes(garbage)
@@ -133,7 +133,7 @@ def session_file(env: dict[str, str]) -> Path:
     return files[0]
 
 
-def test_truncated_journal_resumes_up_to_its_last_whole_event(home, fake_server):  # noqa: F811
+def test_truncated_journal_resumes_up_to_its_last_whole_event(home, fake_server):
     fake_server.script(text("answer one"), tool_calls(call("list_todos", {})), text("answer two"))
     first = glassloop("--base-url", fake_server.base_url, env=home, stdin="question one\nquestion two\n")
     assert first.returncode == 0

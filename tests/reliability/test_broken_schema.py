@@ -29,7 +29,7 @@ from repl.providers.chat import ChatProvider
 from repl.runtime import build_registry, start_mcp
 from tests.fakeserver import FakeServer, call, text, tool_calls
 from tests.reliability.helpers import record, scaled
-from tests.test_cli import glassloop, home  # noqa: F401 - fixture
+from tests.support import glassloop
 from tools.registry import Registry, Tool
 
 pytestmark = pytest.mark.timeout(120)
@@ -85,7 +85,7 @@ def test_mcp_tool_with_a_dangling_ref_is_refused_and_the_others_load(fake_server
         manager.close()
 
 
-def test_glassloop_ask_survives_a_model_calling_the_broken_tool(fake_server: FakeServer, home,  # noqa: F811
+def test_glassloop_ask_survives_a_model_calling_the_broken_tool(fake_server: FakeServer, home,
                                                                 tmp_path: Path) -> None:
     fake_server.script(tool_calls(call("t__broken_ref", {"value": "x"})), text("the tool is not there"))
     result = glassloop("ask", "use broken_ref", "--config", str(mcp_config(tmp_path / "mcp.toml")),

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from repl.agent import Limits
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record, scaled
-from tests.test_agent import provider, turn  # noqa: F401 - fixture
+from tests.support import turn
 from tools.registry import Registry, tool
 
 MARKER = re.compile(r" …\[(\d+) characters cut\]… ")
@@ -54,7 +54,7 @@ def test_every_limit_holds(result, limit):
 
 
 @pytest.mark.parametrize("limit", [1, 2, 30, 40, 81, 82, 120])
-def test_the_model_receives_at_most_the_limit(fake_server, provider, limit):  # noqa: F811
+def test_the_model_receives_at_most_the_limit(fake_server, provider, limit):
     @tool
     def big() -> dict:
         """Returns a lot."""

@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from tests.reliability.helpers import record
-from tests.test_cli import home  # noqa: F401 - fixture
 
 MEMORY_CAP = 1 << 30  # the previous code read /dev/zero until memory ran out: keep that bounded
 
@@ -60,7 +59,7 @@ def proj(tmp_path: Path) -> Path:
 
 
 @pytest.mark.parametrize("where", PLACES)
-def test_a_fifo_is_refused_without_waiting_for_a_writer(home, tmp_path, proj, where):  # noqa: F811
+def test_a_fifo_is_refused_without_waiting_for_a_writer(home, tmp_path, proj, where):
     path, extra = place(home, tmp_path, where)
     os.mkfifo(path)
     started = time.monotonic()
@@ -68,13 +67,13 @@ def test_a_fifo_is_refused_without_waiting_for_a_writer(home, tmp_path, proj, wh
     record("config inputs", case=f"fifo ({where})", seconds=round(time.monotonic() - started, 2), line=line)
 
 
-def test_a_device_as_config_is_refused(home, proj):  # noqa: F811
+def test_a_device_as_config_is_refused(home, proj):
     one_line(run("config", "--config", "/dev/zero", env=home, cwd=proj), "/dev/zero", "not a regular file")
     one_line(run("ask", "hi", "--config", "/dev/null", env=home, cwd=proj), "/dev/null")
 
 
 @pytest.mark.parametrize("where", PLACES)
-def test_an_oversized_file_is_refused(home, tmp_path, proj, where):  # noqa: F811
+def test_an_oversized_file_is_refused(home, tmp_path, proj, where):
     path, extra = place(home, tmp_path, where)
     path.write_bytes(b"# padding\n" * 30_000)  # 300 kB of comments: valid TOML, not a config file
     one_line(run("config", *extra, env=home, cwd=proj), str(path), "larger than")
@@ -82,7 +81,7 @@ def test_an_oversized_file_is_refused(home, tmp_path, proj, where):  # noqa: F81
 
 @pytest.mark.parametrize("where", PLACES)
 @pytest.mark.parametrize("shape", ["array", "inline table"])
-def test_deep_nesting_is_one_line(home, tmp_path, proj, where, shape):  # noqa: F811
+def test_deep_nesting_is_one_line(home, tmp_path, proj, where, shape):
     path, extra = place(home, tmp_path, where)
     depth = 3000
     value = "[" * depth + "]" * depth if shape == "array" else "{a = " * depth + "1" + "}" * depth
@@ -91,7 +90,7 @@ def test_deep_nesting_is_one_line(home, tmp_path, proj, where, shape):  # noqa: 
 
 
 @pytest.mark.parametrize("where", PLACES)
-def test_a_key_of_thousands_of_dotted_parts_is_refused_at_once(home, tmp_path, proj, where):  # noqa: F811
+def test_a_key_of_thousands_of_dotted_parts_is_refused_at_once(home, tmp_path, proj, where):
     path, extra = place(home, tmp_path, where)
     path.write_text("system_prompt" + ".a" * 100_000 + " = 1\n", encoding="utf-8")  # tomllib: minutes
     started = time.monotonic()
@@ -99,7 +98,7 @@ def test_a_key_of_thousands_of_dotted_parts_is_refused_at_once(home, tmp_path, p
     record("config inputs", case=f"100k-part key ({where})", seconds=round(time.monotonic() - started, 2))
 
 
-def test_a_long_prompt_full_of_dots_still_loads(home, proj):  # noqa: F811
+def test_a_long_prompt_full_of_dots_still_loads(home, proj):
     prose = "Step one. Then two. Then 3.1.4.1.5. " * 3000  # 108 kB, ~21 000 dots, in a string and a comment
     (proj / "glassloop.toml").write_text(
         f'system_prompt = """\n{prose}\n"""\n# {prose}\n[guards]\nmax_steps = 2\n', encoding="utf-8")
@@ -113,7 +112,7 @@ BAD_URLS = ["http://[::1", "http://host:99999/v1", "ftp://host/v1", "localhost:8
 
 
 @pytest.mark.parametrize("url", BAD_URLS)
-def test_a_bad_base_url_is_one_line_wherever_it_comes_from(home, tmp_path, proj, url):  # noqa: F811
+def test_a_bad_base_url_is_one_line_wherever_it_comes_from(home, tmp_path, proj, url):
     one_line(run("ask", "hi", env={**home, "OPENAI_BASE_URL": url}, cwd=proj),
              "env OPENAI_BASE_URL", "providers.openai.base_url")
     one_line(run("ask", "hi", "--base-url", url, env=home, cwd=proj), "flag --base-url")
@@ -123,12 +122,12 @@ def test_a_bad_base_url_is_one_line_wherever_it_comes_from(home, tmp_path, proj,
     user.unlink()
 
 
-def test_a_bad_url_never_reaches_the_terminal_raw(home, proj):  # noqa: F811
+def test_a_bad_url_never_reaches_the_terminal_raw(home, proj):
     line = one_line(run("ask", "hi", env={**home, "GLASSLOOP_BASE_URL": "http://x/\x1b]0;pwned\x07"}, cwd=proj))
     assert "\x1b" not in line and "\x07" not in line
 
 
-def test_good_urls_still_load(home, proj):  # noqa: F811
+def test_good_urls_still_load(home, proj):
     for url in ("http://127.0.0.1:9/v1", "https://api.example.com/v1", "http://[::1]:8080/v1", ""):
         result = run("config", env={**home, "GLASSLOOP_BASE_URL": url}, cwd=proj)
         assert result.returncode == 0, result.stderr

@@ -29,7 +29,7 @@ from repl.journal import load
 from tests.fakeserver import FakeServer, call, text, tool_calls
 from tests.reliability.crash_writer import SECRET
 from tests.reliability.helpers import record, scaled
-from tests.test_cli import glassloop, home  # noqa: F401 - fixture
+from tests.support import glassloop
 from tools.store import read_json
 from tools.todos import DEFAULT as TODOS_DEFAULT
 from tools.todos import _validate as validate_todos
@@ -102,7 +102,7 @@ def resume_with_cli(env: dict[str, str], server: FakeServer, session: str, acked
 
 
 @pytest.mark.timeout(1800)
-def test_kill_9_at_random_moments(home, tmp_path, fake_server):  # noqa: F811
+def test_kill_9_at_random_moments(home, tmp_path, fake_server):
     sessions = Path(home["XDG_DATA_HOME"]) / "glassloop" / "sessions"
     sessions.mkdir(parents=True)
     paths = {"todos": tmp_path / "kill" / "todos.json", "notes": tmp_path / "kill" / "notes.json",
@@ -137,7 +137,7 @@ def test_two_processes_add_todos_concurrently(tmp_path):
            seconds=round(time.monotonic() - started, 1))
 
 
-def test_corrupt_todo_file_is_reported_and_left_untouched(fake_server, home):  # noqa: F811
+def test_corrupt_todo_file_is_reported_and_left_untouched(fake_server, home):
     """A store cut off mid-write by something else: the tools and /todos name it, nobody rewrites it."""
     todos = Path(home["GLASSLOOP_TODOS_FILE"])
     corrupt = b'{"version": 1, "todos": [{"id": "todo-001", "title": "half a fi'

@@ -26,7 +26,7 @@ from repl.redact import Redactor
 from tests.fake_responses import check_input
 from tests.fakeserver import FakeServer, check_history, text
 from tests.reliability.helpers import FULL, record, trace_records
-from tests.test_cli import glassloop, home  # noqa: F401 - fixture
+from tests.support import glassloop
 
 pytestmark = pytest.mark.timeout(60)
 SESSION = "20260101-120000-d4m9"
@@ -133,7 +133,7 @@ NO_META = {"empty file", "meta damaged", "meta missing"}
 SECOND_RESUME = {"call without a result", "duplicate call ids", "unknown role", "wrong types in every field"}
 
 
-def write_damaged(home: dict[str, str], damage: str) -> Path:  # noqa: F811
+def write_damaged(home: dict[str, str], damage: str) -> Path:
     folder = Path(home["XDG_DATA_HOME"]) / "glassloop" / "sessions"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{SESSION}.jsonl"
@@ -142,7 +142,7 @@ def write_damaged(home: dict[str, str], damage: str) -> Path:  # noqa: F811
     return path
 
 
-def resume(server: FakeServer, home: dict[str, str], *extra: str) -> Any:  # noqa: F811
+def resume(server: FakeServer, home: dict[str, str], *extra: str) -> Any:
     server.script(text("resumed answer"))
     return glassloop("--resume", SESSION, "--base-url", server.base_url, *extra, env=home,
                      stdin="what now?\n")
@@ -153,7 +153,7 @@ def test_there_are_enough_kinds_of_damage() -> None:
 
 
 @pytest.mark.parametrize("damage", list(DAMAGES))
-def test_resume_of_a_damaged_journal(damage: str, fake_server: FakeServer, home) -> None:  # noqa: F811
+def test_resume_of_a_damaged_journal(damage: str, fake_server: FakeServer, home) -> None:
     path = write_damaged(home, damage)
     result = resume(fake_server, home)
     out = result.stdout + result.stderr
@@ -182,7 +182,7 @@ def test_resume_of_a_damaged_journal(damage: str, fake_server: FakeServer, home)
     assert check(History.from_json({"messages": load(path)[1]}).messages) == []
 
 
-def test_a_damaged_journal_resumes_on_the_responses_api(fake_server: FakeServer, home) -> None:  # noqa: F811
+def test_a_damaged_journal_resumes_on_the_responses_api(fake_server: FakeServer, home) -> None:
     write_damaged(home, "wrong types in every field")
     result = resume(fake_server, home, "--api", "responses")
     out = result.stdout + result.stderr
@@ -191,7 +191,7 @@ def test_a_damaged_journal_resumes_on_the_responses_api(fake_server: FakeServer,
     assert check_input(body["input"]) == [] and fake_server.history_errors == []
 
 
-def test_an_intact_journal_resumes_without_a_notice(fake_server: FakeServer, home) -> None:  # noqa: F811
+def test_an_intact_journal_resumes_without_a_notice(fake_server: FakeServer, home) -> None:
     folder = Path(home["XDG_DATA_HOME"]) / "glassloop" / "sessions"
     folder.mkdir(parents=True, exist_ok=True)
     baseline(folder / f"{SESSION}.jsonl")

@@ -14,16 +14,14 @@ from pathlib import Path
 import pexpect
 
 from tests.fakeserver import call, text, tool_calls
-from tests.reliability.pty_sized import sized_repl  # noqa: F401 - fixture
-from tests.test_cli import home  # noqa: F401 - fixture
-from tests.test_repl_pty import ANSI
+from tests.terminal import ANSI
 
 
 def user_messages(fake_server) -> list[str]:
     return [m["content"] for m in fake_server.chat_requests()[-1].body["messages"] if m["role"] == "user"]
 
 
-def test_aliases_and_suggestions_by_meaning(sized_repl, fake_server):  # noqa: F811
+def test_aliases_and_suggestions_by_meaning(sized_repl, fake_server):
     fake_server.script(text("first answer"), text("fresh start"))
     repl = sized_repl()
     assert "/help for commands" in repl.screen() and "approvals ask" in repl.screen()
@@ -51,7 +49,7 @@ def test_aliases_and_suggestions_by_meaning(sized_repl, fake_server):  # noqa: F
     repl.close()
 
 
-def test_copy_sends_the_last_answer_as_osc_52(sized_repl, fake_server):  # noqa: F811
+def test_copy_sends_the_last_answer_as_osc_52(sized_repl, fake_server):
     fake_server.script(text("copy **me**, please"))
     repl = sized_repl()
     repl.say("/copy")
@@ -69,7 +67,7 @@ def test_copy_sends_the_last_answer_as_osc_52(sized_repl, fake_server):  # noqa:
     repl.close()
 
 
-def test_bang_runs_the_users_command_and_adds_it_only_when_asked(sized_repl, fake_server):  # noqa: F811
+def test_bang_runs_the_users_command_and_adds_it_only_when_asked(sized_repl, fake_server):
     fake_server.script(text("seen it"))
     repl = sized_repl()
     repl.say("!echo kept-out")
@@ -95,7 +93,7 @@ def test_bang_runs_the_users_command_and_adds_it_only_when_asked(sized_repl, fak
     repl.close()
 
 
-def test_model_lists_the_endpoints_models_and_tab_completes_them(sized_repl, fake_server):  # noqa: F811
+def test_model_lists_the_endpoints_models_and_tab_completes_them(sized_repl, fake_server):
     fake_server.models = ["gpt-4o-mini", "llama-3.1-8b-instruct", "qwen2.5-72b"]
     fake_server.script(text("from llama"))
     repl = sized_repl()
@@ -117,7 +115,7 @@ def test_model_lists_the_endpoints_models_and_tab_completes_them(sized_repl, fak
     repl.close()
 
 
-def test_edit_undoes_the_turn_and_resends_the_changed_message(sized_repl, fake_server, home):  # noqa: F811
+def test_edit_undoes_the_turn_and_resends_the_changed_message(sized_repl, fake_server, home):
     todos = Path(home["GLASSLOOP_TODOS_FILE"])
     before = todos.read_bytes()
     fake_server.script(tool_calls(call("add_todo", {"title": "call mum"})), text("Added."),
@@ -150,7 +148,7 @@ def _spawn_shell(command: str, env: dict[str, str]) -> pexpect.spawn:
     return pexpect.spawn("/bin/sh", ["-c", command], env=env, encoding="utf-8", dimensions=(40, 100), timeout=20)
 
 
-def test_piped_text_goes_with_the_question(fake_server, home, tmp_path):  # noqa: F811
+def test_piped_text_goes_with_the_question(fake_server, home, tmp_path):
     log = tmp_path / "log.txt"
     log.write_text("line one\n```\nERROR disk full\n", encoding="utf-8")
     fake_server.script(text("The disk is full."))
@@ -169,7 +167,7 @@ def test_piped_text_goes_with_the_question(fake_server, home, tmp_path):  # noqa
     assert len(fake_server.chat_requests()) == 1  # nothing sent
 
 
-def test_a_question_on_the_command_line_starts_the_repl_with_it(sized_repl, fake_server):  # noqa: F811
+def test_a_question_on_the_command_line_starts_the_repl_with_it(sized_repl, fake_server):
     fake_server.script(text("three are open"), text("and later"))
     repl = sized_repl("what is open?", wait=False)
     repl.expect("three are open")

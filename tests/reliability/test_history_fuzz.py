@@ -41,7 +41,7 @@ from tests.fakeserver import (
     tool_calls,
 )
 from tests.reliability.helpers import record, scaled
-from tests.test_agent import SEED_TODOS
+from tests.support import SEED_TODOS
 from tools import build_tools
 from tools.registry import Registry
 

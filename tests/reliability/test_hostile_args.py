@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.reliability.helpers import record, scaled
-from tests.test_calculator import BOMBS
+from tests.support import CALCULATOR_BOMBS
 from tools import build_tools
 from tools.registry import Registry
 
@@ -177,7 +177,7 @@ MORE_BOMBS = ["2**-2**64", "1/" * 400 + "1", "(" * 101 + ")" * 101, "10**4300", 
               "8" * 1001, "()" * 400, "__import__('os').system('true')", "(1).__class__.__bases__"]
 
 
-@pytest.mark.parametrize("bomb", BOMBS + MORE_BOMBS, ids=[b[:30] for b in BOMBS + MORE_BOMBS])
+@pytest.mark.parametrize("bomb", CALCULATOR_BOMBS + MORE_BOMBS, ids=[b[:30] for b in CALCULATOR_BOMBS + MORE_BOMBS])
 def test_calculator_bombs(world: Registry, bomb: str) -> None:
     timed_call(world, "calculator", {"expression": bomb})
 

@@ -22,8 +22,7 @@ import pytest
 
 from tests.fakeserver import call, fault_status, text, tool_calls
 from tests.reliability.helpers import record, trace_records
-from tests.test_cli import SECRET, glassloop, home  # noqa: F401 - fixture
-from tests.test_repl_pty import repl_factory  # noqa: F401 - fixture
+from tests.support import SECRET, glassloop
 
 ROOT = Path(__file__).resolve().parents[2]
 MCP_SERVER = ROOT / "tests" / "mcp_test_server.py"
@@ -52,7 +51,7 @@ def injection_script(final_text: str) -> list:
             text(final_text, chunk_size=7)]
 
 
-def test_ask_mode_still_asks_and_shows_everything_literally(repl_factory, fake_server, home, tmp_path):  # noqa: F811
+def test_ask_mode_still_asks_and_shows_everything_literally(repl_factory, fake_server, home, tmp_path):
     config = workspace(home, tmp_path)
     todos = Path(home["GLASSLOOP_TODOS_FILE"])
     before = todos.read_bytes()
@@ -78,7 +77,7 @@ def test_ask_mode_still_asks_and_shows_everything_literally(repl_factory, fake_s
            escapes_reaching_terminal=0, markup_rendered=0)
 
 
-def test_read_only_mode_refuses(fake_server, home, tmp_path):  # noqa: F811
+def test_read_only_mode_refuses(fake_server, home, tmp_path):
     config = workspace(home, tmp_path)
     todos = Path(home["GLASSLOOP_TODOS_FILE"])
     before = todos.read_bytes()
@@ -95,7 +94,7 @@ def test_read_only_mode_refuses(fake_server, home, tmp_path):  # noqa: F811
     record("injection", mode="read-only", delete_requests=3, refused=3, todos_changed=False)
 
 
-def test_api_key_never_written_anywhere(fake_server, home, tmp_path):  # noqa: F811
+def test_api_key_never_written_anywhere(fake_server, home, tmp_path):
     config = workspace(home, tmp_path)
     (Path(home["GLASSLOOP_FILES_ROOT"]) / "env.txt").write_text(f"OPENAI_API_KEY={SECRET}\n", encoding="utf-8")
     fake_server.script(

@@ -35,9 +35,8 @@ from tests.fakeserver import (
     tool_calls,
 )
 from tests.reliability.helpers import finished_turns, record, wait_for
-from tests.test_cli import home  # noqa: F401 - fixture
-from tests.test_compact import StubUI
-from tests.test_repl_pty import READY, Repl, repl_factory  # noqa: F401 - fixture
+from tests.support import StubUI
+from tests.terminal import READY, Repl
 
 ROOT = Path(__file__).resolve().parents[2]
 MCP_SERVER = ROOT / "tests" / "mcp_test_server.py"
@@ -94,7 +93,7 @@ def tool_results(body: dict) -> list[dict]:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
-def test_ctrl_c(case: Case, repl_factory, fake_server, home, tmp_path):  # noqa: F811
+def test_ctrl_c(case: Case, repl_factory, fake_server, home, tmp_path):
     todos_before = Path(home["GLASSLOOP_TODOS_FILE"]).read_bytes()
     fake_server.script(case.reply)
     repl = repl_factory(*(["--config", str(mcp_config(tmp_path))] if case.mcp else []))
@@ -131,7 +130,7 @@ SGR = re.compile(r"\x1b\[[0-9;]*m")
 ESCAPE = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07]*\x07|[@-Z\\-_])")
 
 
-def test_double_ctrl_c_exits_and_leaves_the_terminal_sane(fake_server, home):  # noqa: F811
+def test_double_ctrl_c_exits_and_leaves_the_terminal_sane(fake_server, home):
     """Run the REPL under a shell that prints ``stty -a`` once it has exited."""
     fake_server.script(slow_chunks(0.1, text("word " * 300, chunk_size=5)))
     env = {**home, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "COLUMNS": "100", "LINES": "40"}

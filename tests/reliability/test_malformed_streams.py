@@ -24,8 +24,7 @@ from repl.providers.chat import ChatProvider
 from repl.providers.responses import ResponsesProvider
 from tests.fakeserver import FakeServer, raw_stream, text
 from tests.reliability.helpers import record
-from tests.test_agent import SEED_TODOS, registry, todos_file  # noqa: F401 - fixtures
-from tests.test_cli import glassloop, home  # noqa: F401 - fixture
+from tests.support import glassloop
 
 ADAPTERS = {"chat": ChatProvider, "responses": ResponsesProvider}
 
@@ -153,7 +152,7 @@ def test_partial_text_before_a_bad_chunk_is_kept_and_marked(fake_server, provide
 
 
 @pytest.mark.parametrize("api", ["chat", "responses"])
-def test_ask_prints_one_line_for_a_bad_shape(api, fake_server, home):  # noqa: F811
+def test_ask_prints_one_line_for_a_bad_shape(api, fake_server, home):
     events = CHAT["delta is a list"] if api == "chat" else RESPONSES["item is null"]
     fake_server.script(raw_stream(*events))
     result = glassloop("ask", "hello", "--api", api, "--base-url", fake_server.base_url, env=home)

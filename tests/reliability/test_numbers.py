@@ -11,11 +11,9 @@ import time
 
 from tests.fakeserver import call, slow_chunks, text, tool_calls
 from tests.reliability.helpers import trace_records
-from tests.reliability.pty_sized import sized_repl  # noqa: F401 - fixture
-from tests.test_cli import home  # noqa: F401 - fixture
 
 
-def test_an_unpriced_model_shows_no_cost_and_no_context_share(sized_repl, fake_server):  # noqa: F811
+def test_an_unpriced_model_shows_no_cost_and_no_context_share(sized_repl, fake_server):
     fake_server.script(text("hello from llama"), text("hello from mini"))
     repl = sized_repl("--model", "llama-3.1-8b-instruct")
     repl.say("hi")
@@ -40,7 +38,7 @@ def _line(screen: str, start: str) -> str:
     return next(line for line in screen.splitlines() if line.startswith(start))
 
 
-def test_one_call_turn_gets_one_line_that_fits_80_columns(sized_repl, fake_server):  # noqa: F811
+def test_one_call_turn_gets_one_line_that_fits_80_columns(sized_repl, fake_server):
     fake_server.script(text("short answer", usage=(123456, 4567, 100000)),
                        tool_calls(call("list_todos", {})), text("two steps"),
                        text("verbose answer"))
@@ -70,7 +68,7 @@ def test_one_call_turn_gets_one_line_that_fits_80_columns(sized_repl, fake_serve
     repl.close()
 
 
-def test_an_interrupted_turn_counts_the_input_it_sent(sized_repl, fake_server, home):  # noqa: F811
+def test_an_interrupted_turn_counts_the_input_it_sent(sized_repl, fake_server, home):
     fake_server.script(slow_chunks(0.1, text("word " * 200, chunk_size=5)))
     repl = sized_repl()
     repl.say("a question long enough to count " * 20)
@@ -90,7 +88,7 @@ def test_an_interrupted_turn_counts_the_input_it_sent(sized_repl, fake_server, h
     repl.close()
 
 
-def test_tool_time_and_decision_time_are_apart(sized_repl, fake_server, home):  # noqa: F811
+def test_tool_time_and_decision_time_are_apart(sized_repl, fake_server, home):
     fake_server.script(tool_calls(call("delete_todo", {"todo_id": "todo-002"})), text("Kept it."))
     repl = sized_repl()
     repl.say("delete the weekly report")

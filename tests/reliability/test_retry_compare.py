@@ -7,11 +7,9 @@ from pathlib import Path
 
 from tests.fakeserver import call, fault_status, text, tool_calls
 from tests.reliability.helpers import trace_records
-from tests.reliability.pty_sized import sized_repl  # noqa: F401 - fixture
-from tests.test_cli import home  # noqa: F401 - fixture
 
 
-def _titles(home_env) -> list[str]:  # noqa: F811
+def _titles(home_env) -> list[str]:
     data = json.loads(Path(home_env["GLASSLOOP_TODOS_FILE"]).read_text(encoding="utf-8"))
     return [t["title"] for t in (data["todos"] if isinstance(data, dict) else data)]
 
@@ -24,7 +22,7 @@ def _for(model: str, reply):
     return answer
 
 
-def test_retry_on_another_model_undoes_the_turn_first(sized_repl, fake_server, home):  # noqa: F811
+def test_retry_on_another_model_undoes_the_turn_first(sized_repl, fake_server, home):
     before = Path(home["GLASSLOOP_TODOS_FILE"]).read_bytes()
     fake_server.script(tool_calls(call("add_todo", {"title": "from the first model"})), text("First added."),
                        _for("model-b", tool_calls(call("add_todo", {"title": "from model b"}))),
@@ -92,7 +90,7 @@ def test_retry_after_a_failed_turn_keeps_the_turn_before(sized_repl, fake_server
     repl.close()
 
 
-def test_compare_two_models_side_by_side_keeps_nothing(sized_repl, fake_server, home):  # noqa: F811
+def test_compare_two_models_side_by_side_keeps_nothing(sized_repl, fake_server, home):
     before = Path(home["GLASSLOOP_TODOS_FILE"]).read_bytes()
     fake_server.script(
         text("The first answer."),

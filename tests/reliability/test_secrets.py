@@ -19,8 +19,7 @@ import pytest
 
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record
-from tests.test_cli import glassloop, home  # noqa: F401 - fixture
-from tests.test_repl_pty import repl_factory  # noqa: F401 - fixture
+from tests.support import glassloop
 
 KEY = "glKey0123456789PlainSecretZZ"
 TYPED_SHAPED = "sk-typedButUnknown0123456789"  # not configured: caught by its shape
@@ -29,7 +28,7 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
-def keyed(home):  # noqa: F811
+def keyed(home):
     home["OPENAI_API_KEY"] = KEY
     return home
 
@@ -108,7 +107,7 @@ def test_repl_journal_trace_and_saves_hold_no_streamed_key(fake_server, keyed, t
     record("secrets", path="repl", files_checked=len(files), key_found=0)
 
 
-def test_typed_key_stays_out_of_the_history_file(repl_factory, fake_server, keyed):  # noqa: F811
+def test_typed_key_stays_out_of_the_history_file(repl_factory, fake_server, keyed):
     fake_server.script(text("noted"))
     repl = repl_factory()
     repl.say(f"my key is {KEY} and the other one is {TYPED_SHAPED}")

@@ -21,8 +21,7 @@ import pytest
 
 from tests.fakeserver import call, fault_status, text, tool_calls
 from tests.reliability.helpers import record, trace_records
-from tests.reliability.pty_sized import sized_repl  # noqa: F401 - fixture
-from tests.test_cli import glassloop, home  # noqa: F401 - fixture
+from tests.support import glassloop
 
 SLOW_TOOL = """import time
 
@@ -56,7 +55,7 @@ def wire_lines(env: dict[str, str]) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def test_raw_bodies_are_what_the_server_received(fake_server, home):  # noqa: F811
+def test_raw_bodies_are_what_the_server_received(fake_server, home):
     fake_server.script(tool_calls(call("list_todos", {})), text("two open"))
     result = chat(home, fake_server.base_url, ["what is open?"])
     assert result.returncode == 0, result.stderr
@@ -70,7 +69,7 @@ def test_raw_bodies_are_what_the_server_received(fake_server, home):  # noqa: F8
     assert not [r for r in trace_records(home) if r.get("type") == "wire"]  # bodies stay out of the trace
 
 
-def test_raw_body_of_text_tool_calls_and_of_a_refused_request(fake_server, home, tmp_path):  # noqa: F811
+def test_raw_body_of_text_tool_calls_and_of_a_refused_request(fake_server, home, tmp_path):
     config = tmp_path / "text.toml"
     config.write_text('[providers.openai]\ntool_call_format = "text"\n', encoding="utf-8")
     fake_server.script(text('<tool_call>{"name": "list_todos", "arguments": {}}</tool_call>'), text("Two open."),
@@ -88,7 +87,7 @@ def test_raw_body_of_text_tool_calls_and_of_a_refused_request(fake_server, home,
     assert "(none: the call failed or was stopped before it was answered)" in result.stdout
 
 
-def test_raw_bodies_are_capped_oldest_first_and_events_kept(fake_server, home, tmp_path):  # noqa: F811
+def test_raw_bodies_are_capped_oldest_first_and_events_kept(fake_server, home, tmp_path):
     config = tmp_path / "cap.toml"
     config.write_text("[trace]\nraw_max_kb = 24\n", encoding="utf-8")
     questions = [f"question {n}" for n in range(1, 7)]
@@ -109,7 +108,7 @@ def test_raw_bodies_are_capped_oldest_first_and_events_kept(fake_server, home, t
            dropped=wire[0]["records"], kept=len(wire) - 1)
 
 
-def test_raw_bodies_can_be_turned_off(fake_server, home, tmp_path):  # noqa: F811
+def test_raw_bodies_can_be_turned_off(fake_server, home, tmp_path):
     config = tmp_path / "off.toml"
     config.write_text("[trace]\nraw = false\n", encoding="utf-8")
     fake_server.script(text("fine"))
@@ -135,7 +134,7 @@ def cells(line: str, cell: str) -> set[int]:
     return {i for i, ch in enumerate(line) if ch == cell}
 
 
-def test_timeline_at_80_columns_overlaps_concurrent_tools(sized_repl, fake_server, tmp_path):  # noqa: F811
+def test_timeline_at_80_columns_overlaps_concurrent_tools(sized_repl, fake_server, tmp_path):
     fake_server.script(*tool_turn())
     repl = sized_repl("--tools", str(slow_tool_file(tmp_path)), cols=80)
     repl.say("look up Paris and Berlin, and add a todo")
@@ -168,7 +167,7 @@ def test_timeline_at_80_columns_overlaps_concurrent_tools(sized_repl, fake_serve
            overlap=len(first & second), wait_cells=len(waited))
 
 
-def test_trace_raw_shows_and_saves_what_the_server_received(sized_repl, fake_server, tmp_path):  # noqa: F811
+def test_trace_raw_shows_and_saves_what_the_server_received(sized_repl, fake_server, tmp_path):
     fake_server.script(tool_calls(call("list_todos", {})), text("Two are open."))
     repl = sized_repl(cols=100)
     repl.say("what is open?")
@@ -190,7 +189,7 @@ def test_trace_raw_shows_and_saves_what_the_server_received(sized_repl, fake_ser
     assert calls[1]["response"]["content"] == "Two are open."
 
 
-def test_glassloop_trace_raw_of_a_saved_session(fake_server, home):  # noqa: F811
+def test_glassloop_trace_raw_of_a_saved_session(fake_server, home):
     fake_server.script(tool_calls(call("list_todos", {})), text("first"), text("second"))
     result = chat(home, fake_server.base_url, ["what is open?", "and now?"])
     session_id = result.stdout.split("glassloop --resume ")[-1].split()[0]
@@ -206,7 +205,7 @@ def test_glassloop_trace_raw_of_a_saved_session(fake_server, home):  # noqa: F81
     assert json.loads(sections[2])["content"] == "second"
 
 
-def test_usage_draws_cached_and_uncached_input_per_turn(fake_server, home):  # noqa: F811
+def test_usage_draws_cached_and_uncached_input_per_turn(fake_server, home):
     fake_server.prefix_cache = True
     fake_server.script(text("one"), text("two"), text("three"))
     result = chat(home, fake_server.base_url, ["first question", "second", "third", "/usage"])
@@ -255,7 +254,7 @@ class PageParser(HTMLParser):
             self.pres[self._pre][-1] += data
 
 
-def test_html_page_holds_every_turn_call_and_result(fake_server, home, tmp_path):  # noqa: F811
+def test_html_page_holds_every_turn_call_and_result(fake_server, home, tmp_path):
     fake_server.script(*tool_turn(), text("Plain answer <b>not bold</b>"))
     result = chat(home, fake_server.base_url, ["look up Paris and Berlin", "and then?"],
                   "--tools", str(slow_tool_file(tmp_path)), "--yes")

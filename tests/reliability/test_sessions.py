@@ -23,10 +23,7 @@ from repl.config import load_settings
 from repl.session import ChatSession
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record
-from tests.test_cli import glassloop, home  # noqa: F401 - fixture
-from tests.test_compact import StubUI
-from tests.test_repl_pty import repl_factory  # noqa: F401 - fixture
-from tests.test_session_pipe import chat
+from tests.support import StubUI, chat, glassloop
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -43,7 +40,7 @@ def users_sent(server) -> list[str]:
     return [m["content"] for m in server.chat_requests()[-1].body["messages"] if m["role"] == "user"]
 
 
-def test_an_empty_session_is_never_written_listed_or_picked(fake_server, home):  # noqa: F811
+def test_an_empty_session_is_never_written_listed_or_picked(fake_server, home):
     fake_server.script(text("kept answer"), text("continued"))
     chat(home, fake_server.base_url, ["the only question"])
     kept = journals(home)
@@ -57,7 +54,7 @@ def test_an_empty_session_is_never_written_listed_or_picked(fake_server, home): 
     record("sessions", case="empty launch", files_written=0, picked_by_last=kept[0].stem)
 
 
-def test_continue_flag_resumes_the_newest_session_with_a_turn(fake_server, home):  # noqa: F811
+def test_continue_flag_resumes_the_newest_session_with_a_turn(fake_server, home):
     fake_server.script(text("one"), text("two"), text("three"))
     chat(home, fake_server.base_url, ["older question"])
     time.sleep(0.02)  # distinct modification times
@@ -69,7 +66,7 @@ def test_continue_flag_resumes_the_newest_session_with_a_turn(fake_server, home)
     assert "newer question" in result.stdout  # the recap of the last turn
 
 
-def test_continue_in_a_terminal_shows_the_last_turns(repl_factory, fake_server):  # noqa: F811
+def test_continue_in_a_terminal_shows_the_last_turns(repl_factory, fake_server):
     fake_server.script(tool_calls(call("list_todos", {"status": "todo"})), text("answer **one**"),
                        text("answer two"), text("answer three"), text("answer four"), text("answer five"))
     first = repl_factory()
@@ -89,7 +86,7 @@ def test_continue_in_a_terminal_shows_the_last_turns(repl_factory, fake_server):
     resumed.close()
 
 
-def test_resume_without_a_value_opens_a_picker(repl_factory, fake_server, home):  # noqa: F811
+def test_resume_without_a_value_opens_a_picker(repl_factory, fake_server, home):
     fake_server.script(text("alpha answer"), text("beta answer"), text("picked it"))
     chat(home, fake_server.base_url, ["alpha question"])
     time.sleep(0.02)
@@ -111,7 +108,7 @@ def test_resume_without_a_value_opens_a_picker(repl_factory, fake_server, home):
     picker.close()
 
 
-def test_slash_resume_opens_the_picker_and_sessions_lists(repl_factory, fake_server, home):  # noqa: F811
+def test_slash_resume_opens_the_picker_and_sessions_lists(repl_factory, fake_server, home):
     fake_server.script(text("saved answer"), text("back in it"))
     chat(home, fake_server.base_url, ["saved question"])
     repl = repl_factory()
@@ -131,7 +128,7 @@ def test_slash_resume_opens_the_picker_and_sessions_lists(repl_factory, fake_ser
     repl.close()
 
 
-def test_reset_starts_a_new_session_and_keeps_the_old_one(repl_factory, fake_server, home):  # noqa: F811
+def test_reset_starts_a_new_session_and_keeps_the_old_one(repl_factory, fake_server, home):
     fake_server.script(text("before reset"), text("after reset"), text("old one back"))
     repl = repl_factory()
     repl.say("first conversation")
@@ -158,7 +155,7 @@ def test_reset_starts_a_new_session_and_keeps_the_old_one(repl_factory, fake_ser
     assert users_sent(fake_server) == ["first conversation", "still there?"]
 
 
-def test_one_session_one_trace_with_continuing_turn_numbers(fake_server, home):  # noqa: F811
+def test_one_session_one_trace_with_continuing_turn_numbers(fake_server, home):
     fake_server.script(text("a1"), text("a2"), text("a3"))
     first = chat(home, fake_server.base_url, ["q1", "q2"])
     session_id = first.stdout.split("glassloop --resume ")[-1].split()[0]
@@ -172,7 +169,7 @@ def test_one_session_one_trace_with_continuing_turn_numbers(fake_server, home): 
     record("sessions", case="trace continuity", trace_files=1, turns=[t for t, _ in started])
 
 
-def test_resumed_totals_continue_from_the_journal(fake_server, home):  # noqa: F811
+def test_resumed_totals_continue_from_the_journal(fake_server, home):
     fake_server.script(text("a1", usage=(100, 10, 0)), text("a2", usage=(200, 20, 50)), text("a3", usage=(300, 30, 0)))
     first = chat(home, fake_server.base_url, ["q1", "q2", "/usage"])
     session_id = first.stdout.split("glassloop --resume ")[-1].split()[0]

@@ -18,9 +18,8 @@ import pexpect
 import pyte
 
 from tests.fakeserver import call, fault_status, slow_chunks, text, tool_calls
-from tests.reliability.pty_sized import sized_repl  # noqa: F401 - fixture
-from tests.test_cli import glassloop, home  # noqa: F401 - fixture
-from tests.test_repl_pty import READY
+from tests.support import glassloop
+from tests.terminal import READY
 
 
 def screen_lines(raw: str, cols: int, rows: int, resize_at: int | None = None,
@@ -36,7 +35,7 @@ def screen_lines(raw: str, cols: int, rows: int, resize_at: int | None = None,
     return top + [line.rstrip() for line in screen.display]
 
 
-def test_tools_descriptions_are_cut_at_a_word(sized_repl):  # noqa: F811
+def test_tools_descriptions_are_cut_at_a_word(sized_repl):
     repl = sized_repl(cols=100)
     repl.say("/tools")
     repl.expect("calculator")
@@ -64,7 +63,7 @@ class Emulator:
         pass
 
 
-def test_the_toolbar_at_60_columns_drops_whole_fields(home, fake_server):  # noqa: F811
+def test_the_toolbar_at_60_columns_drops_whole_fields(home, fake_server):
     fake_server.script(text("hello there"))
     env = {**home, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "0"}
     child = pexpect.spawn(sys.executable, ["-m", "repl.cli", "--base-url", fake_server.base_url], env=env,
@@ -85,7 +84,7 @@ def test_the_toolbar_at_60_columns_drops_whole_fields(home, fake_server):  # noq
     child.expect(pexpect.EOF)
 
 
-def test_config_shows_the_active_profile_first_without_keys_that_do_not_apply(home):  # noqa: F811
+def test_config_shows_the_active_profile_first_without_keys_that_do_not_apply(home):
     result = glassloop("config", "--provider", "deepseek", env=home)
     assert result.returncode == 0, result.stderr
     keys = [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
@@ -97,7 +96,7 @@ def test_config_shows_the_active_profile_first_without_keys_that_do_not_apply(ho
     assert "providers.local.n_ctx" in keys
 
 
-def test_a_missing_local_extra_is_reported_before_the_first_question(home, tmp_path):  # noqa: F811
+def test_a_missing_local_extra_is_reported_before_the_first_question(home, tmp_path):
     hide = tmp_path / "hide"
     hide.mkdir()
     (hide / "sitecustomize.py").write_text('import sys\nsys.modules["llama_cpp"] = None  # not installed\n')
@@ -111,14 +110,14 @@ def test_a_missing_local_extra_is_reported_before_the_first_question(home, tmp_p
     child.expect(pexpect.EOF)
 
 
-def test_a_base_url_without_a_scheme_is_one_line(home):  # noqa: F811
+def test_a_base_url_without_a_scheme_is_one_line(home):
     result = glassloop("ask", "hi", "--base-url", "localhost:8000/v1", env=home)
     assert result.returncode == 2  # the config check names the key and what it expects
     assert "base_url" in result.stderr and "http://" in result.stderr and "https://" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
 
 
-def test_ask_json_failure_has_a_top_level_error(fake_server, home):  # noqa: F811
+def test_ask_json_failure_has_a_top_level_error(fake_server, home):
     fake_server.script(fault_status(401, message="bad key"))
     result = glassloop("ask", "hi", "--json", "--base-url", fake_server.base_url, env=home)
     assert result.returncode == 1
@@ -130,7 +129,7 @@ def test_ask_json_failure_has_a_top_level_error(fake_server, home):  # noqa: F81
     assert "error" not in ok and ok["answer"] == "fine"
 
 
-def test_ask_without_any_answer_text_exits_1_with_a_reason(fake_server, home):  # noqa: F811
+def test_ask_without_any_answer_text_exits_1_with_a_reason(fake_server, home):
     fake_server.script(text(""))
     result = glassloop("ask", "hi", "--base-url", fake_server.base_url, env=home)
     assert result.returncode == 1 and result.stdout == ""
@@ -146,7 +145,7 @@ ANSWER = "".join(f"Paragraph {i}: the quick brown fox number {i} jumps over the 
                  "again and again, until the line is long.\n\n" for i in range(10))
 
 
-def test_resizing_while_streaming_leaves_no_duplicated_lines(sized_repl, fake_server):  # noqa: F811
+def test_resizing_while_streaming_leaves_no_duplicated_lines(sized_repl, fake_server):
     fake_server.script(slow_chunks(0.25, text(ANSWER, chunk_size=40)))
     repl = sized_repl(cols=100, rows=24)
     log = io.StringIO()

@@ -31,7 +31,7 @@ from repl.trace import JsonlWriter, Redactor, Trace
 from repl.ui.render import Renderer
 from tests.fakeserver import FakeServer, call, text, tool_calls
 from tests.reliability.helpers import open_fds, record, rss_bytes, scaled, thread_count, wait_for
-from tests.test_agent import SEED_TODOS
+from tests.support import SEED_TODOS
 from tools import build_tools
 from tools.registry import Registry
 

@@ -14,8 +14,6 @@ import sys
 
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import trace_records
-from tests.reliability.pty_sized import sized_repl  # noqa: F401 - fixture
-from tests.test_cli import home  # noqa: F401 - fixture
 
 SEND = r"stop turn ›"  # the end of both step prompts (also in a prompt redrawn with its answer)
 BEFORE_CALL = "before the model call"  # panel titles: printed once, after the last prompt's redraw
@@ -41,11 +39,11 @@ def _then_a_plain_turn(repl, fake_server) -> list[dict]:
     return fake_server.chat_requests()[-1].body["messages"]
 
 
-def _user_steps(home_env) -> list[dict]:  # noqa: F811
+def _user_steps(home_env) -> list[dict]:
     return [r for r in trace_records(home_env) if r.get("type") == "user_step"]
 
 
-def test_continue_through_every_pause_and_an_approval(sized_repl, fake_server, home):  # noqa: F811
+def test_continue_through_every_pause_and_an_approval(sized_repl, fake_server, home):
     fake_server.script(tool_calls(call("list_todos", {}), call("add_todo", {"title": "stepped"})),
                        text("Listed and added."), text("plain answer"))
     repl = sized_repl("--step")
@@ -73,7 +71,7 @@ def test_continue_through_every_pause_and_an_approval(sized_repl, fake_server, h
     repl.close()
 
 
-def test_edit_the_question_then_send_it_without_tools(sized_repl, fake_server, home):  # noqa: F811
+def test_edit_the_question_then_send_it_without_tools(sized_repl, fake_server, home):
     fake_server.script(text("Edited answer."), text("plain answer"))
     repl = sized_repl("--step")
     repl.say("a questoin with a typo")
@@ -100,7 +98,7 @@ def test_edit_the_question_then_send_it_without_tools(sized_repl, fake_server, h
     repl.close()
 
 
-def test_skip_a_call(sized_repl, fake_server, home):  # noqa: F811
+def test_skip_a_call(sized_repl, fake_server, home):
     fake_server.script(tool_calls(call("list_todos", {}), call("get_todo", {"todo_id": "todo-002"})),
                        text("One skipped."), text("plain answer"))
     repl = sized_repl("--step")
@@ -128,7 +126,7 @@ def test_skip_a_call(sized_repl, fake_server, home):  # noqa: F811
     repl.close()
 
 
-def test_a_result_made_by_hand_is_checked_then_sent(sized_repl, fake_server, home):  # noqa: F811
+def test_a_result_made_by_hand_is_checked_then_sent(sized_repl, fake_server, home):
     fake_server.script(tool_calls(call("get_weather", {"city": "Paris"})), text("Sunny, you say."),
                        text("plain answer"))
     repl = sized_repl("--step")
@@ -161,7 +159,7 @@ def test_a_result_made_by_hand_is_checked_then_sent(sized_repl, fake_server, hom
     repl.close()
 
 
-def test_quit_mid_step_leaves_a_history_the_server_accepts(sized_repl, fake_server, home):  # noqa: F811
+def test_quit_mid_step_leaves_a_history_the_server_accepts(sized_repl, fake_server, home):
     fake_server.script(tool_calls(call("list_todos", {}), call("get_todo", {"todo_id": "todo-002"})),
                        text("plain answer"))
     repl = sized_repl("--step")
@@ -183,7 +181,7 @@ def test_quit_mid_step_leaves_a_history_the_server_accepts(sized_repl, fake_serv
     repl.close()
 
 
-def test_quit_before_the_first_call_and_ctrl_c_at_a_pause(sized_repl, fake_server, home):  # noqa: F811
+def test_quit_before_the_first_call_and_ctrl_c_at_a_pause(sized_repl, fake_server, home):
     fake_server.script(text("plain answer"))
     repl = sized_repl("--step")
     repl.say("never sent")
@@ -203,7 +201,7 @@ def test_quit_before_the_first_call_and_ctrl_c_at_a_pause(sized_repl, fake_serve
     repl.close()
 
 
-def test_step_mode_is_refused_without_a_terminal(home, fake_server):  # noqa: F811
+def test_step_mode_is_refused_without_a_terminal(home, fake_server):
     ask = subprocess.run([sys.executable, "-m", "repl.cli", "ask", "hi", "--step", "--base-url",
                           fake_server.base_url], env=home, capture_output=True, text=True, timeout=30)
     assert ask.returncode == 2 and "step mode needs a terminal" in ask.stderr

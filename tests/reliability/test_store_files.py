@@ -27,8 +27,7 @@ import pytest
 
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record
-from tests.test_agent import SEED_TODOS
-from tests.test_cli import home  # noqa: F401 - fixture
+from tests.support import SEED_TODOS
 from tools import build_tools, store
 from tools.registry import Registry
 
@@ -75,7 +74,7 @@ def error_lines(output: str) -> list[str]:
 
 
 @pytest.mark.parametrize("kind", ["fifo", "devzero"])
-def test_todo_store_that_is_no_regular_file(fake_server, home, kind):  # noqa: F811
+def test_todo_store_that_is_no_regular_file(fake_server, home, kind):
     path = Path(home["GLASSLOOP_TODOS_FILE"])
     make_odd(path, kind)
     fake_server.script(tool_calls(call("list_todos", {}), call("add_todo", {"title": "x"})), text("sorry"))
@@ -90,7 +89,7 @@ def test_todo_store_that_is_no_regular_file(fake_server, home, kind):  # noqa: F
 
 
 @pytest.mark.parametrize("kind", ["fifo", "devzero"])
-def test_notes_store_that_is_no_regular_file_in_ask(fake_server, home, tmp_path, kind):  # noqa: F811
+def test_notes_store_that_is_no_regular_file_in_ask(fake_server, home, tmp_path, kind):
     notes = tmp_path / "notes.json"
     make_odd(notes, kind)
     fake_server.script(tool_calls(call("search_notes", {"query": "wifi"}), call("add_note", {"text": "x"})),
@@ -107,7 +106,7 @@ def test_notes_store_that_is_no_regular_file_in_ask(fake_server, home, tmp_path,
 
 
 @pytest.mark.parametrize("kind", ["fifo", "devzero"])
-def test_resume_of_a_journal_that_is_no_regular_file(fake_server, home, kind):  # noqa: F811
+def test_resume_of_a_journal_that_is_no_regular_file(fake_server, home, kind):
     folder = Path(home["XDG_DATA_HOME"]) / "glassloop" / "sessions"
     folder.mkdir(parents=True)
     journal = folder / "20250101-000000-abcd.jsonl"
@@ -120,7 +119,7 @@ def test_resume_of_a_journal_that_is_no_regular_file(fake_server, home, kind):  
     timings[f"journal {kind} (--resume)"] = round(seconds, 2)
 
 
-def test_todo_store_over_the_size_limit(fake_server, home):  # noqa: F811
+def test_todo_store_over_the_size_limit(fake_server, home):
     path = Path(home["GLASSLOOP_TODOS_FILE"])
     path.unlink()
     with open(path, "wb") as sparse:  # 65 MB of holes: costs no disk
@@ -132,7 +131,7 @@ def test_todo_store_over_the_size_limit(fake_server, home):  # noqa: F811
     timings["todos over 64 MB (/todos)"] = round(seconds, 2)
 
 
-def test_read_only_todo_store_is_not_replaced(fake_server, home):  # noqa: F811
+def test_read_only_todo_store_is_not_replaced(fake_server, home):
     path = Path(home["GLASSLOOP_TODOS_FILE"])
     path.chmod(0o444)
     before = path.read_bytes()

@@ -30,7 +30,6 @@ from repl.providers.chat import ChatProvider
 from repl.providers.textcalls import TextCallFilter, parse_text_calls
 from tests.fakeserver import FakeServer, text
 from tests.reliability.helpers import record
-from tests.test_agent import SEED_TODOS, registry, todos_file  # noqa: F401 - fixtures
 
 SIZE = 100_000
 NAMES = ["list_todos", "get_todo"]

@@ -24,7 +24,6 @@ from typing import Any
 import pytest
 
 from tests.reliability.helpers import record
-from tests.test_cli import home  # noqa: F401 - fixture
 from tools.registry import Registry
 from tools.todos import make_todo_tools
 
@@ -77,7 +76,7 @@ class PipeRepl:
 
 
 @pytest.mark.timeout(120)
-def test_todos_command_on_20k_items_is_paged_quick_and_counted(home):  # noqa: F811
+def test_todos_command_on_20k_items_is_paged_quick_and_counted(home):
     big_store(Path(home["GLASSLOOP_TODOS_FILE"]))
     repl = PipeRepl(home)
     repl.until(b"session")

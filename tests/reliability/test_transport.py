@@ -31,8 +31,8 @@ from tests.fakeserver import (
     tool_calls,
 )
 from tests.reliability.helpers import record, tcp_connections, trace_records
-from tests.test_cli import glassloop, home  # noqa: F401 - fixture
-from tests.test_repl_pty import Repl, repl_factory  # noqa: F401 - fixture
+from tests.support import glassloop
+from tests.terminal import Repl
 
 pytestmark = pytest.mark.timeout(180)
 PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses"}
@@ -84,7 +84,7 @@ class Session:
 
 
 @pytest.mark.parametrize("api", ["chat", "responses"])
-def test_faults_in_one_session(api, repl_factory, fake_server, home):  # noqa: F811
+def test_faults_in_one_session(api, repl_factory, fake_server, home):
     arrivals: list[float] = []
     repl = repl_factory("--api", api)
     s = Session(repl, fake_server, api)
@@ -141,7 +141,7 @@ def closed_port() -> int:
     ("connection refused", "cannot reach provider 'openai' at http://127.0.0.1:{port}"),
     ("DNS failure", "cannot reach provider 'openai' at http://glassloop-test.invalid"),
 ])
-def test_unreachable_provider_is_one_line(home, where, words):  # noqa: F811
+def test_unreachable_provider_is_one_line(home, where, words):
     port = closed_port()
     url = f"http://127.0.0.1:{port}/v1" if where == "connection refused" else "http://glassloop-test.invalid/v1"
     started = time.monotonic()

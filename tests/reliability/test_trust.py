@@ -20,8 +20,8 @@ import pexpect
 from repl.config import load_settings
 from tests.fakeserver import FakeServer, call, text, tool_calls
 from tests.reliability.helpers import record
-from tests.test_cli import SECRET, glassloop, home  # noqa: F401 - fixture
-from tests.test_repl_pty import READY
+from tests.support import SECRET, glassloop
+from tests.terminal import READY
 
 OTHER_SECRET = "other-secret-MUST-STAY-HOME-42"
 
@@ -44,7 +44,7 @@ def trust_records(env: dict[str, str]) -> dict[str, str]:
     return json.loads(path.read_text(encoding="utf-8"))["projects"] if path.exists() else {}
 
 
-def test_untrusted_mcp_command_never_runs_until_trusted(fake_server, home, tmp_path):  # noqa: F811
+def test_untrusted_mcp_command_never_runs_until_trusted(fake_server, home, tmp_path):
     project, marker = mcp_marker_project(tmp_path)
     fake_server.script(text("one"), text("two"), text("three"))
     asked = glassloop("ask", "hi", "--base-url", fake_server.base_url, env=home, cwd=project)
@@ -66,7 +66,7 @@ def test_untrusted_mcp_command_never_runs_until_trusted(fake_server, home, tmp_p
     assert "not trusted" not in after.stderr
 
 
-def test_base_url_and_key_variable_need_trust_and_a_change_voids_it(fake_server, home, tmp_path):  # noqa: F811
+def test_base_url_and_key_variable_need_trust_and_a_change_voids_it(fake_server, home, tmp_path):
     user_config = Path(home["XDG_CONFIG_HOME"]) / "glassloop" / "config.toml"
     user_config.parent.mkdir(parents=True)
     user_config.write_text(f'[providers.openai]\nbase_url = "{fake_server.base_url}"\n', encoding="utf-8")
@@ -99,7 +99,7 @@ def test_base_url_and_key_variable_need_trust_and_a_change_voids_it(fake_server,
     assert all(OTHER_SECRET not in json.dumps(r.headers) for r in fake_server.requests)
 
 
-def test_approval_auto_is_ignored_until_trusted_and_again_after_revoke(fake_server, home, tmp_path):  # noqa: F811
+def test_approval_auto_is_ignored_until_trusted_and_again_after_revoke(fake_server, home, tmp_path):
     project = project_with(tmp_path, 'approval = "auto"\n')
     todos = Path(home["GLASSLOOP_TODOS_FILE"])
     before = todos.read_bytes()
@@ -122,7 +122,7 @@ def test_approval_auto_is_ignored_until_trusted_and_again_after_revoke(fake_serv
     assert "ask" in row and "ignored" in shown.stdout and "not trusted" in shown.stdout
 
 
-def test_terminal_asks_once_and_typed_ahead_keys_do_not_answer(fake_server, home, tmp_path):  # noqa: F811
+def test_terminal_asks_once_and_typed_ahead_keys_do_not_answer(fake_server, home, tmp_path):
     project, marker = mcp_marker_project(tmp_path)
     env = {**home, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "COLUMNS": "100", "LINES": "40"}
 
@@ -159,7 +159,7 @@ def test_terminal_asks_once_and_typed_ahead_keys_do_not_answer(fake_server, home
     child.expect(pexpect.EOF)
 
 
-def test_ask_on_a_terminal_never_prompts(fake_server, home, tmp_path):  # noqa: F811
+def test_ask_on_a_terminal_never_prompts(fake_server, home, tmp_path):
     project, marker = mcp_marker_project(tmp_path)
     fake_server.script(text("answered"))
     child = pexpect.spawn(sys.executable, ["-m", "repl.cli", "ask", "hi", "--base-url", fake_server.base_url],
@@ -203,7 +203,7 @@ def test_what_applies_without_trust(tmp_path, monkeypatch):
     record("trust", allowlisted=8, tightened=4, ignored=len(s.project.ignored))
 
 
-def test_trust_errors_are_one_line(home, tmp_path):  # noqa: F811
+def test_trust_errors_are_one_line(home, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     missing = glassloop("trust", env=home, cwd=empty)

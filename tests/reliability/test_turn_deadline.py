@@ -36,7 +36,7 @@ from tests.fakeserver import (
     tool_calls,
 )
 from tests.reliability.helpers import record, wait_for
-from tests.test_cli import glassloop, home  # noqa: F401 - fixture
+from tests.support import glassloop
 from tools.registry import Registry, tool
 
 pytestmark = pytest.mark.timeout(60)
@@ -147,7 +147,7 @@ def test_a_server_that_never_answers_is_bounded_by_the_deadline(api, fake_server
     assert check(history.messages) == []
 
 
-def test_glassloop_ask_stops_a_keepalive_stream_at_turn_timeout(api, fake_server, home, tmp_path: Path):  # noqa: F811
+def test_glassloop_ask_stops_a_keepalive_stream_at_turn_timeout(api, fake_server, home, tmp_path: Path):
     config = tmp_path / "deadline.toml"
     config.write_text(f"[guards]\nturn_timeout_s = {TURN_S:g}\n", encoding="utf-8")
     fake_server.script(keepalive_stream(OPENING[api] + 2, every=0.05))

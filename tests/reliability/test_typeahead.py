@@ -16,9 +16,7 @@ import pexpect
 
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record, trace_records
-from tests.test_cli import home  # noqa: F401 - fixture
-from tests.test_repl_pty import repl_factory, todos_of  # noqa: F401 - fixture
-from tests.test_session_pipe import chat
+from tests.support import chat, todos_of
 
 PREAMBLE = "Deleting the weekly report now, as you asked; one moment please. "
 
@@ -38,7 +36,7 @@ def _still_waiting(repl, seconds: float = 0.4) -> bool:
     return repl.child.expect([pexpect.TIMEOUT, "✓", "✗", "Kept", "Deleted"], timeout=seconds) == 0
 
 
-def test_keys_typed_while_streaming_do_not_answer(repl_factory, fake_server, home):  # noqa: F811
+def test_keys_typed_while_streaming_do_not_answer(repl_factory, fake_server, home):
     todos = Path(home["GLASSLOOP_TODOS_FILE"])
     before = todos.read_bytes()
     fake_server.script(_delete_after_slow_text(), text("Kept it."))
@@ -66,7 +64,7 @@ def test_keys_typed_while_streaming_do_not_answer(repl_factory, fake_server, hom
     repl.close()
 
 
-def test_keys_sent_with_the_message_do_not_answer(repl_factory, fake_server, home):  # noqa: F811
+def test_keys_sent_with_the_message_do_not_answer(repl_factory, fake_server, home):
     fake_server.script(_delete_after_slow_text(0.01), text("Deleted."))
     repl = repl_factory()
     repl.child.send("delete the weekly report\ry")  # one write: the prompt reads both at once
@@ -81,7 +79,7 @@ def test_keys_sent_with_the_message_do_not_answer(repl_factory, fake_server, hom
     repl.close()
 
 
-def test_queued_pipe_lines_are_messages_not_answers(fake_server, home):  # noqa: F811
+def test_queued_pipe_lines_are_messages_not_answers(fake_server, home):
     todos = Path(home["GLASSLOOP_TODOS_FILE"])
     before = todos.read_bytes()
     fake_server.script(tool_calls(call("delete_todo", {"todo_id": "todo-002"})), text("Could not."),

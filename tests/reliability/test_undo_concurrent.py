@@ -21,8 +21,7 @@ from pathlib import Path
 
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record, scaled, wait_for
-from tests.test_agent import SEED_TODOS
-from tests.test_cli import glassloop, home  # noqa: F401 - fixture
+from tests.support import SEED_TODOS, glassloop
 from tools import build_tools, store
 from tools.registry import Registry
 
@@ -77,7 +76,7 @@ def turn_written(fake_server, requests: int) -> bool:
     return len(fake_server.chat_requests()) >= requests
 
 
-def test_undo_keeps_a_todo_another_ask_added(fake_server, home):  # noqa: F811
+def test_undo_keeps_a_todo_another_ask_added(fake_server, home):
     todos = Path(home["GLASSLOOP_TODOS_FILE"])
     fake_server.script(tool_calls(call("add_todo", {"title": "ours"})), text("Added ours."),
                        tool_calls(call("add_todo", {"title": "theirs"})), text("Added theirs."))
@@ -96,7 +95,7 @@ def test_undo_keeps_a_todo_another_ask_added(fake_server, home):  # noqa: F811
     record("undo_concurrent", case="other ask added a todo", seconds=round(time.monotonic() - started, 2))
 
 
-def test_undo_refuses_when_another_process_changed_the_same_todo(fake_server, home, tmp_path):  # noqa: F811
+def test_undo_refuses_when_another_process_changed_the_same_todo(fake_server, home, tmp_path):
     todos = Path(home["GLASSLOOP_TODOS_FILE"])
     fake_server.script(tool_calls(call("update_todo", {"todo_id": "todo-002", "priority": "low"})),
                        text("Lowered."))
@@ -114,7 +113,7 @@ def test_undo_refuses_when_another_process_changed_the_same_todo(fake_server, ho
     assert todos.read_bytes() == theirs
 
 
-def test_undo_of_a_store_the_turn_created_keeps_the_other_notes(fake_server, home, tmp_path):  # noqa: F811
+def test_undo_of_a_store_the_turn_created_keeps_the_other_notes(fake_server, home, tmp_path):
     notes = tmp_path / "notes.json"
     env = {**home, "GLASSLOOP_NOTES_FILE": str(notes)}
     assert not notes.exists()
@@ -128,7 +127,7 @@ def test_undo_of_a_store_the_turn_created_keeps_the_other_notes(fake_server, hom
     assert [n["text"] for n in json.loads(notes.read_text(encoding="utf-8"))["notes"]] == ["theirs"]
 
 
-def test_undo_without_other_writers_still_restores_the_exact_bytes(fake_server, home, tmp_path):  # noqa: F811
+def test_undo_without_other_writers_still_restores_the_exact_bytes(fake_server, home, tmp_path):
     notes = tmp_path / "notes.json"
     env = {**home, "GLASSLOOP_NOTES_FILE": str(notes)}
     todos = Path(home["GLASSLOOP_TODOS_FILE"])

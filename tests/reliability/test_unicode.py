@@ -18,8 +18,7 @@ from pathlib import Path
 
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record
-from tests.test_cli import home  # noqa: F401 - fixture
-from tests.test_repl_pty import Repl
+from tests.terminal import Repl
 
 EMOJI = "\U0001f600"  # 😀
 SPLIT = "\ud83d\ude00"  # the same emoji as two UTF-16 halves: chunk_size=1 sends them in two chunks
@@ -70,7 +69,7 @@ def sent_tool_results(fake_server) -> str:
     return " ".join(m["content"] for m in fake_server.chat_requests()[-1].body["messages"] if m["role"] == "tool")
 
 
-def test_ask_model_text_tool_arguments_and_file_names(fake_server, home, tmp_path):  # noqa: F811
+def test_ask_model_text_tool_arguments_and_file_names(fake_server, home, tmp_path):
     ws = workspace(tmp_path)
     script_every_case(fake_server)
     trace_file = tmp_path / "trace.jsonl"
@@ -90,7 +89,7 @@ def test_ask_model_text_tool_arguments_and_file_names(fake_server, home, tmp_pat
     assert json.loads(out)["answer"] == f"Done {EMOJI} and a lone \ufffd half."
 
 
-def test_ask_argument_and_stdin_that_are_not_utf8(fake_server, home, tmp_path):  # noqa: F811
+def test_ask_argument_and_stdin_that_are_not_utf8(fake_server, home, tmp_path):
     fake_server.script(text("answered one"), text("answered two"))
     code, out, err = run(["ask", b"caf\xe9 ou th\xe9?", "--base-url", fake_server.base_url], home, tmp_path)
     assert code == 0 and "Traceback" not in err, err
@@ -103,7 +102,7 @@ def test_ask_argument_and_stdin_that_are_not_utf8(fake_server, home, tmp_path): 
     assert asked == ["caf\ufffd ou th\ufffd?", "th\ufffd \ufffd\ufffd from a pipe"]
 
 
-def test_repl_pipe_every_case_and_the_session_goes_on(fake_server, home, tmp_path):  # noqa: F811
+def test_repl_pipe_every_case_and_the_session_goes_on(fake_server, home, tmp_path):
     ws = workspace(tmp_path)
     fake_server.script(text("first"))
     script_every_case(fake_server)
@@ -126,7 +125,7 @@ def test_repl_pipe_every_case_and_the_session_goes_on(fake_server, home, tmp_pat
     assert sum(r["type"] == "turn_finished" for r in jsonl_valid(trace)) == 3
 
 
-def test_pty_typed_bytes_and_a_split_emoji(fake_server, home, tmp_path):  # noqa: F811
+def test_pty_typed_bytes_and_a_split_emoji(fake_server, home, tmp_path):
     fake_server.script(text(f"Here {SPLIT} it is", chunk_size=1), text("second answer"))
     repl = Repl(home, fake_server.base_url)
     try:

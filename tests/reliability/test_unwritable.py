@@ -17,8 +17,7 @@ from pathlib import Path
 
 from tests.fakeserver import text
 from tests.reliability.helpers import record
-from tests.test_cli import home  # noqa: F401 - fixture
-from tests.test_repl_pty import Repl
+from tests.terminal import Repl
 
 LONG_NAME = "n" * 300 + ".md"  # longer than NAME_MAX (255)
 
@@ -51,7 +50,7 @@ def traces(env: dict[str, str]) -> list[Path]:
 # ---- /save and /trace --save ------------------------------------------------------
 
 
-def test_save_and_trace_save_to_unwritable_paths(fake_server, home, tmp_path):  # noqa: F811
+def test_save_and_trace_save_to_unwritable_paths(fake_server, home, tmp_path):
     fake_server.script(text("first answer"), text("still here"))
     bad = ["/no/such/folder/t.md", "/", LONG_NAME]
     lines = (["hello"] + [f"/save {p}" for p in bad] + [f"/trace --save {p}" for p in bad]
@@ -73,7 +72,7 @@ def test_save_and_trace_save_to_unwritable_paths(fake_server, home, tmp_path):  
 # ---- folders that cannot be created at start-up ---------------------------------------
 
 
-def test_repl_state_dir_is_a_file(fake_server, home, tmp_path):  # noqa: F811
+def test_repl_state_dir_is_a_file(fake_server, home, tmp_path):
     a_file_at(Path(home["XDG_STATE_HOME"]))
     fake_server.script(text("answered"))
     result = run(["--base-url", fake_server.base_url], home, tmp_path, ["hello", "/trace"])
@@ -84,7 +83,7 @@ def test_repl_state_dir_is_a_file(fake_server, home, tmp_path):  # noqa: F811
     assert len(sessions(home)) == 1  # the journal still works
 
 
-def test_repl_data_dir_or_sessions_dir_is_a_file(fake_server, home, tmp_path):  # noqa: F811
+def test_repl_data_dir_or_sessions_dir_is_a_file(fake_server, home, tmp_path):
     for blocked in (Path(home["XDG_DATA_HOME"]) / "glassloop" / "sessions", Path(home["XDG_DATA_HOME"])):
         shutil.rmtree(home["XDG_DATA_HOME"], ignore_errors=True)
         a_file_at(blocked)
@@ -98,7 +97,7 @@ def test_repl_data_dir_or_sessions_dir_is_a_file(fake_server, home, tmp_path):  
         assert len(traces(home)) >= 1  # the trace still works
 
 
-def test_repl_home_is_a_file(fake_server, home, tmp_path):  # noqa: F811
+def test_repl_home_is_a_file(fake_server, home, tmp_path):
     env = {k: v for k, v in home.items() if not k.startswith("XDG_")}
     env["HOME"] = str(a_file_at(tmp_path / "home"))
     fake_server.script(text("answered"))
@@ -109,7 +108,7 @@ def test_repl_home_is_a_file(fake_server, home, tmp_path):  # noqa: F811
     assert "answered" in result.stdout
 
 
-def test_pty_data_dir_is_a_file(fake_server, home):  # noqa: F811
+def test_pty_data_dir_is_a_file(fake_server, home):
     a_file_at(Path(home["XDG_DATA_HOME"]))  # also where the input history lives
     fake_server.script(text("answered in a terminal"))
     repl = Repl(home, fake_server.base_url)
@@ -124,7 +123,7 @@ def test_pty_data_dir_is_a_file(fake_server, home):  # noqa: F811
     assert repl.child.exitstatus == 0
 
 
-def test_ask_state_dir_is_a_file_and_an_unwritable_trace_file(fake_server, home, tmp_path):  # noqa: F811
+def test_ask_state_dir_is_a_file_and_an_unwritable_trace_file(fake_server, home, tmp_path):
     a_file_at(Path(home["XDG_STATE_HOME"]))
     fake_server.script(text("answered anyway"))
     result = run(["ask", "hello", "--base-url", fake_server.base_url], home, tmp_path)
@@ -142,7 +141,7 @@ def test_ask_state_dir_is_a_file_and_an_unwritable_trace_file(fake_server, home,
 
 
 def test_mcp_server_starts_when_its_log_folder_cannot_be_written(tmp_path):
-    from tests.test_mcp import Stack, stdio_server
+    from tests.support import Stack, stdio_server
 
     stack = Stack([stdio_server()], log_dir=a_file_at(tmp_path / "state") / "mcp").start()
     try:

@@ -29,8 +29,6 @@ from repl.providers.responses import ResponsesProvider
 from repl.trace import JsonlWriter, Trace, read_records
 from tests.fakeserver import fault_status, raw_stream, slow_chunks, slow_first_byte, text
 from tests.reliability.helpers import record
-from tests.test_cli import home  # noqa: F401 - fixture
-from tests.test_repl_pty import repl_factory  # noqa: F401 - fixture
 from tools.registry import Registry
 
 pytestmark = pytest.mark.timeout(60)
@@ -55,7 +53,7 @@ def reasoning_reply(thought: list[str], answer: str, **opts) -> object:
                       chunk({"content": answer}), chunk({}, "stop"), chunk({}, usage=usage), "[DONE]", **opts)
 
 
-def test_the_spinner_counts_seconds_and_says_how_to_stop(repl_factory, fake_server):  # noqa: F811
+def test_the_spinner_counts_seconds_and_says_how_to_stop(repl_factory, fake_server):
     fake_server.script(slow_first_byte(1.4, text("late answer")))
     repl = repl_factory()
     repl.say("take your time")
@@ -66,7 +64,7 @@ def test_the_spinner_counts_seconds_and_says_how_to_stop(repl_factory, fake_serv
     repl.close()
 
 
-def test_a_retry_says_when_and_why(repl_factory, fake_server, home):  # noqa: F811
+def test_a_retry_says_when_and_why(repl_factory, fake_server, home):
     fake_server.script(fault_status(429, retry_after=1.0), text("after the retry"))
     repl = repl_factory()
     repl.say("hello")
@@ -79,7 +77,7 @@ def test_a_retry_says_when_and_why(repl_factory, fake_server, home):  # noqa: F8
     assert [r["retries"] for r in trace_records(home) if r["type"] == "model_usage"] == [1]
 
 
-def test_esc_stops_a_turn_and_typed_keys_reach_the_next_prompt(repl_factory, fake_server, home):  # noqa: F811
+def test_esc_stops_a_turn_and_typed_keys_reach_the_next_prompt(repl_factory, fake_server, home):
     fake_server.script(slow_chunks(0.1, text("word " * 200, chunk_size=5)), text("second answer"))
     repl = repl_factory()
     repl.say("talk a lot")
@@ -163,7 +161,7 @@ def test_responses_reasoning_summaries_stream_as_reasoning(fake_server):
     assert log.of(events.ModelUsage)[0].usage.reasoning_tokens == 7
 
 
-def test_reasoning_is_dimmed_in_the_terminal_and_one_line_when_off(repl_factory, fake_server):  # noqa: F811
+def test_reasoning_is_dimmed_in_the_terminal_and_one_line_when_off(repl_factory, fake_server):
     fake_server.script(reasoning_reply(["Weighing ", "the options."], "Decided."),
                        reasoning_reply(["Hidden ", "thoughts."], "Done again."))
     repl = repl_factory()
@@ -184,7 +182,7 @@ def test_reasoning_is_dimmed_in_the_terminal_and_one_line_when_off(repl_factory,
     repl.close()
 
 
-def test_ask_on_a_terminal_streams_the_answer(fake_server, home):  # noqa: F811
+def test_ask_on_a_terminal_streams_the_answer(fake_server, home):
     words = [f"w{n:02d} " for n in range(8)]
     fake_server.script(slow_chunks(0.15, text("".join(words), chunk_size=4)))
     child = pexpect.spawn(sys.executable, ["-m", "repl.cli", "ask", "stream it", "--base-url", fake_server.base_url],
@@ -197,7 +195,7 @@ def test_ask_on_a_terminal_streams_the_answer(fake_server, home):  # noqa: F811
     assert child.exitstatus == 0
 
 
-def test_ask_piped_writes_each_line_as_it_comes(fake_server, home):  # noqa: F811
+def test_ask_piped_writes_each_line_as_it_comes(fake_server, home):
     lines = [f"line {n}\n" for n in range(4)]
     fake_server.script(slow_chunks(0.25, text("".join(lines), chunk_size=len(lines[0]))))
     proc = subprocess.Popen([sys.executable, "-m", "repl.cli", "ask", "lines please", "--base-url",

@@ -1,0 +1,157 @@
+"""Shared test helpers: seed data, an isolated environment, the CLI in a subprocess, one agent
+turn, MCP stacks. Fixtures live in ``tests/conftest.py``; no test module imports another."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from repl.agent import Limits, run_turn
+from repl.approval import Approver
+from repl.events import EventLog
+from repl.history import History
+from tools.mcp_client import McpManager, ServerConfig
+from tools.registry import Registry
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "sk-test-DO-NOT-LEAK-1234567890"
+SEED_TODOS = [
+    {"id": "todo-001", "title": "买菜", "status": "done", "priority": "low", "detail": "下班路上买鸡蛋、青菜和牛奶。"},
+    {"id": "todo-002", "title": "写周报", "status": "todo", "priority": "high", "detail": "整理本周完成的接口联调、遗留问题和下周计划。"},
+    {"id": "todo-003", "title": "回复邮件", "status": "todo", "priority": "medium", "detail": "回复项目会议纪要，确认接口字段和上线时间。"},
+]
+
+
+def isolated_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of the ``home`` fixture: XDG dirs in tmp, a seed todo file, a fake key."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "GLASSLOOP_"))}
+    for name in ("DATA", "STATE", "CONFIG", "CACHE"):
+        env[f"XDG_{name}_HOME"] = str(tmp_path / name.lower())
+    todos = tmp_path / "todos.json"
+    todos.write_text(json.dumps(SEED_TODOS, ensure_ascii=False), encoding="utf-8")
+    env["GLASSLOOP_TODOS_FILE"] = str(todos)
+    env["GLASSLOOP_WEATHER"] = "sample"
+    env["OPENAI_API_KEY"] = SECRET
+    env["PYTHONIOENCODING"] = "utf-8"
+    return env
+
+
+def glassloop(*args: str, env: dict[str, str], cwd: Path | None = None, stdin: str | None = None):
+    """The real command in a subprocess (``python -m repl.cli``)."""
+    return subprocess.run([sys.executable, "-m", "repl.cli", *args], env=env, cwd=cwd, input=stdin,
+                          capture_output=True, text=True, timeout=60)
+
+
+def chat(env, base_url, lines, *extra):
+    """The chat session with its standard input from a pipe: one line per entry of ``lines``."""
+    return glassloop("--base-url", base_url, *extra, env=env, stdin="".join(f"{line}\n" for line in lines))
+
+
+def todos_of(home_env: dict[str, str]) -> list[dict]:
+    data = json.loads(Path(home_env["GLASSLOOP_TODOS_FILE"]).read_text(encoding="utf-8"))
+    return data["todos"] if isinstance(data, dict) else data
+
+
+def turn(provider, registry, question, *, mode="ask", limits=None, history=None):
+    """One agent turn with an event log: (TurnFinished, EventLog, History)."""
+    history = history or History("You are a test assistant.")
+    log = EventLog()
+    finished = run_turn(history, question, provider=provider, registry=registry,
+                        approver=Approver(mode), limits=limits or Limits(), emit=log)
+    return finished, log, history
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie (an unreaped corpse)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+class StubUI:
+    """The terminal facade, recording what the session shows."""
+
+    def __init__(self) -> None:
+        self.infos: list[str] = []
+        self.errors: list[str] = []
+        self.tables: list[tuple[str, list[str], list[tuple[str, ...]]]] = []
+        self.events: list[Any] = []
+
+    def render(self, event: Any) -> None:
+        self.events.append(event)
+
+    def info(self, text: str) -> None:
+        self.infos.append(text)
+
+    def error(self, text: str) -> None:
+        self.errors.append(text)
+
+    def table(self, title: str, columns: list[str], rows: list[tuple[str, ...]]) -> None:
+        self.tables.append((title, columns, rows))
+
+    def asker(self) -> None:
+        return None
+
+    def _nothing(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    stop_live = waiting = lines = _nothing
+
+
+# ---- MCP --------------------------------------------------------------------------------
+
+MCP_TEST_SERVER = ROOT / "tests" / "mcp_test_server.py"
+
+
+def stdio_server(name: str = "t", **options) -> ServerConfig:
+    """A ``ServerConfig`` for the stdio test server (``tests/mcp_test_server.py``)."""
+    return ServerConfig(name, command=sys.executable, args=(str(MCP_TEST_SERVER),), **options)
+
+
+class Stack:
+    """An MCP manager wired to a registry the way the session wires it."""
+
+    def __init__(self, configs: list[ServerConfig], **options) -> None:
+        self.registry = Registry([])
+        self.notices: list[str] = []
+        self.manager = McpManager(configs, on_notice=self.notices.append, on_tools=self._register, **options)
+
+    def _register(self, server: str, tools: list) -> None:
+        self.registry.remove(server + "__")
+        self.registry.add(tools)
+
+    def start(self) -> Stack:
+        self.manager.start()
+        assert self.manager.wait_ready(30)
+        return self
+
+
+# ---- inputs that must answer fast ---------------------------------------------------------
+
+CALCULATOR_BOMBS = [
+    "9**9**9",
+    "4000000**4000000",
+    "-" * 100_000 + "4",
+    "+".join(["1"] * 5000),
+    "(" * 500 + "1" + ")" * 500,
+    "(" * 150 + "1" + ")" * 150,
+    "(" * 99 + "7" + ")" * 99 + "**" + "9" * 700,
+    "-" * 990 + "4",
+    "1e308 * 10",
+    "1e999",
+    "10.0 ** 400",
+    "(10 ** 3000) / 3",
+    "(10 ** 10000) / 3",
+    "(2 ** 5000) ** -1",
+    "2 ** 9999 * 2 ** 9999",
+    "(2 ** 9000) % 7.5",
+    "9" * 999,
+    "2**2**2**2**2**2",
+    "(((2**100)**100)**100)",
+]

@@ -28,6 +28,7 @@ from typing import Any
 from repl.events import Event, ReasoningDelta, TextDelta, TurnStarted, WireRecord, to_dict
 from repl.redact import Redactor
 from repl.unicode import valid_text
+from tools.store import atomic_write
 
 
 class JsonlWriter:
@@ -136,12 +137,7 @@ class WireLog:
             budget -= len(lines[-1 - kept])
             kept += 1
         header = self._line({"type": WIRE_DROPPED, "records": dropped + len(lines) - kept})
-        temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with open(temp, "wb") as out:
-            out.write(header + b"".join(lines[len(lines) - kept:]))
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, self.path)
+        atomic_write(self.path, lambda out: out.write(header + b"".join(lines[len(lines) - kept:])))
 
     def close(self) -> None:
         if self._file is not None:

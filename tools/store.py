@@ -24,7 +24,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 from tools.registry import ToolError
 
@@ -204,21 +204,33 @@ def _fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+def atomic_write(path: Path, write: Callable[[BinaryIO], T], *, mode: int | None = None,
+                 suffix: str = ".tmp") -> T:
+    """Replace ``path`` whole or not at all; the one atomic write (stores, traces, model weights).
+
+    ``write(file)`` fills a temporary file in the same folder (``.NAME.XXXX<suffix>``), which
+    is fsynced and renamed over ``path``, then the folder is fsynced; a symlinked ``path`` stays
+    a symlink. Any failure, in ``write`` too, removes the temporary file. The new file gets
+    ``mode``, or else the old file's mode and owner (where allowed). Returns what ``write`` did.
+    """
     target = Path(os.path.realpath(path))  # keep a symlinked store a symlink
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
     try:
         with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
+            result = write(handle)
             handle.flush()
             os.fsync(handle.fileno())
-        _copy_owner_and_mode(target, tmp)
+        if mode is None:
+            _copy_owner_and_mode(target, tmp)
+        else:
+            os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
     _fsync_dir(target.parent)
+    return result
 
 
 def _copy_owner_and_mode(target: Path, tmp: str) -> None:
@@ -285,7 +297,7 @@ def update_json(
         if new_data is not None:
             _check_writable(path)
             written = encode_json(new_data)
-            _atomic_write(path, written)
+            atomic_write(path, lambda out: out.write(written))
             _notify(StoreWrite(path, previous, written, validate))
     return result
 
@@ -294,7 +306,7 @@ def _put(path: Path, data: bytes | None) -> None:
     if data is None:
         Path(os.path.realpath(path)).unlink(missing_ok=True)
     else:
-        _atomic_write(path, data)
+        atomic_write(path, lambda out: out.write(data))
 
 
 def restore_bytes(path: Path | str, data: bytes | None) -> None:

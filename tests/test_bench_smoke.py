@@ -22,6 +22,7 @@ EXPECTED_TARGETS = {
     "memory_resume": {"growth", "resume"},
     "textcalls": {"linear", "100kB"},
     "todo_scale": {"page", "writes"},
+    "tool_use": {"valid_t0.1", "right_t0.1", "gap_t0.1", "controls_t0.1"},  # quick: scripted replies
 }
 
 

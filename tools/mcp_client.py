@@ -3,7 +3,9 @@
 One daemon thread runs an asyncio loop holding every server connection (stdio
 or streamable HTTP, through the official ``mcp`` SDK, imported only in that
 thread). A call from the agent's worker thread is bridged onto the loop with
-``run_coroutine_threadsafe`` and a timeout. Nothing here raises into the
+``run_coroutine_threadsafe`` and a timeout, and cancelled on the loop when the
+call's cancel signal is set (the turn was interrupted or ran out of time), so
+the worker thread is free at once. Nothing here raises into the
 session: a server that fails to start is one ``on_notice`` line, and a server
 that dies mid-session turns its calls into ``mcp_unavailable`` tool errors
 until ``restart()``.
@@ -16,12 +18,15 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from tools.cancel import Cancel
+from tools.cancel import current as current_cancel
 from tools.mcp_convert import NAME_OK, one_line, parameters_from, result_to_data, tool_name
 from tools.registry import Tool, ToolError
 
@@ -138,18 +143,27 @@ class McpManager:
         if not self._thread.is_alive():
             self._loop.close()
 
-    def call(self, server: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Call a tool (from a worker thread); failures raise ``ToolError``."""
+    def call(self, server: str, tool: str, arguments: dict[str, Any],
+             cancel: Cancel | None = None) -> dict[str, Any]:
+        """Call a tool (from a worker thread); failures raise ``ToolError``. When ``cancel``
+        is set (the turn was interrupted or ran out of time) the request is cancelled on the
+        loop and this returns at once."""
         state = self.servers[server]
         if state.status != "ready":
             raise _unavailable(state)
         timeout = state.config.timeout_s or self.call_timeout_s
         future = self._submit(self._call(state, tool, arguments, timeout))
+        forget = (cancel or Cancel()).on_cancel(future.cancel)
         try:
             return future.result(timeout + 2.0)  # the coroutine times out first
         except FutureTimeout:
             future.cancel()
             raise ToolError("timeout", f"{tool_name(server, tool)} did not finish within {timeout:g} s") from None
+        except FutureCancelled:
+            raise ToolError("cancelled", f"{tool_name(server, tool)} was cancelled: the turn ended "
+                                         "before it finished") from None
+        finally:
+            forget()
 
     def _submit(self, coro: Any) -> Future:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
@@ -299,8 +313,8 @@ class McpManager:
         read_only = bool(hints and hints.read_only_hint) or listed.name in cfg.read_only_tools
         additive = bool(hints and hints.destructive_hint is False)  # MCP's default: destructive
 
-        def run(**arguments: Any) -> dict[str, Any]:
-            return self.call(cfg.name, listed.name, arguments)
+        def run(**arguments: Any) -> dict[str, Any]:  # the keywords are the server's: the signal comes apart
+            return self.call(cfg.name, listed.name, arguments, current_cancel())
 
         return Tool(name=tool_name(cfg.name, listed.name),
                     description=listed.description or listed.title or listed.name,

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from tools.cancel import PARAMETER as CANCEL_PARAMETER
+from tools.cancel import Cancel, running
 from tools.schema import parse_docstring, schema_from_signature, with_none_defaults
 from tools.validation import check_schema, describe_errors, json_type, schema_problem, validator_for
 
@@ -45,6 +47,7 @@ class Tool:
     preview: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     # Where it comes from, for /tools: "built-in", "FILE:LINE", "package NAME", "MCP server NAME".
     source: str = "built-in"
+    cancellable: bool = False  # ``fn`` declares a ``cancel`` parameter: it gets the call's Cancel
 
     def schema(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -91,6 +94,7 @@ def tool(
             timeout_s=timeout_s,
             preview=preview,
             source=source,
+            cancellable=CANCEL_PARAMETER in inspect.signature(func).parameters,
         )
 
     return build(fn) if fn is not None else build
@@ -99,6 +103,46 @@ def tool(
 # --- argument parsing ----------------------------------------------------------
 
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
+
+
+_STRING_STOP = re.compile(r'["\\]')  # what changes the state inside a JSON string
+_VALUE_STOP = re.compile(r'["{}\[\]]')  # ... and outside one
+
+
+class JsonScan:
+    """Open brackets and strings of JSON-ish text, fed in pieces, read once (linear): the one
+    balanced-bracket scanner (argument repair here, text tool calls in ``repl.providers.textcalls``)."""
+
+    def __init__(self) -> None:
+        self.stack: list[str] = []  # closers still open
+        self.in_string = False
+        self._escaped = False
+
+    def feed(self, text: str, start: int = 0, stop_when_closed: bool = False) -> int:
+        """Scan ``text[start:]``; the index just after the first balanced value that closed
+        in it (the scan stops there when ``stop_when_closed``), else -1."""
+        closed, i, end = -1, start, len(text)
+        while i < end:
+            if self._escaped:
+                self._escaped, i = False, i + 1
+                continue
+            hit = (_STRING_STOP if self.in_string else _VALUE_STOP).search(text, i)
+            if hit is None:
+                break
+            i, char = hit.end(), hit.group()
+            if self.in_string:
+                self._escaped = self.in_string = char == "\\"
+            elif char == '"':
+                self.in_string = True
+            elif char in "{[":
+                self.stack.append("}" if char == "{" else "]")
+            elif self.stack:
+                self.stack.pop()
+                if not self.stack and closed < 0:
+                    closed = i
+                    if stop_when_closed:
+                        break
+        return closed
 
 
 def _first_object(text: str) -> str | None:
@@ -110,25 +154,9 @@ def _first_object(text: str) -> str | None:
     for _attempt in range(20):
         if start == -1:
             break
-        depth, in_string, escaped = 0, False, False
-        for i in range(start, len(text)):
-            ch = text[i]
-            if in_string:
-                if escaped:
-                    escaped = False
-                elif ch == "\\":
-                    escaped = True
-                elif ch == '"':
-                    in_string = False
-                continue
-            if ch == '"':
-                in_string = True
-            elif ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-                if depth == 0:
-                    return text[start : i + 1]
+        end = JsonScan().feed(text, start, stop_when_closed=True)
+        if end != -1:
+            return text[start:end]
         start = text.find("{", start + 1)
     return None
 
@@ -273,19 +301,25 @@ class Registry:
             problem = _describe(exc)
         return None, error_result("invalid_schema", f"{name} cannot be called: its input schema is broken ({problem})")
 
-    def call(self, name: str, raw: str | dict | None) -> dict[str, Any]:
-        """Run a tool; every failure comes back as an error result, never raised (only Ctrl-C)."""
+    def call(self, name: str, raw: str | dict | None, cancel: Cancel | None = None) -> dict[str, Any]:
+        """Run a tool; every failure comes back as an error result, never raised (only Ctrl-C).
+        ``cancel`` is the call's signal: the tool's ``cancel`` parameter, and ``tools.cancel.current()``."""
+        signal = cancel or Cancel()
         try:
             args, error = self.parse_arguments(name, raw)
             if error is not None:
                 return error
+            tool_ = self._tools[name]
+            restore = running(signal)
             try:
-                value = self._tools[name].fn(**args)
+                value = tool_.fn(**args, **({CANCEL_PARAMETER: signal} if tool_.cancellable else {}))
                 return _success(value)
             except ToolError as exc:
                 return error_result(exc.type, exc.message)
             except Exception as exc:  # noqa: BLE001 - failures are data for the model
                 return error_result("tool_error", f"{type(exc).__name__}: {exc}")
+            finally:
+                restore()
         except KeyboardInterrupt:
             raise
         except BaseException as exc:  # noqa: BLE001 - last resort: a bug here, or a tool's sys.exit()

@@ -14,6 +14,8 @@ import typing
 from collections.abc import Callable
 from typing import Any, Literal
 
+from tools.cancel import PARAMETER as CANCEL_PARAMETER
+
 # --- docstrings ----------------------------------------------------------------
 
 _ARGS_HEADER = re.compile(r"^(Args|Arguments|Parameters):\s*$")
@@ -114,14 +116,15 @@ def _hints(fn: Callable[..., Any], scope: dict[str, Any]) -> dict[str, Any]:
 def schema_from_signature(
     fn: Callable[..., Any], arg_docs: dict[str, str], scope: dict[str, Any] | None = None
 ) -> tuple[dict, set]:
-    """Build the parameters schema; also return the optional params without a default."""
+    """Build the parameters schema; also return the optional params without a default.
+    A ``cancel`` parameter is left out: the registry passes the call's cancel signal there."""
     hints = _hints(fn, scope or {})
     properties: dict[str, Any] = {}
     required: list[str] = []
     fill_none: set[str] = set()
     for param in inspect.signature(fn).parameters.values():
-        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
-            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD) or param.name == CANCEL_PARAMETER:
+            continue  # the cancel signal is handed over by the registry, never by the model
         base, optional = _split_optional(hints.get(param.name, param.empty))
         try:
             prop = _type_schema(base)

@@ -10,6 +10,7 @@ import re
 from datetime import date as Date
 from typing import TYPE_CHECKING, Any
 
+from tools.cancel import Cancel
 from tools.registry import Tool, ToolError, tool
 
 if TYPE_CHECKING:  # httpx is imported on the first live call: it is start-up cost otherwise
@@ -152,7 +153,7 @@ def _read_forecast(body: dict[str, Any], index: int) -> dict[str, Any]:
     return result
 
 
-def _open_meteo(city: str, when: str | None, urls: tuple[str, str], timeout_s: float) -> dict:
+def _open_meteo(city: str, when: str | None, urls: tuple[str, str], timeout_s: float, cancel: Cancel) -> dict:
     days_ahead, iso = _resolve_date(when)
     if days_ahead is not None and days_ahead > MAX_DAYS_AHEAD:
         raise ToolError("invalid_arguments", f"forecasts reach {MAX_DAYS_AHEAD} days ahead")
@@ -160,6 +161,8 @@ def _open_meteo(city: str, when: str | None, urls: tuple[str, str], timeout_s: f
 
     with httpx.Client(timeout=timeout_s) as client:
         place = _geocode(client, urls[0], city)
+        if cancel.cancelled:  # the call timed out or its turn ended meanwhile: no second request
+            raise ToolError("cancelled", "the weather lookup was cancelled before the forecast was asked for")
         body = _get_json(client, urls[1], _forecast_params(place, days_ahead, iso))
     day = _read_forecast(body, 0 if iso else days_ahead)
     day.setdefault("temperature_c", None)
@@ -193,7 +196,7 @@ def make_weather_tool(
     if provider not in ("open-meteo", "sample"):
         raise ValueError(f"unknown weather provider {provider!r}; use 'open-meteo' or 'sample'")
 
-    def get_weather(city: str, date: str | None = None) -> dict:
+    def get_weather(city: str, date: str | None = None, cancel: Cancel | None = None) -> dict:
         """Get the weather (temperature in °C, condition, clothing advice) for a city.
 
         Use it whenever the user asks about weather or what to wear outside.
@@ -206,7 +209,7 @@ def make_weather_tool(
             raise ToolError("invalid_arguments", "city must not be empty")
         if provider == "sample":
             return _sample(city, date)
-        return _open_meteo(city, date, (geocode_url, forecast_url), timeout_s)
+        return _open_meteo(city, date, (geocode_url, forecast_url), timeout_s, cancel or Cancel())
 
     description = None
     if provider == "sample":

@@ -155,7 +155,8 @@ class Provider(Protocol):
 
     name: str
     model: str
-    context_window: int
+    context_window: int  # tokens; the loop cuts each request to fit (<= 0: no cut)
+    max_tokens: int | None  # the answer's limit; the loop keeps room for it (2048 when None)
 
     def stream(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,

@@ -1,0 +1,235 @@
+"""Tools get a cancel signal (pi's ``AbortSignal``) and stop with the turn.
+
+A tool that declares a ``cancel`` parameter receives its call's ``Cancel``
+(never part of its JSON schema). The loop sets it when the call times out, when
+the turn runs out of time and when the turn is interrupted (a real SIGINT while
+the tool runs). An MCP call stops waiting for the server at once (the request is
+cancelled on the client's loop, the server keeps working), and the weather tool
+asks for no forecast once its call was cancelled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import openai  # noqa: F401 - imported here, the first model call does not spend a short turn on it
+import pytest
+
+from repl.agent import Limits, run_turn
+from repl.approval import Approver
+from repl.events import EventLog, ToolCallFinished
+from repl.history import History, check
+from repl.providers.chat import ChatProvider
+from tests.fakeserver import FakeServer, call, text, tool_calls
+from tests.reliability.helpers import record
+from tools.cancel import Cancel
+from tools.mcp_client import McpManager, ServerConfig
+from tools.registry import Registry, tool
+from tools.weather import make_weather_tool
+
+pytestmark = pytest.mark.timeout(60)
+MCP_TEST_SERVER = Path(__file__).resolve().parent.parent / "mcp_test_server.py"
+STOPS_WITHIN_S = 1.0  # from the moment the loop gives up on a call to the tool seeing its signal
+TURN_S = 1.5  # turn_timeout_s where the deadline cuts a call
+
+
+@pytest.fixture
+def provider(fake_server: FakeServer) -> Iterator[ChatProvider]:
+    p = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
+                     max_retries=0, timeout_s=10)
+    yield p
+    p.close()
+
+
+class Waiter:
+    """A tool that waits on its cancel signal (up to 30 s) and records what it saw."""
+
+    def __init__(self, timeout_s: float | None = None) -> None:
+        self.started = threading.Event()
+        self.ended = threading.Event()
+        self.cancelled_after: float | None = None
+
+        def wait_for_news(cancel: Cancel) -> str:
+            """Wait for news until told to stop."""
+            began = time.monotonic()
+            self.started.set()
+            if cancel.wait(30):
+                self.cancelled_after = time.monotonic() - began
+            self.ended.set()
+            return "stopped"
+
+        self.tool = tool(wait_for_news, timeout_s=timeout_s)
+
+
+def one_call_turn(fake_server: FakeServer, provider: ChatProvider, registry: Registry,
+                  limits: Limits) -> tuple[object, EventLog, History]:
+    fake_server.script(tool_calls(call("wait_for_news", {})), text("no news in time"))
+    history, log = History("test"), EventLog()
+    finished = run_turn(history, "any news?", provider=provider, registry=registry,
+                        approver=Approver("auto"), limits=limits, emit=log)
+    return finished, log, history
+
+
+def test_the_signal_is_not_in_the_schema() -> None:
+    waiter = Waiter()
+    assert waiter.tool.parameters == {"type": "object", "properties": {}, "additionalProperties": False}
+    assert waiter.tool.cancellable
+    weather = make_weather_tool("sample")
+    assert set(weather.parameters["properties"]) == {"city", "date"}
+
+
+def test_a_tool_waiting_on_its_signal_stops_when_its_call_times_out(fake_server, provider) -> None:
+    waiter = Waiter(timeout_s=0.3)
+    finished, log, history = one_call_turn(fake_server, provider, Registry([waiter.tool]), Limits())
+    assert waiter.ended.wait(STOPS_WITHIN_S), "the tool never saw its signal"
+    assert waiter.cancelled_after is not None and 0.3 <= waiter.cancelled_after < 0.3 + STOPS_WITHIN_S
+    assert log.of(ToolCallFinished)[0].error_type == "timeout"
+    assert finished.stopped_by == "answer" and check(history.messages) == []
+    record("cancel", case="call timeout", tool_timeout_s=0.3, stopped_after_s=round(waiter.cancelled_after, 3))
+
+
+def test_a_tool_waiting_on_its_signal_stops_when_the_turn_runs_out_of_time(fake_server, provider) -> None:
+    waiter = Waiter()  # its own timeout (tool_timeout_s = 30) is far off: the turn's deadline cuts it
+    finished, log, history = one_call_turn(fake_server, provider, Registry([waiter.tool]),
+                                           Limits(turn_timeout_s=TURN_S, tool_timeout_s=30))
+    assert waiter.ended.wait(TURN_S + STOPS_WITHIN_S), "the tool never saw its signal"
+    assert waiter.cancelled_after is not None and waiter.cancelled_after < TURN_S + STOPS_WITHIN_S
+    assert log.of(ToolCallFinished)[0].error_type == "timeout"
+    assert finished.stopped_by == "timeout" and check(history.messages) == []
+    record("cancel", case="turn deadline", turn_timeout_s=TURN_S, stopped_after_s=round(waiter.cancelled_after, 3))
+
+
+def test_a_tool_waiting_on_its_signal_stops_when_the_turn_is_interrupted(fake_server, provider) -> None:
+    waiter = Waiter()
+
+    def ctrl_c() -> None:  # the user's Ctrl-C, once the tool runs
+        waiter.started.wait(10)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c, daemon=True).start()
+    finished, log, history = one_call_turn(fake_server, provider, Registry([waiter.tool]),
+                                           Limits(tool_timeout_s=30))
+    assert finished.stopped_by == "interrupted"
+    assert waiter.ended.wait(STOPS_WITHIN_S), "the tool never saw its signal"
+    assert waiter.cancelled_after is not None and waiter.cancelled_after < STOPS_WITHIN_S
+    assert check(history.messages) == []
+    record("cancel", case="interrupted", stopped_after_s=round(waiter.cancelled_after, 3))
+
+
+# ---- MCP ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def mcp() -> Iterator[tuple[McpManager, Registry]]:
+    registry = Registry([])
+
+    def register(server: str, tools: list) -> None:
+        registry.remove(server + "__")
+        registry.add(tools)
+
+    config = ServerConfig("t", command=sys.executable, args=(str(MCP_TEST_SERVER),), timeout_s=30)
+    manager = McpManager([config], on_tools=register).start()
+    assert manager.wait_ready(30)
+    yield manager, registry
+    manager.close()
+
+
+def test_an_mcp_call_stops_waiting_when_its_signal_is_set(mcp) -> None:
+    _, registry = mcp
+    cancel = Cancel()
+    threading.Timer(0.3, cancel.cancel).start()
+    started = time.monotonic()
+    result = registry.call("t__slow", {"seconds": 20}, cancel)
+    elapsed = time.monotonic() - started
+    assert result["ok"] is False and result["error"]["type"] == "cancelled", result
+    assert elapsed < 0.3 + STOPS_WITHIN_S, elapsed
+    # the server was not harmed: the next call is answered
+    assert registry.call("t__slow", {"seconds": 0.01})["content"] == {"result": "slept 0.01"}
+    record("cancel", case="mcp call", stopped_after_s=round(elapsed, 3))
+
+
+def test_an_mcp_call_is_cancelled_when_the_turn_runs_out_of_time(fake_server, provider, mcp) -> None:
+    """The loop gives up at the deadline; the MCP call it left behind stops too (its worker
+    thread ends), instead of waiting out the server's 30 s timeout."""
+    _, registry = mcp
+    slow = registry.get("t__slow")
+    ran_in: list[threading.Thread] = []
+
+    def noting_the_thread(**arguments: object) -> object:
+        ran_in.append(threading.current_thread())
+        return slow.fn(**arguments)
+
+    registry.remove_names(["t__slow"])
+    registry.add([replace(slow, fn=noting_the_thread)])
+    fake_server.script(tool_calls(call("t__slow", {"seconds": 20})), text("the server was slow"))
+    finished = run_turn(History("test"), "go", provider=provider, registry=registry, approver=Approver("auto"),
+                        limits=Limits(turn_timeout_s=TURN_S, tool_timeout_s=30), emit=EventLog())
+    assert finished.stopped_by == "timeout" and len(ran_in) == 1
+    ran_in[0].join(STOPS_WITHIN_S)
+    assert not ran_in[0].is_alive(), "the MCP call still holds its worker"
+    assert registry.call("t__slow", {"seconds": 0.01})["content"] == {"result": "slept 0.01"}
+
+
+# ---- weather --------------------------------------------------------------------------
+
+
+class SlowGeocoder(BaseHTTPRequestHandler):
+    asked = threading.Event()
+    release = threading.Event()
+    paths: list[str] = []
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server API
+        type(self).paths.append(self.path.split("?")[0])
+        if self.path.startswith("/v1/search"):
+            type(self).asked.set()
+            type(self).release.wait(10)
+            body = {"results": [{"name": "Beijing", "latitude": 39.9, "longitude": 116.4}]}
+        else:
+            body = {"daily": {"time": ["2025-05-01"], "temperature_2m_max": [9.0],
+                              "temperature_2m_min": [-1.0], "weather_code": [0]}}
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def test_the_weather_tool_asks_for_no_forecast_once_cancelled(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    SlowGeocoder.asked.clear()
+    SlowGeocoder.release.clear()
+    SlowGeocoder.paths = []
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), SlowGeocoder)
+    threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    registry = Registry([make_weather_tool("open-meteo", f"{base}/v1/search", f"{base}/v1/forecast", 5.0)])
+    cancel = Cancel()
+    results: list[dict] = []
+    worker = threading.Thread(target=lambda: results.append(registry.call("get_weather", {"city": "Beijing"},
+                                                                          cancel)))
+    try:
+        worker.start()
+        assert SlowGeocoder.asked.wait(5)
+        cancel.cancel()  # the call timed out, or its turn ended, while the city was looked up
+        SlowGeocoder.release.set()
+        worker.join(5)
+    finally:
+        SlowGeocoder.release.set()
+        httpd.shutdown()
+        httpd.server_close()
+    assert results and results[0]["ok"] is False and results[0]["error"]["type"] == "cancelled", results
+    assert SlowGeocoder.paths == ["/v1/search"]

@@ -1,0 +1,85 @@
+"""The tool pool belongs to the loop's runner: a stuck tool never holds a worker hostage.
+
+A tool that ignores its cancel signal and never returns keeps its thread (Python
+cannot kill one). Eight of them at once (the pool's size) used to fill the one
+process-wide pool for good, so every later call timed out without running. Now a
+call that overran leaves its worker to a retired pool and later calls get a fresh
+one; and the pool is shut down with its runner, so no worker outlives the turn.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from repl.agent import Limits, run_turn
+from repl.approval import Approver
+from repl.events import EventLog, ToolCallFinished
+from repl.history import History, check
+from repl.providers.chat import ChatProvider
+from tests.fakeserver import FakeServer, call, text, tool_calls
+from tests.reliability.helpers import record, wait_for
+from tools.registry import Registry, tool
+
+pytestmark = pytest.mark.timeout(60)
+POOL_SIZE = 8
+
+
+@pytest.fixture
+def provider(fake_server: FakeServer) -> Iterator[ChatProvider]:
+    p = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
+                     max_retries=0, timeout_s=10)
+    yield p
+    p.close()
+
+
+def test_stuck_calls_do_not_starve_the_next_call(fake_server, provider) -> None:
+    release = threading.Event()
+
+    @tool(timeout_s=0.3)
+    def stuck(n: int) -> str:
+        """Never return in time, and ignore any cancel signal."""
+        release.wait(30)
+        return "late"
+
+    @tool
+    def quick() -> str:
+        """Answer at once."""
+        return "fine"
+
+    fake_server.script(
+        tool_calls(*(call("stuck", {"n": n}) for n in range(POOL_SIZE))),
+        tool_calls(call("quick", {})),
+        text("done"),
+    )
+    history, log = History("test"), EventLog()
+    try:
+        finished = run_turn(history, "go", provider=provider, registry=Registry([stuck, quick]),
+                            approver=Approver("auto"), limits=Limits(), emit=log)
+    finally:
+        release.set()  # let the stuck threads end
+    results = {e.name: e for e in log.of(ToolCallFinished)}
+    assert [e.error_type for e in log.of(ToolCallFinished)][:POOL_SIZE] == ["timeout"] * POOL_SIZE
+    assert results["quick"].ok, results["quick"].result
+    assert results["quick"].duration_s < 0.3
+    assert finished.stopped_by == "answer" and check(history.messages) == []
+    record("tool_pool", stuck_calls=POOL_SIZE, next_call_ms=round(results["quick"].duration_s * 1000, 1))
+
+
+def test_no_worker_outlives_the_turn(fake_server, provider) -> None:
+    ran_in: set[threading.Thread] = set()
+
+    @tool
+    def quick(n: int) -> str:
+        """Answer at once."""
+        ran_in.add(threading.current_thread())
+        return str(n)
+
+    fake_server.script(tool_calls(*(call("quick", {"n": n}) for n in range(4))), text("done"))
+    finished = run_turn(History("test"), "go", provider=provider, registry=Registry([quick]),
+                        approver=Approver("auto"), limits=Limits(), emit=EventLog())
+    assert finished.stopped_by == "answer" and ran_in
+    assert all(t.name.startswith("glassloop-tool") for t in ran_in)
+    assert wait_for(lambda: not any(t.is_alive() for t in ran_in), 2.0), "tool workers still alive after the turn"

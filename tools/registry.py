@@ -113,10 +113,16 @@ class JsonScan:
     """Open brackets and strings of JSON-ish text, fed in pieces, read once (linear): the one
     balanced-bracket scanner (argument repair here, text tool calls in ``repl.providers.textcalls``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, objects: bool = False) -> None:
         self.stack: list[str] = []  # closers still open
         self.in_string = False
         self._escaped = False
+        # ``objects``: also record where each bracket opened (outside a string) and, for each
+        # ``{`` closed by its ``}``, where the object ends (``_first_object`` needs them)
+        self._track = objects
+        self._opened: list[int] = []
+        self.seen: set[int] = set()
+        self.objects: dict[int, int] = {}
 
     def feed(self, text: str, start: int = 0, stop_when_closed: bool = False) -> int:
         """Scan ``text[start:]``; the index just after the first balanced value that closed
@@ -136,8 +142,14 @@ class JsonScan:
                 self.in_string = True
             elif char in "{[":
                 self.stack.append("}" if char == "{" else "]")
+                if self._track:
+                    self._opened.append(i - 1)
+                    self.seen.add(i - 1)
             elif self.stack:
-                self.stack.pop()
+                if self.stack.pop() == char == "}" and self._track:
+                    self.objects[self._opened.pop()] = i
+                elif self._track:
+                    self._opened.pop()
                 if not self.stack and closed < 0:
                     closed = i
                     if stop_when_closed:
@@ -146,17 +158,21 @@ class JsonScan:
 
 
 def _first_object(text: str) -> str | None:
-    """The first balanced ``{...}`` in ``text``, aware of JSON strings.
-
-    Tries at most 20 starting braces so a long run of ``{`` stays linear.
-    """
+    """The first ``{`` (of the first 20) that a balanced ``{...}`` starts at, aware of JSON
+    strings. One scan serves every ``{`` it saw outside a string (a long run of ``{`` is read
+    once); a ``{`` that scan took for part of a string is scanned again as a start."""
     start = text.find("{")
+    scan = JsonScan(objects=True)
+    scan.feed(text, max(start, 0))
     for _attempt in range(20):
         if start == -1:
-            break
-        end = JsonScan().feed(text, start, stop_when_closed=True)
-        if end != -1:
-            return text[start:end]
+            return None
+        if start in scan.objects:
+            return text[start:scan.objects[start]]
+        if start not in scan.seen:  # inside a string for the first scan
+            end = JsonScan().feed(text, start, stop_when_closed=True)
+            if end != -1:
+                return text[start:end]
         start = text.find("{", start + 1)
     return None
 
@@ -270,7 +286,8 @@ class Registry:
         available = ", ".join(self._tools) or "(none)"
         return error_result("unknown_tool", f"no tool named {name!r}; available tools: {available}")
 
-    def parse_arguments(self, name: str, raw: str | dict | None) -> tuple[dict | None, dict | None]:
+    def parse_arguments(self, name: str, raw: str | dict | None
+                        ) -> tuple[dict[str, Any], None] | tuple[None, dict[str, Any]]:
         """(args, None) when valid, else (None, error_result)."""
         tool_ = self._tools.get(name)
         if tool_ is None:
@@ -309,6 +326,7 @@ class Registry:
             args, error = self.parse_arguments(name, raw)
             if error is not None:
                 return error
+            assert args is not None  # one of the two is set
             tool_ = self._tools[name]
             restore = running(signal)
             try:

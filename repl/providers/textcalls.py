@@ -33,6 +33,7 @@ from typing import Any
 
 from repl.prompts import split_session_part
 from repl.providers.base import ToolCall
+from tools.registry import JsonScan
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
@@ -43,8 +44,6 @@ _JSON_FENCE_INFOS = frozenset({"", "json", "json5", "jsonc", "tool_call", "tool_
 _NAME_RE = re.compile(r'"(?:name|function|tool)"\s*:\s*"([A-Za-z0-9_.\-]+)"')
 _ARGS_KEY_RE = re.compile(r'"(?:arguments|parameters|args)"\s*:\s*')
 _NON_SPACE = re.compile(r"\S")
-_STRING_STOP = re.compile(r'["\\]')  # what changes the state inside a JSON string
-_VALUE_STOP = re.compile(r'["{}\[\]]')  # ... and outside one
 _DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."  # the template's own
 # Wording measured to work (see docs/LOCAL_MODEL.md); words like "call another
 # tool if needed" made the model list calls to every tool instead.
@@ -221,44 +220,9 @@ def _malformed_call(text: str) -> tuple[str, str] | None:
     return name.group(1), (raw[:-1].rstrip() if raw.endswith("}") else raw)
 
 
-class _JsonScan:
-    """Open brackets and strings of JSON-ish text, fed in pieces, read once."""
-
-    def __init__(self) -> None:
-        self.stack: list[str] = []  # closers still open
-        self.in_string = False
-        self._escaped = False
-
-    def feed(self, text: str, start: int = 0, stop_when_closed: bool = False) -> int:
-        """Scan ``text[start:]``; the index just after the first balanced value that closed
-        in it (the scan stops there when ``stop_when_closed``), else -1."""
-        closed, i, end = -1, start, len(text)
-        while i < end:
-            if self._escaped:
-                self._escaped, i = False, i + 1
-                continue
-            hit = (_STRING_STOP if self.in_string else _VALUE_STOP).search(text, i)
-            if hit is None:
-                break
-            i, char = hit.end(), hit.group()
-            if self.in_string:
-                self._escaped = self.in_string = char == "\\"
-            elif char == '"':
-                self.in_string = True
-            elif char in "{[":
-                self.stack.append("}" if char == "{" else "]")
-            elif self.stack:
-                self.stack.pop()
-                if not self.stack and closed < 0:
-                    closed = i
-                    if stop_when_closed:
-                        break
-        return closed
-
-
 def _closed(text: str) -> str | None:
     """``text`` with its missing closing brackets added, when only those are missing."""
-    scan = _JsonScan()
+    scan = JsonScan()
     scan.feed(text)
     tail = text.rstrip()[-1:]
     if scan.in_string or not scan.stack or not (tail in '"}]' or tail.isalnum()):
@@ -318,7 +282,7 @@ class _UntilNonSpace:
 
 
 class _UntilBalanced:
-    def __init__(self, scan: _JsonScan) -> None:
+    def __init__(self, scan: JsonScan) -> None:
         self._scan = scan
 
     def ready(self, chunk: str) -> bool:
@@ -454,7 +418,7 @@ class TextCallFilter:
             return None
         if buf[first.start()] not in '"}':
             return "{", pos + 1  # prose with a brace, not a JSON object
-        scan = _JsonScan()
+        scan = JsonScan()
         end = scan.feed(buf, pos, stop_when_closed=True)
         if end < 0 and not final:
             self._hold = _UntilBalanced(scan)

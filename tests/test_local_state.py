@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from importlib import util
 from pathlib import Path
@@ -25,6 +27,7 @@ from tools.registry import Registry
 
 needs_extra = pytest.mark.skipif(util.find_spec("llama_cpp") is None,
                                  reason="needs the 'local' extra: pip install 'glassloop[local]'")
+pytestmark = pytest.mark.xdist_group("llama")  # real llama.cpp servers: all on one test worker
 
 
 def _wire_system(tmp_path: Path, today: dt.date, extra: str, mcp: bool) -> str:
@@ -161,6 +164,12 @@ def test_a_damaged_or_mismatched_state_file_means_a_cold_start_with_a_notice(
 @pytest.mark.timeout(900)
 def test_two_servers_saving_at_once_leave_one_whole_state_file(model_file, tmp_path):
     folder = tmp_path / "state"
+    folder.mkdir()
+    month_ago = time.time() - 31 * 86400
+    for name, age in (("prefix-old.bin", month_ago), (".prefix-x.partial", time.time() - 7200),
+                      ("prefix-recent.bin", time.time())):
+        (folder / name).write_bytes(b"left over")
+        os.utime(folder / name, (age, age))
     servers = [_server(model_file, folder, tmp_path / f"s{n}.log") for n in range(2)]
     try:
         for server in servers:
@@ -172,6 +181,8 @@ def test_two_servers_saving_at_once_leave_one_whole_state_file(model_file, tmp_p
             server.stop()
     for n in range(2):
         assert _log_lines(tmp_path / f"s{n}.log", "glassloop prefix state: saved")
-    assert [p.name for p in folder.iterdir()] == [servers[0].state_path().name]
+    # one state file, no temporary; leftovers swept except another setting's recent file
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [servers[0].state_path().name, "prefix-recent.bin"])
     with _server(model_file, folder, tmp_path / "reader.log") as server:
         assert server.prefix_state and server.prefix_state.startswith("loaded")

@@ -93,8 +93,11 @@ def _sweep(folder):
     for name in os.listdir(folder) if os.path.isdir(folder) else ():
         path = os.path.join(folder, name)
         try:
-            if name.endswith(".partial") and time.time() - os.path.getmtime(path) > 3600:
+            age = time.time() - os.path.getmtime(path)
+            if name.endswith(".partial") and age > 3600:
                 os.unlink(path)  # left by a server killed while writing
+            elif name.endswith(".bin") and path != _STATE and age > 30 * 86400:
+                os.unlink(path)  # other settings, unused for 30 days (a used one is touched)
         except OSError:
             pass  # another server finished or swept it meanwhile
 
@@ -134,6 +137,10 @@ def _restore(llama):
     llama.n_tokens = n
     llama._requires_eval = True  # the logits are not restored: always evaluate one token
     _restored[:] = tokens.tolist()
+    try:
+        os.utime(_STATE)  # in use: not swept as unused by servers with other settings
+    except OSError:
+        pass
     return "loaded %d tokens" % n
 
 def _save(llama):

@@ -32,7 +32,7 @@ HOMES: dict[str, tuple[str, ...]] = {
     "llama_cpp": ("repl/providers/grammar.py",),
 }
 # Loaded by none of the start-up path (`glassloop` must show its prompt fast).
-HEAVY_AT_START = ("openai", "rich.markdown", "jsonschema", "httpx", "httpx2", "mcp", "llama_cpp")
+HEAVY_AT_START = ("openai", "pydantic", "rich.markdown", "jsonschema", "httpx", "httpx2", "mcp", "llama_cpp")
 
 
 def source_files() -> list[Path]:
@@ -150,3 +150,21 @@ def test_no_test_module_imports_another() -> None:
               for module, line in imports(path)
               if module.startswith("tests.") and module.rsplit(".", 1)[-1].startswith("test_")]
     assert strays == []
+
+
+def test_typer_keeps_pydantic_off_the_start_path(tmp_path: Path) -> None:
+    """pyproject pins ``typer<0.29``: Typer 0.29 validates options with pydantic, ~0.1 s more on
+    every start. Here the real command line is parsed (the main callback and a subcommand run)
+    and pydantic must not be loaded. When a newer Typer passes this, the pin can be lifted."""
+    code = ("import atexit, sys\n"
+            "atexit.register(lambda: print('pydantic' in sys.modules, 'typer' in sys.modules))\n"
+            "from repl.cli import main\nmain()\n")
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "XDG_DATA_HOME": str(tmp_path / "data"), "XDG_STATE_HOME": str(tmp_path / "state"),
+           "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", code, "--yes", "--model", "m", "config"], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    pydantic_loaded, typer_loaded = done.stdout.split()[-2:]
+    assert typer_loaded == "True", "the command line did not go through Typer"
+    assert pydantic_loaded == "False", "parsing glassloop's options loads pydantic (Typer >= 0.29?)"

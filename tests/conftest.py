@@ -18,6 +18,26 @@ from tools import build_tools
 from tools.registry import Registry
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
+    """``--dist loadgroup`` sends the tests of one ``xdist_group`` to one worker by a ``@group``
+    suffix on their node ids. pytest 9.2 ignores how pytest-xdist 3.8 sets it (pytest-xdist
+    issue 1386), so the marks were silently dropped; this sets it where pytest 9.2 reads it."""
+    result = yield
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # an older pytest, where xdist's own suffix works
+        return result
+    if not getattr(config.option, "loadgroup", False):
+        return result
+    for item in items:
+        group = "_".join(sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                                 for mark in item.iter_markers("xdist_group")}))
+        if group and not item.nodeid.endswith("@" + group) and hasattr(item, "_id"):
+            item._id = NodeId.parse(f"{item.nodeid}@{group}")
+    return result
+
+
 @pytest.fixture
 def fake_server() -> Iterator[FakeServer]:
     """A scripted OpenAI-compatible server on 127.0.0.1 (``base_url`` ends with /v1)."""

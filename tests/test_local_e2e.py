@@ -20,10 +20,11 @@ import pytest
 from repl.providers.weights import ensure_model
 from tests.support import SEED_TODOS, alive
 
-pytestmark = pytest.mark.skipif(
-    util.find_spec("llama_cpp") is None,
-    reason="needs the 'local' extra: pip install 'glassloop[local]'",
-)
+pytestmark = [
+    pytest.mark.skipif(util.find_spec("llama_cpp") is None,
+                       reason="needs the 'local' extra: pip install 'glassloop[local]'"),
+    pytest.mark.xdist_group("llama"),  # real inference uses every CPU: one test worker runs it all
+]
 
 QUESTION = "Which todos are not done yet? Explain the highest-priority one."
 ENGLISH_TODOS = [dict(t, title=title, detail=detail) for t, (title, detail) in zip(SEED_TODOS, [

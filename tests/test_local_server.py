@@ -36,6 +36,7 @@ needs_extra = pytest.mark.skipif(
     util.find_spec("llama_cpp") is None,
     reason="needs the 'local' extra: pip install 'glassloop[local]'",
 )
+pytestmark = pytest.mark.xdist_group("llama")  # real llama.cpp servers: all on one test worker
 
 
 # ---------------------------------------------------------------- weights (no extra needed)

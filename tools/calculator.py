@@ -164,6 +164,7 @@ def _apply(op: ast.operator, left: Number, right: Number) -> Number:
 def _evaluate(node: ast.expr) -> Number:
     """Recursive evaluation; depth is already bounded by ``_check_shape``."""
     if isinstance(node, ast.Constant):
+        assert isinstance(node.value, int | float)  # _check_kind refused every other constant
         return node.value
     if isinstance(node, ast.UnaryOp):
         return _UNARY[type(node.op)](_evaluate(node.operand))

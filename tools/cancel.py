@@ -28,7 +28,7 @@ class Cancel:
     def __init__(self) -> None:
         self._event = threading.Event()
         self._lock = threading.Lock()
-        self._callbacks: list[Callable[[], None]] = []
+        self._callbacks: list[Callable[[], object]] = []
 
     @property
     def cancelled(self) -> bool:
@@ -47,7 +47,7 @@ class Cancel:
         for callback in callbacks:
             callback()
 
-    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+    def on_cancel(self, callback: Callable[[], object]) -> Callable[[], None]:
         """Run ``callback`` once when cancelled (at once if already); returns what unregisters it."""
         with self._lock:
             if not self._event.is_set():
@@ -63,7 +63,7 @@ class Cancel:
         child.on_cancel(forget)  # a child cancelled first leaves no callback behind
         return child
 
-    def _forget(self, callback: Callable[[], None]) -> None:
+    def _forget(self, callback: Callable[[], object]) -> None:
         with self._lock:
             if callback in self._callbacks:
                 self._callbacks.remove(callback)

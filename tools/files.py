@@ -129,7 +129,7 @@ def _entry(sandbox: Sandbox, path: Path) -> dict | None:
     if not resolved.is_relative_to(sandbox.root):
         return None
     kind = "dir" if stat.S_ISDIR(info.st_mode) else "file" if stat.S_ISREG(info.st_mode) else "other"
-    entry = {"path": sandbox.relative(path.absolute()), "type": kind}
+    entry: dict[str, str | int] = {"path": sandbox.relative(path.absolute()), "type": kind}
     if kind == "file":
         entry["size"] = info.st_size
     return entry

@@ -80,8 +80,8 @@ def tool(
 
     def mark(func: Callable[..., Any]) -> Callable[..., Any]:
         code = getattr(func, "__code__", None)
-        declared_name = name or getattr(func, "__name__", "tool")
-        where = (code.co_filename, code.co_firstlineno) if code else ("?", 0)
+        declared_name = name or str(getattr(func, "__name__", "tool"))
+        where: tuple[str, int] = (code.co_filename, code.co_firstlineno) if code else ("?", 0)
         try:
             if inspect.iscoroutinefunction(func):
                 raise TypeError("an async function cannot be a tool; make it a plain def")

@@ -75,13 +75,13 @@ def clothing_advice(temperature_c: float | None, condition: str) -> str:
     return advice
 
 
-def _resolve_date(text: str | None) -> tuple[int | None, str | None]:
-    """Return (days from today, explicit ISO date): exactly one of them is set."""
+def _resolve_date(text: str | None) -> int | str:
+    """Days from today (an int), or an explicit ISO date (a str)."""
     key = (text or "").strip().lower()
     if key in _RELATIVE_DAYS:
-        return _RELATIVE_DAYS[key], None
+        return _RELATIVE_DAYS[key]
     try:
-        return None, Date.fromisoformat(key).isoformat()
+        return Date.fromisoformat(key).isoformat()
     except ValueError as exc:
         raise ToolError(
             "invalid_arguments",
@@ -120,16 +120,16 @@ def _geocode(client: httpx.Client, url: str, city: str) -> dict[str, Any]:
     return place
 
 
-def _forecast_params(place: dict[str, Any], days_ahead: int | None, iso: str | None) -> dict:
+def _forecast_params(place: dict[str, Any], day: int | str) -> dict:
     params: dict[str, Any] = {
         "latitude": place["latitude"], "longitude": place["longitude"],
         "daily": "temperature_2m_max,temperature_2m_min,weather_code", "timezone": "auto",
     }
-    if iso is not None:
-        params.update(start_date=iso, end_date=iso)
+    if isinstance(day, str):
+        params.update(start_date=day, end_date=day)
     else:
-        params["forecast_days"] = days_ahead + 1
-    if days_ahead == 0:
+        params["forecast_days"] = day + 1
+    if day == 0:
         params["current"] = "temperature_2m,weather_code"
     return params
 
@@ -154,8 +154,8 @@ def _read_forecast(body: dict[str, Any], index: int) -> dict[str, Any]:
 
 
 def _open_meteo(city: str, when: str | None, urls: tuple[str, str], timeout_s: float, cancel: Cancel) -> dict:
-    days_ahead, iso = _resolve_date(when)
-    if days_ahead is not None and days_ahead > MAX_DAYS_AHEAD:
+    day = _resolve_date(when)
+    if isinstance(day, int) and day > MAX_DAYS_AHEAD:
         raise ToolError("invalid_arguments", f"forecasts reach {MAX_DAYS_AHEAD} days ahead")
     import httpx
 
@@ -163,24 +163,24 @@ def _open_meteo(city: str, when: str | None, urls: tuple[str, str], timeout_s: f
         place = _geocode(client, urls[0], city)
         if cancel.cancelled:  # the call timed out or its turn ended meanwhile: no second request
             raise ToolError("cancelled", "the weather lookup was cancelled before the forecast was asked for")
-        body = _get_json(client, urls[1], _forecast_params(place, days_ahead, iso))
-    day = _read_forecast(body, 0 if iso else days_ahead)
-    day.setdefault("temperature_c", None)
-    shown = day["temperature_c"] if day["temperature_c"] is not None else day["high_c"]
+        body = _get_json(client, urls[1], _forecast_params(place, day))
+    forecast = _read_forecast(body, 0 if isinstance(day, str) else day)
+    forecast.setdefault("temperature_c", None)
+    shown = forecast["temperature_c"] if forecast["temperature_c"] is not None else forecast["high_c"]
     return {
-        "city": place.get("name", city), "country": place.get("country"), **day,
-        "advice": clothing_advice(shown, day["condition"]), "source": "open-meteo",
+        "city": place.get("name", city), "country": place.get("country"), **forecast,
+        "advice": clothing_advice(shown, forecast["condition"]), "source": "open-meteo",
     }
 
 
 def _sample(city: str, when: str | None) -> dict:
-    days_ahead, iso = _resolve_date(when)
+    day = _resolve_date(when)
     key = city.strip().lower()
     entry = SAMPLE.get(SAMPLE_ALIASES.get(city.strip(), key))
     if entry is None:
         known = ", ".join(v["city"] for v in SAMPLE.values())
         raise ToolError("not_found", f"no sample weather for {city!r}; sample cities: {known}")
-    shown_date = iso or (when or "today")
+    shown_date = day if isinstance(day, str) else (when or "today")
     advice = clothing_advice(entry["temperature_c"], entry["condition"])
     return {**entry, "date": shown_date, "advice": advice, "source": "sample data",
             "note": "built-in sample values, not a live forecast"}

@@ -68,10 +68,10 @@ ToolsOpt = Annotated[list[Path] | None, typer.Option("--tools", help="A Python f
 def _option(name: str, spec: Spec) -> inspect.Parameter:
     numeric = spec.kind in ("int", "float")
     option = typer.Option("--" + name.replace("_", "-"), help=spec.meta.cli,
-                          **({"min": spec.minimum} if numeric and spec.minimum else {}))
+                          min=spec.minimum if numeric and spec.minimum else None)
     kind = {"int": int, "float": float}.get(spec.kind, str)
     return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
-                             annotation=Annotated[kind | None, option])  # type: ignore[valid-type]
+                             annotation=Annotated[kind | None, option])
 
 
 def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:

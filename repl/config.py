@@ -198,8 +198,8 @@ def _values(cls: type, prefix: str, flat: dict, sources: dict, cwd: Path,
     values: dict[str, Any] = {}
     for f, meta in declared(cls):
         key = prefix + (meta.key or f.name)
-        if dataclasses.is_dataclass(f.type):
-            values[f.name] = f.type(**_values(f.type, key + ".", flat, sources, cwd, dirs))  # type: ignore[operator]
+        if isinstance(f.type, type) and dataclasses.is_dataclass(f.type):
+            values[f.name] = f.type(**_values(f.type, key + ".", flat, sources, cwd, dirs))
             continue
         if spec_at(key) is None:  # a named table
             continue
@@ -231,7 +231,7 @@ def _mcp_servers(flat: dict, sources: dict) -> dict[str, dict[str, Any]]:
             if prefix + f.name in flat:
                 server[f.name] = flat[prefix + f.name]
             elif f.default is not None:
-                server[f.name] = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
+                server[f.name] = f.default_factory() if callable(f.default_factory) else f.default
         if not server["command"] and not server["url"]:
             raise config_error(sources[prefix[:-1]], prefix[:-1], "expected a command or a url")
         servers[name] = server

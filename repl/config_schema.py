@@ -107,10 +107,11 @@ def _spec(f: dataclasses.Field, meta: Meta) -> Spec:
 
 def _table_of(f: dataclasses.Field, meta: Meta) -> type | None:
     """The dataclass a field is a table of: ``guards`` (one), ``providers.NAME`` (named)."""
-    if dataclasses.is_dataclass(f.type):
-        return f.type  # type: ignore[return-value]
+    if isinstance(f.type, type) and dataclasses.is_dataclass(f.type):
+        return f.type
     args = get_args(f.type)
-    return meta.named or (args[1] if len(args) == 2 and dataclasses.is_dataclass(args[1]) else None)
+    table = args[1] if len(args) == 2 else None
+    return meta.named or (table if isinstance(table, type) and dataclasses.is_dataclass(table) else None)
 
 
 def schema_of(cls: type) -> dict[str, Any]:
@@ -159,7 +160,8 @@ def show(value: Any) -> str:
         return '"' + printable(text) + '"'
     if isinstance(value, int | float):
         return repr(value)
-    return {dict: "a table", list: "a list"}.get(type(value), f"a {type(value).__name__}")
+    kinds: dict[type, str] = {dict: "a table", list: "a list"}
+    return kinds.get(type(value), f"a {type(value).__name__}")
 
 
 def url_problem(url: str) -> str | None:

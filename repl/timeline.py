@@ -184,7 +184,8 @@ def _num(value: Any) -> float:
 
 
 def _tokens(r: dict[str, Any]) -> str:
-    u = r.get("usage") if isinstance(r.get("usage"), dict) else {}
+    usage = r.get("usage")
+    u = usage if isinstance(usage, dict) else {}
     mark = "~" if u.get("estimated") else ""
     return f"in {mark}{u.get('input_tokens', 0):,} ({u.get('cached_tokens', 0):,} cached) out {mark}{u.get('output_tokens', 0):,}"
 

@@ -56,7 +56,7 @@ def tool_grammar(tools: list[dict[str, Any]], *, optional: bool = True) -> str:
 def _cached(tools_json: str, optional: bool) -> str:
     from llama_cpp.llama_grammar import SchemaConverter
 
-    class Converter(SchemaConverter):  # type: ignore[misc]
+    class Converter(SchemaConverter):
         def _generate_constant_rule(self, value: Any) -> str:
             # the converter's constants (enum values, the tool's name) take no trailing
             # whitespace, unlike its strings and numbers: the model's pretty-printed

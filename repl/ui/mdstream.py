@@ -81,7 +81,7 @@ def seam_flags(markdown: Any) -> tuple[bool, bool | None]:
     """
     from rich.markdown import Markdown, MarkdownElement, UnknownElement
 
-    stack: list[type] = []
+    stack: list[type[MarkdownElement]] = []
     reads_incoming: bool | None = None
     outgoing: bool | None = None
     for token in _flatten(markdown.parsed):

@@ -21,6 +21,7 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check repl tools tests bench
+	$(VENV)/bin/mypy  # files and options: [tool.mypy] in pyproject.toml
 
 reliability: $(STAMP)
 	GLASSLOOP_RELIABILITY_FULL=1 $(PY) -m pytest tests/reliability

@@ -3,7 +3,8 @@
 Everything before the last turn goes to the model (no tools) with a request
 to summarise it; the answer replaces those turns as one user/assistant pair,
 so the history stays valid (whole turns only, calls never split from their
-results). The caller keeps the old messages to undo it.
+results). The caller keeps the old messages to undo it. The call is the loop's
+(``Runner.call_model``), cut to the runner's provider's window like a turn's request.
 """
 
 from __future__ import annotations
@@ -11,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from repl.agent import Runner
 from repl.context import messages_tokens
 from repl.events import Usage
 from repl.history import fit_window
-from repl.providers.base import Completed, Provider, ProviderError, TextPart, estimate_tokens
+from repl.providers.base import ProviderError, estimate_tokens
 
 SUMMARY_REQUEST = (
     "Summarise our conversation so far; your summary will replace it in your memory. "
@@ -43,9 +45,10 @@ def older_turns(messages: list[dict[str, Any]]) -> int:
     return starts[-1] if len(starts) >= 2 else 0
 
 
-def compact(system_prompt: str, messages: list[dict[str, Any]], provider: Provider,
+def compact(system_prompt: str, messages: list[dict[str, Any]], runner: Runner,
             instructions: str = "") -> Compacted | None:
-    """Summarise all but the last turn; None when there are fewer than two turns.
+    """Summarise all but the last turn with ``runner``'s model call (no tools); None
+    when there are fewer than two turns.
 
     Raises ProviderError (and KeyboardInterrupt) like any model call; nothing
     is changed then.
@@ -56,11 +59,9 @@ def compact(system_prompt: str, messages: list[dict[str, Any]], provider: Provid
     request = SUMMARY_REQUEST + (f"\n\nAlso: {instructions.strip()}" if instructions.strip() else "")
     system = [{"role": "system", "content": system_prompt}] if system_prompt else []
     sent = system + [dict(m) for m in messages[:split]] + [{"role": "user", "content": request}]
-    window = getattr(provider, "context_window", 0) or 0
-    if window > 0:
-        reserve = min(getattr(provider, "max_tokens", None) or 2048, window // 4)
-        sent, _ = fit_window(sent, window - reserve, estimate_tokens)
-    completed = _ask(provider, sent)
+    if (room := runner.room()) > 0:
+        sent, _ = fit_window(sent, room, estimate_tokens)
+    completed = runner.call_model(sent, None)
     summary = completed.text.strip()
     if not summary:
         raise ProviderError("other", "the model returned an empty summary; nothing was changed")
@@ -72,16 +73,3 @@ def compact(system_prompt: str, messages: list[dict[str, Any]], provider: Provid
     return Compacted(new, turns, base + messages_tokens(messages), base + messages_tokens(new),
                      completed.usage, completed.latency_s)
 
-
-def _ask(provider: Provider, messages: list[dict[str, Any]]) -> Completed:
-    text: list[str] = []
-    stream = provider.stream(messages, None)
-    try:
-        for part in stream:
-            if isinstance(part, TextPart):
-                text.append(part.text)
-            elif isinstance(part, Completed):
-                return part
-    finally:
-        stream.close()  # also on Ctrl-C: drop the HTTP stream
-    raise ProviderError("stream_cut", "the summary ended without a final message", "".join(text))

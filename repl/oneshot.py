@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO
 
-from repl.agent import run_turn
+from repl.agent import Runner
 from repl.approval import Approver
 from repl.config import Settings
 from repl.cost import Cost, price_for, session_budget, usd
@@ -202,9 +202,9 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
     try:
         if mcp is not None:
             mcp.wait_ready(MCP_READY_WAIT_S)
-        finished = run_turn(history, question, provider=provider, registry=registry,
-                            approver=Approver(mode), limits=settings.guards, emit=emit,
-                            budget=session_budget(settings, Usage(), Cost()))
+        with Runner(provider, registry, Approver(mode), settings.guards, emit,
+                    budget=session_budget(settings, Usage(), Cost())) as runner:
+            finished = runner.run_turn(history, question)
     finally:
         provider.close()
         if mcp is not None:

@@ -12,20 +12,29 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from repl import commands
-from repl.agent import run_turn
-from repl.approval import Approver
+from repl.agent import Runner, SessionBudget
+from repl.approval import Approver, Asker
 from repl.compaction import Compacted, compact
 from repl.config import ConfigError, Settings, with_overrides
 from repl.context import ContextWindow, messages_tokens
 from repl.cost import Cost, price_for, session_budget
-from repl.events import Event, ModelUsage, Notice, TurnFinished, Usage
+from repl.events import Emit, Event, ModelUsage, Notice, TurnFinished, Usage
 from repl.history import History
-from repl.journal import Journal, find_session, load_checked, recap, recent_sessions, turn_records
+from repl.journal import (
+    Journal,
+    SessionInfo,
+    find_session,
+    load_checked,
+    recap,
+    recent_sessions,
+    turn_records,
+)
 from repl.prompts import system_prompt
 from repl.providers.base import Provider, ProviderError
+from repl.redact import redactor_for
 from repl.runtime import (
     MCP_READY_WAIT_S,
     LazyProvider,
@@ -35,16 +44,79 @@ from repl.runtime import (
     new_id,
     not_saved,
     open_trace,
-    redactor_for,
     start_mcp,
 )
-from repl.stepping import STEP_ON, Stepping
+from repl.stepping import STEP_ON, Stepper, Stepping
 from repl.user_tools import UserTools
 from tools import store
+
+if TYPE_CHECKING:
+    from repl.trace import Trace
+    from tools.mcp_client import McpManager
 
 EXIT_WINDOW_S = 2.0
 PICK = ""  # --resume without a value: pick a session
 USER_TOOLS_WAIT_S = 30.0  # how long the first turn waits for the user's tool files to load
+
+
+class UI(Protocol):
+    """What the session and its commands need of a terminal (``repl.ui.terminal.Terminal``
+    is one; tests use stubs). Text goes through it already escaped by the UI, never raw."""
+
+    # ---- input
+    def read(self) -> str:
+        """The next line typed; EOFError at the end of input, KeyboardInterrupt on Ctrl-C."""
+        ...
+
+    def echo(self, line: str) -> None:
+        """A message the user did not type at the prompt, shown as if typed."""
+        ...
+
+    def prefill(self, text: str) -> bool:
+        """``text`` in the next prompt's input line to edit; False without a prompt."""
+        ...
+
+    def confirm(self, question: str) -> bool: ...
+
+    def pick_session(self, sessions: list[SessionInfo]) -> str | None:
+        """The id of the session chosen; None when cancelled or without a terminal."""
+        ...
+
+    def asker(self) -> Asker | None:
+        """Who approves tool calls; None: no one to ask."""
+        ...
+
+    def stepper(self) -> Stepper | None:
+        """Step mode's pauses; None without a terminal to pause in."""
+        ...
+
+    # ---- output
+    def render(self, event: Event) -> None: ...
+    def info(self, text: str) -> None: ...
+    def error(self, text: str) -> None: ...
+    def lines(self, lines: list[str]) -> None: ...
+    def table(self, title: str, columns: list[str], rows: list[tuple[str, ...]],
+              keep: tuple[str, ...] = ()) -> None: ...
+    def json(self, value: Any) -> None: ...
+    def recap(self, earlier: int, turns: list[dict[str, Any]]) -> None: ...
+
+    def waiting(self, status: str | None) -> None:
+        """Progress while the provider starts (from a background thread); None when ready."""
+        ...
+
+    def stop_live(self) -> None:
+        """End the live area (spinner, streaming text) of a turn or command."""
+        ...
+
+    def copy(self, text: str) -> bool:
+        """``text`` to the clipboard through the terminal; False without one."""
+        ...
+
+    def set_verbose(self, on: bool | None) -> bool: ...
+    def set_reasoning(self, on: bool | None) -> bool: ...
+
+    @property
+    def width(self) -> int: ...
 
 
 @dataclass
@@ -91,7 +163,7 @@ class TurnRecord:
 @dataclass
 class ChatSession:
     settings: Settings
-    ui: Any  # repl.ui.Terminal: renderer, prompt and approval dialog
+    ui: UI
     interactive: bool
     session_id: str = field(default_factory=new_id)
     history: History = field(default_factory=History)
@@ -114,11 +186,11 @@ class ChatSession:
         self.approver = Approver(self.settings.approval, self.ui.asker() if self.interactive else None)
         if not self.history.system_prompt:
             self.history.system_prompt = self._system_prompt()
-        self.trace: Any = None
+        self.trace: Trace | None = None
         self._open_trace()
         self.journal: Journal | None = None
         store.set_write_observer(self._on_write)
-        self.mcp: Any = None  # tools.mcp_client.McpManager once started
+        self.mcp: McpManager | None = None  # once started, with servers configured
         self.user_tools = UserTools(self.settings, self.registry, self._background_notice,
                                     self.ui.confirm if self.interactive else None)
 
@@ -287,11 +359,8 @@ class ChatSession:
             self.trace.close()
 
     def _close_provider(self) -> None:
-        if self._provider is not None and self._provider._done.is_set():
-            try:
-                self._provider.get().close()
-            except BaseException:  # a provider that never started has nothing to close
-                pass
+        if self._provider is not None:
+            self._provider.close()
         self._provider = None
 
     def start_mcp(self) -> None:
@@ -347,10 +416,8 @@ class ChatSession:
         number = self.turn_number = self.turn_number + 1
         before = len(self.history.messages)
         try:
-            finished = run_turn(self.history, text, provider=provider, registry=self.registry,
-                                approver=self.approver, limits=self.settings.guards,
-                                emit=self.emit, turn=number, context=self.context, budget=budget,
-                                stepping=self.stepping)
+            with self._runner(provider, self.emit, budget) as runner:
+                finished = runner.run_turn(self.history, text, number)
         finally:
             self.ui.stop_live()
             if self.journal:
@@ -360,6 +427,11 @@ class ChatSession:
         self._record(TurnRecord(finished.turn, finished, self._model_calls, self._writes, self._turn_cost,
                                 question=text, in_history=len(self.history.messages) > before))
         return finished
+
+    def _runner(self, provider: Provider, emit: Emit, budget: SessionBudget | None = None) -> Runner:
+        """The loop's collaborators from this session's parts; the caller closes it (its tool pool)."""
+        return Runner(provider, self.registry, self.approver, self.settings.guards, emit, self.context,
+                      budget, self.stepping)
 
     def _record(self, record: TurnRecord) -> None:
         record.prompt_tokens = self.last_prompt_tokens
@@ -383,7 +455,8 @@ class ChatSession:
         None when there is too little to compact. Raises ProviderError and
         KeyboardInterrupt with the conversation unchanged.
         """
-        done = compact(self.history.system_prompt, self.history.messages, self.provider(), instructions)
+        with self._runner(self.provider(), lambda event: None) as runner:  # the summary is not streamed
+            done = compact(self.history.system_prompt, self.history.messages, runner, instructions)
         if done is None:
             return None
         before = list(self.history.messages)
@@ -490,7 +563,7 @@ def run_chat(settings: Settings, *, resume: str | None = None, first: str = "", 
 
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     holder: list[ChatSession] = []
-    ui = Terminal.create(settings, interactive=interactive, commands=commands.specs(lambda: holder[0]))
+    ui = Terminal.create(settings, interactive=interactive, commands=commands.table().specs(lambda: holder[0]))
     session = ChatSession(settings, ui, interactive)
     holder.append(session)
     ui.attach(session)

@@ -76,7 +76,7 @@ from repl.settings import Limits
 from repl.stepping import SKIPPED, CallView, Edit, NoTools, Result, Skip, Stepping, Stop
 from repl.unicode import split_high_surrogate, valid_text
 from tools.cancel import Cancel
-from tools.registry import Registry, ToolError, error_result
+from tools.registry import Registry, Tool, ToolError, error_result
 
 UNNAMED = "unnamed_tool"  # stands for a tool call that came without a name
 FINAL_NOTE = (
@@ -469,13 +469,13 @@ class _Turn:
     def _execute(self, calls: list[ToolCall], results: dict[str, dict[str, Any]]) -> None:
         runner, step = self.runner, self.steps
         running: list[tuple[ToolCall, Future, float, Cancel]] = []
-        effectful = []
+        effectful: list[tuple[ToolCall, Tool]] = []  # with the tool as found now (a lost MCP server may drop it)
         for call in calls:
             tool = runner.registry.get(call.name)
             runner.emit(ToolCallStarted(step, call.id, call.name, _display_args(call.arguments),
                                         bool(tool and tool.side_effects)))
             if tool is not None and tool.side_effects:
-                effectful.append(call)
+                effectful.append((call, tool))
             elif self.time_left() <= 0:
                 results[call.id] = _no_time(call)
                 _emit_finished(runner.emit, step, call, results[call.id], time.monotonic())
@@ -489,16 +489,17 @@ class _Turn:
         for index in range(len(effectful)):
             self._run_effectful(effectful, index, results)
 
-    def _run_effectful(self, effectful: list[ToolCall], index: int, results: dict[str, dict[str, Any]]) -> None:
+    def _run_effectful(self, effectful: list[tuple[ToolCall, Tool]], index: int,
+                       results: dict[str, dict[str, Any]]) -> None:
         """The side-effecting call ``effectful[index]``: asked for, then run (or denied)."""
-        runner, step, call = self.runner, self.steps, effectful[index]
+        runner, step, (call, tool) = self.runner, self.steps, effectful[index]
         registry = runner.registry
         started = time.monotonic()
         arguments, error = registry.parse_arguments(call.name, call.arguments)
         if error is None:
-            tool = registry.get(call.name)
-            later = tuple(PendingCall(c.id, c.name, _display_args(c.arguments), registry.get(c.name).destructive)
-                          for c in effectful[index + 1:])
+            assert arguments is not None  # parse_arguments sets one of the two
+            later = tuple(PendingCall(c.id, c.name, _display_args(c.arguments), t.destructive)
+                          for c, t in effectful[index + 1:])
             request = ApprovalRequest(step, call.id, call.name, arguments, _preview(tool, arguments), index + 1,
                                       len(effectful), tool.destructive, later, lambda edited: _preview(tool, edited))
             runner.emit(ApprovalRequested(step, call.id, call.name, arguments))

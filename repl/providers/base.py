@@ -7,7 +7,7 @@ The agent loop sees only these. History messages are neutral dicts (see
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -161,6 +161,6 @@ class Provider(Protocol):
     def stream(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
         deadline: float | None = None,
-    ) -> Iterator[Part]: ...
+    ) -> Generator[Part, None, None]: ...
 
     def close(self) -> None: ...

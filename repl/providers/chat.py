@@ -148,7 +148,7 @@ class ChatProvider(SdkEndpoint):
     def stream(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
         deadline: float | None = None,
-    ) -> Iterator[Part]:
+    ) -> Generator[Part, None, None]:
         self._get_client()  # the SDK import is start-up cost, not model latency
         started = time.monotonic()
         tools = tools or []

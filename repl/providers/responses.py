@@ -151,7 +151,7 @@ class ResponsesProvider(SdkEndpoint):
     def stream(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
         deadline: float | None = None,
-    ) -> Iterator[Part]:
+    ) -> Generator[Part, None, None]:
         self._get_client()  # the SDK import is start-up cost, not model latency
         started = time.monotonic()
         params = self.request_params(messages, tools)

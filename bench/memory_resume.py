@@ -30,7 +30,9 @@ WARMUP = 10
 
 
 class StubUI:
-    """The terminal facade the session talks to, with every method a no-op (events are counted)."""
+    """The session's ``UI`` (``repl.session.UI``) with every method a no-op (events are counted)."""
+
+    width = 80
 
     def __init__(self) -> None:
         self.events = 0
@@ -42,22 +44,18 @@ class StubUI:
     def error(self, text: str) -> None:
         self.errors.append(text)
 
-    def asker(self) -> None:
-        return None
-
-    def confirm(self, question: str) -> bool:
-        return False
-
     def read(self) -> str:
         raise EOFError
-
-    def cost_text(self, usage: Any) -> str:
-        return ""
 
     def _nothing(self, *args: Any, **kwargs: Any) -> None:
         return None
 
-    stop_live = info = waiting = header = lines = table = goodbye = attach = _nothing
+    def _no(self, *args: Any, **kwargs: Any) -> bool:
+        return False
+
+    echo = info = lines = table = json = recap = waiting = stop_live = _nothing
+    asker = stepper = pick_session = _nothing
+    prefill = confirm = copy = set_verbose = set_reasoning = _no
 
 
 def script(turns: int) -> list[dict[str, Any]]:

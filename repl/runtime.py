@@ -18,7 +18,7 @@ from typing import Any
 
 from repl.config import ProviderSettings, Settings
 from repl.providers.base import Provider, ProviderError
-from repl.redact import redactor_for as redactor_for
+from repl.redact import redactor_for
 from repl.trace import JsonlWriter, Trace, WireLog, wire_path
 from tools import build_tools
 from tools.registry import Registry
@@ -156,6 +156,15 @@ class LazyProvider:
         if self._done.is_set() and not isinstance(self._result, BaseException):
             return self._result
         return None
+
+    def close(self) -> None:
+        """Close the provider if it was built; one still building is left to finish on its own."""
+        provider = self.ready()
+        if provider is not None:
+            try:
+                provider.close()
+            except BaseException:  # noqa: BLE001 - closing at the end must not fail the session
+                pass
 
     def get(self) -> Provider:
         while not self._done.wait(0.05):  # short waits keep Ctrl-C responsive

@@ -220,6 +220,16 @@ class Trace:
         self._text = TextJoiner()
         self._held: list[Timed] | None = None if writer.opened else []  # until the first turn
 
+    @property
+    def path(self) -> Path:
+        """The trace file (made by the session's first turn)."""
+        return self.writer.path
+
+    @property
+    def raw_off(self) -> str:
+        """Why raw bodies are not being kept ("" while they are)."""
+        return self.wire_error or ("" if self.wire else "[trace] raw = false")
+
     def __call__(self, event: Event) -> None:
         if isinstance(event, WireRecord):
             if self.wire is not None:

@@ -9,13 +9,16 @@ message. Nothing here is a tool: the model can never run it.
 from __future__ import annotations
 
 import subprocess
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from repl.session import ChatSession
 
 SHOWN_LINES = 200  # more lines of output are counted, not shown
 ADDED_CHARS = 20_000  # the most output added to a message (its head and tail kept)
 
 
-def run_shell(session: Any, command: str) -> None:
+def run_shell(session: ChatSession, command: str) -> None:
     command = command.strip()
     if not command:
         session.ui.error("usage: !COMMAND runs COMMAND in your shell (you, not the model)")

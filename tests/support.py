@@ -75,13 +75,38 @@ def alive(pid: int) -> bool:
 
 
 class StubUI:
-    """The terminal facade, recording what the session shows."""
+    """The session's ``UI`` without a terminal, recording what the session shows: no one to
+    ask, no input (EOF), nothing to pause in."""
+
+    width = 80
 
     def __init__(self) -> None:
         self.infos: list[str] = []
         self.errors: list[str] = []
         self.tables: list[tuple[str, list[str], list[tuple[str, ...]]]] = []
         self.events: list[Any] = []
+        self.shown: list[str] = []  # lines(), json() and echo() output
+
+    def read(self) -> str:
+        raise EOFError
+
+    def echo(self, line: str) -> None:
+        self.shown.append("> " + line)
+
+    def prefill(self, text: str) -> bool:
+        return False
+
+    def confirm(self, question: str) -> bool:
+        return False
+
+    def pick_session(self, sessions: list[Any]) -> str | None:
+        return None
+
+    def asker(self) -> None:
+        return None
+
+    def stepper(self) -> None:
+        return None
 
     def render(self, event: Any) -> None:
         self.events.append(event)
@@ -92,16 +117,33 @@ class StubUI:
     def error(self, text: str) -> None:
         self.errors.append(text)
 
-    def table(self, title: str, columns: list[str], rows: list[tuple[str, ...]]) -> None:
+    def lines(self, lines: list[str]) -> None:
+        self.shown.extend(lines)
+
+    def table(self, title: str, columns: list[str], rows: list[tuple[str, ...]],
+              keep: tuple[str, ...] = ()) -> None:
         self.tables.append((title, columns, rows))
 
-    def asker(self) -> None:
+    def json(self, value: Any) -> None:
+        self.shown.append(json.dumps(value, ensure_ascii=False))
+
+    def recap(self, earlier: int, turns: list[dict[str, Any]]) -> None:
         return None
 
-    def _nothing(self, *args: Any, **kwargs: Any) -> None:
+    def waiting(self, status: str | None) -> None:
         return None
 
-    stop_live = waiting = lines = _nothing
+    def stop_live(self) -> None:
+        return None
+
+    def copy(self, text: str) -> bool:
+        return False
+
+    def set_verbose(self, on: bool | None) -> bool:
+        return bool(on)
+
+    def set_reasoning(self, on: bool | None) -> bool:
+        return bool(on)
 
 
 # ---- MCP --------------------------------------------------------------------------------

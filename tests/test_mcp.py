@@ -21,7 +21,7 @@ from repl.history import History, check
 from repl.providers.chat import ChatProvider
 from repl.runtime import build_registry, start_mcp
 from tests.fakeserver import call, text, tool_calls
-from tests.support import Stack, stdio_server
+from tests.support import Stack, StubUI, stdio_server
 from tools.mcp_client import McpManager, ServerConfig
 from tools.mcp_convert import parameters_from, result_to_data, tool_name
 from tools.registry import ToolError
@@ -104,28 +104,12 @@ def test_slow_tool_times_out_and_the_server_keeps_working(tmp_path: Path) -> Non
 # ---- failures --------------------------------------------------------------------------
 
 
-class _RecordingUI:
-    def __init__(self) -> None:
-        self.infos: list[str] = []
-        self.errors: list[str] = []
-        self.tables: list[tuple[str, list, list]] = []
-
-    def info(self, text: str) -> None:
-        self.infos.append(text)
-
-    def error(self, text: str) -> None:
-        self.errors.append(text)
-
-    def table(self, title: str, columns: list, rows: list) -> None:
-        self.tables.append((title, columns, rows))
-
-
 class _CommandSession:
     """What the /mcp command reads from a session."""
 
     def __init__(self, manager: McpManager | None) -> None:
         self.mcp = manager
-        self.ui = _RecordingUI()
+        self.ui = StubUI()
 
 
 def test_crash_mid_session_gives_tool_errors_and_restart_reconnects(stack: Stack) -> None:

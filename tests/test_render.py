@@ -24,7 +24,8 @@ from repl.events import (
     TurnStarted,
     Usage,
 )
-from repl.ui.render import Renderer, result_summary, summary_line, usage_line
+from repl.ui.event_views import result_summary, summary_line, usage_line
+from repl.ui.render import Renderer
 from tests.terminal import replay
 
 

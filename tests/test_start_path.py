@@ -26,14 +26,14 @@ THIRD_PARTY = {"prompt_toolkit", "rich", "typer", "click", "shellingham", "annot
 # the embedded model, compaction's prompt...) must be imported where it is used.
 # repl.user_tools is the wiring only: the loader and the user's files load on a background thread.
 OURS = {
-    "repl", "repl.agent", "repl.approval", "repl.cli", "repl.command_table", "repl.commands",
-    "repl.commands_loop", "repl.commands_more", "repl.compaction", "repl.compare",
+    "repl", "repl.agent", "repl.approval", "repl.cli", "repl.commands", "repl.commands.conversation",
+    "repl.commands.model", "repl.commands.tools", "repl.commands.trace", "repl.compaction", "repl.compare",
     "repl.config", "repl.config_schema", "repl.config_show", "repl.context", "repl.cost",
     "repl.events", "repl.history", "repl.journal", "repl.prompts", "repl.providers",
     "repl.providers.base", "repl.redact", "repl.runtime", "repl.session", "repl.settings",
     "repl.stepping", "repl.timeline", "repl.trace", "repl.trust", "repl.ui",
     "repl.ui.approval_dialog", "repl.ui.escape", "repl.ui.live", "repl.ui.mdstream",
-    "repl.ui.pieces", "repl.ui.prompt", "repl.ui.render", "repl.ui.terminal", "repl.unicode",
+    "repl.ui.event_views", "repl.ui.prompt", "repl.ui.render", "repl.ui.terminal", "repl.unicode",
     "repl.user_tools", "tools", "tools.calculator", "tools.cancel", "tools.files",
     "tools.notes", "tools.registry", "tools.schema", "tools.store", "tools.todos",
     "tools.validation", "tools.weather",

@@ -37,7 +37,7 @@ from rich.text import Text
 
 from repl.approval import ApprovalRequest, PendingCall, UserChoice
 from repl.ui.escape import clean
-from repl.ui.pieces import arguments_text
+from repl.ui.event_views import arguments_text
 
 Validate = Callable[[dict[str, Any]], "str | None"]
 ACTIONS = {"y": "yes", "n": "no", "a": "always", "r": "rest"}

@@ -3,7 +3,7 @@
 One ``Live`` area (transient) holds what is still changing: the open tail of
 the streamed answer, a spinner while the model has not answered yet, and a
 panel per running tool call. Everything finished (text blocks, tool panels,
-usage and summary lines, built in ``pieces``) is printed to the scrollback
+usage and summary lines, built in ``event_views``) is printed to the scrollback
 once. Untrusted text is cleaned (``escape.clean``) and reaches Rich only as
 ``Text`` or Markdown.
 """
@@ -42,9 +42,7 @@ from repl.events import (
     UserStep,
 )
 from repl.ui.escape import clean, one_line
-from repl.ui.live import LiveArea, interrupt_main, interrupts_deferred
-from repl.ui.mdstream import MarkdownStream, make_markdown
-from repl.ui.pieces import (
+from repl.ui.event_views import (
     EDITED_KEY,
     SUMMARY_WIDTH,
     decision_line,
@@ -53,7 +51,8 @@ from repl.ui.pieces import (
     summary_line,
     usage_line,
 )
-from repl.ui.pieces import result_summary as result_summary  # re-exported for callers of render
+from repl.ui.live import LiveArea, interrupt_main, interrupts_deferred
+from repl.ui.mdstream import MarkdownStream, make_markdown
 
 Price = Callable[[Usage], "float | None"]
 

@@ -232,7 +232,7 @@ class Terminal:
         if not session.saved:  # a session without a turn is not kept: nothing to name
             self.renderer.notice("no turns: nothing saved")
             return
-        from repl.ui.pieces import plural
+        from repl.ui.event_views import plural
 
         u = session.usage
         resume = f" · resume with glassloop --resume {session.session_id}"

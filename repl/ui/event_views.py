@@ -1,4 +1,4 @@
-"""The pieces the renderer prints: tool panels and usage, summary and decision lines.
+"""What the renderer prints for an event: tool panels and usage, summary and decision lines.
 
 Pure functions of an event (tests call them directly). Untrusted text goes
 through ``escape.clean`` / ``json_text`` and reaches Rich only as ``Text``.

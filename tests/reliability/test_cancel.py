@@ -85,6 +85,9 @@ def test_the_signal_is_not_in_the_schema() -> None:
     assert waiter.tool.cancellable
     weather = make_weather_tool("sample")
     assert set(weather.parameters["properties"]) == {"city", "date"}
+    import glassloop_tools  # what a user's tool file imports it from
+
+    assert glassloop_tools.Cancel is Cancel
 
 
 def test_a_tool_waiting_on_its_signal_stops_when_its_call_times_out(fake_server, provider) -> None:

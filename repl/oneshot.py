@@ -57,6 +57,7 @@ from repl.runtime import (
     open_trace,
     start_mcp,
 )
+from repl.settings import ApprovalMode
 from repl.trace import joined_text
 from repl.ui.escape import clean, json_display  # pure; imports no rich
 from repl.user_tools import UserTools
@@ -182,7 +183,7 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
         for subscriber in subscribers:
             subscriber(event)
 
-    mode = "auto" if assume_yes else ("read-only" if settings.approval == "read-only" else "ask")
+    mode: ApprovalMode = "auto" if assume_yes else ("read-only" if settings.approval == "read-only" else "ask")
     history = History(system_prompt(extra=settings.system_prompt,
                                     compact=settings.active.name == "local"))
     try:

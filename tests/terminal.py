@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import sys
-import time
 
 import pexpect
 
@@ -38,7 +37,8 @@ class Repl:
         self.child.send(line + "\r")
 
     def key(self, key: str) -> None:
-        time.sleep(0.2)  # let the dialog's prompt take over the input
+        """A key for the question just seen: prompt_toolkit reads the terminal before it draws
+        a question (and the approval dialog drops keys typed before that), so no pause is needed."""
         self.child.send(key)
 
     def screen(self) -> str:

@@ -69,7 +69,7 @@ def test_edit_arguments_before_running(repl_factory, fake_server, home):
     repl.say("add it")
     repl.expect("Allow")
     repl.key("e")
-    time.sleep(0.3)
+    repl.expect('"typo tittle"')  # the editor draws the arguments once it reads the keyboard
     # the editor opens with the arguments as pretty JSON; clear it line by line from the end
     repl.child.sendcontrol("a")  # to the start of the last line, then kill lines upwards
     for _ in range(10):

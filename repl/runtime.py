@@ -73,6 +73,8 @@ def make_provider(profile: ProviderSettings, settings: Settings,
     server = _start_local(profile, settings, status or (lambda text: None)) if profile.name == "local" else None
     adapter = ResponsesProvider if profile.api == "responses" else ChatProvider
     provider = adapter(replace(profile, base_url=server.base_url) if server else profile)
+    if server and isinstance(provider, ChatProvider):
+        provider.call_grammar = True  # llama.cpp constrains text calls to the tools' schemas
     return _WithServer(provider, server) if server else provider
 
 

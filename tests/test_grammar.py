@@ -157,7 +157,7 @@ def test_the_reference_call_of_every_evaluation_question_is_accepted(grammar, re
 def test_without_optional_properties_only_the_required_ones_remain(llama, registry) -> None:
     from repl.providers.grammar import tool_grammar
 
-    required_only = Grammar(llama, tool_grammar(registry.schemas(), optional=False))
+    required_only = Grammar(llama, tool_grammar(registry.schemas(), optional="none"))
     try:
         assert required_only.accepts(call("add_todo", title="Buy milk"))
         assert not required_only.accepts(call("add_todo", title="Buy milk", detail="invented"))
@@ -190,3 +190,30 @@ def test_a_schema_the_converter_cannot_express_still_gives_a_grammar(llama) -> N
         assert not loose.accepts(call("other"))
     finally:
         loose.close()
+
+
+def test_without_tools_only_text_is_accepted(llama) -> None:
+    """The loop's final answer (no tools offered): the model cannot echo a call as its answer."""
+    from repl.providers.grammar import ANSWER_GRAMMAR
+
+    text_only = Grammar(llama, ANSWER_GRAMMAR)
+    try:
+        assert text_only.accepts("There are two open todos: the report and the email.")
+        assert text_only.accepts("还有两项没完成。")
+        assert not text_only.accepts(call("list_files", path="."))
+        assert not text_only.accepts("```json\n" + call("list_files") + "\n```")
+    finally:
+        text_only.close()
+
+
+def test_no_default_keeps_the_optional_properties_that_have_no_default(llama, registry) -> None:
+    from repl.providers.grammar import tool_grammar
+
+    grammar = Grammar(llama, tool_grammar(registry.schemas(), optional="no-default"))
+    try:
+        assert grammar.accepts(call("list_todos", status="todo"))        # a filter, no default
+        assert not grammar.accepts(call("list_todos", limit=50))         # paging, default 50
+        assert grammar.accepts(call("update_todo", todo_id=2, priority="high"))
+        assert not grammar.accepts(call("add_todo", title="x", detail=""))  # default ""
+    finally:
+        grammar.close()

@@ -163,10 +163,10 @@ class ChatProvider(SdkEndpoint):
             wire = textcalls.to_text_messages(messages, self._text_tools)
             text_filter = textcalls.TextCallFilter([t["name"] for t in tools])
             params = self._params(wire, [])
-            if self.call_grammar and tools:
-                from repl.providers.grammar import tool_grammar
+            if self.call_grammar:  # without tools (the final answer): text only
+                from repl.providers.grammar import ANSWER_GRAMMAR, tool_grammar
 
-                params["grammar"] = tool_grammar(tools)
+                params["grammar"] = tool_grammar(tools) if tools else ANSWER_GRAMMAR
         else:
             wire, text_filter = to_wire_messages(messages), None
             params = self._params(wire, tools)

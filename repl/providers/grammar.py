@@ -23,37 +23,45 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
+
+OptionalProps = Literal["all", "no-default", "none"]
 
 # Whitespace inside calls: none, one space, or a newline and an indent (the model's fenced
 # blocks are pretty-printed); bounded so that it cannot loop on blanks.
 _SPACE = 'space ::= | " " | "\\n" [ \\t]{0,20}'
 # JSON string characters: no raw control characters (strict JSON decoders refuse them).
 _CHAR = r'char ::= [^"\\\x7F\x00-\x1F] | [\\] (["\\/bfnrt] | "u" [0-9a-fA-F]{4})'
-_FRAME = r"""
-root ::= calls | fenced | tagged | answer
-calls ::= call ("\n" call ("\n" call ("\n" call)?)?)?
-fenced ::= "```json\n" calls "\n```"
-tagged ::= tag-call ("\n" tag-call ("\n" tag-call ("\n" tag-call)?)?)?
-tag-call ::= "<tool_call>\n" call "\n</tool_call>"
+_ANSWER = r"""
 answer ::= answer-start answer-piece*
 answer-start ::= [^{<`\x00-\x20] | answer-brace | answer-code
 answer-code ::= "```" ([a-ik-su-zA-Z0-9+#-] | "j" [^s\n] | "t" [^o\n])
 answer-piece ::= [^{<] | answer-brace | "<" [^t{<]
 answer-brace ::= "{" [ \t\r\n]{0,8} [^"{} \t\r\n<]
 """
+# A reply to a request without tools (the loop's final answer): text only, so the model
+# cannot echo a call as its answer.
+ANSWER_GRAMMAR = "root ::= answer\n" + _ANSWER.lstrip()
+_FRAME = r"""
+root ::= calls | fenced | tagged | answer
+calls ::= call ("\n" call ("\n" call ("\n" call)?)?)?
+fenced ::= "```json\n" calls "\n```"
+tagged ::= tag-call ("\n" tag-call ("\n" tag-call ("\n" tag-call)?)?)?
+tag-call ::= "<tool_call>\n" call "\n</tool_call>"
+"""
 _DROP = ("description", "default", "title", "examples", "$comment")
 
 
-def tool_grammar(tools: list[dict[str, Any]], *, optional: bool = True) -> str:
+def tool_grammar(tools: list[dict[str, Any]], *, optional: OptionalProps = "all") -> str:
     """The GBNF grammar of a reply to a request offering ``tools`` (``{"name",
-    "parameters"}`` as the registry lists them). ``optional=False`` leaves the
-    properties a schema does not require out of the calls."""
+    "parameters"}`` as the registry lists them). Which of the properties a tool does not
+    require its calls may hold: ``all``, those without a ``default`` (``no-default``), or
+    ``none``."""
     return _cached(json.dumps(tools), optional)  # key order kept: it is the order of the properties
 
 
 @lru_cache(maxsize=8)
-def _cached(tools_json: str, optional: bool) -> str:
+def _cached(tools_json: str, optional: OptionalProps) -> str:
     from llama_cpp.llama_grammar import SchemaConverter
 
     class Converter(SchemaConverter):
@@ -71,24 +79,25 @@ def _cached(tools_json: str, optional: bool) -> str:
             schema = converter.resolve_refs(_call_schema(tool, optional), tool["name"])
             alternatives.append(converter.visit(schema, f"call-{number}"))
         except Exception:  # a remote $ref, a keyword the converter asserts on: any object
-            loose = _call_schema({"name": tool["name"], "parameters": {"type": "object"}}, True)
+            loose = _call_schema({"name": tool["name"], "parameters": {"type": "object"}}, "all")
             alternatives.append(converter.visit(loose, f"call-{number}-any"))
     rules = [line for line in converter.format_grammar().splitlines()
              if not line.startswith(("space ::=", "char ::="))]
-    return "\n".join([_FRAME.strip(), f"call ::= {' | '.join(alternatives)}", *rules, _SPACE, _CHAR]) + "\n"
+    return "\n".join([_FRAME.strip(), _ANSWER.strip(), f"call ::= {' | '.join(alternatives)}", *rules,
+                      _SPACE, _CHAR]) + "\n"
 
 
-def _call_schema(tool: dict[str, Any], optional: bool) -> dict[str, Any]:
+def _call_schema(tool: dict[str, Any], optional: OptionalProps) -> dict[str, Any]:
     parameters = tool.get("parameters") or {"type": "object", "properties": {}}
     return {"type": "object", "required": ["name", "arguments"],
             "properties": {"name": {"const": tool["name"]},
                            "arguments": _convertible(parameters, optional, top=True)}}
 
 
-def _convertible(schema: Any, optional: bool, top: bool = False) -> Any:
+def _convertible(schema: Any, optional: OptionalProps, top: bool = False) -> Any:
     """``schema`` in the form the converter reads right: no prose; an ``enum`` without the
     ``type`` list it would otherwise take instead; objects without extra keys unless the
-    schema allows them; optional top-level properties dropped when ``optional`` is False."""
+    schema allows them; the top level's optional properties as ``optional`` says."""
     if isinstance(schema, list):
         return [_convertible(item, optional) for item in schema]
     if not isinstance(schema, dict):
@@ -101,7 +110,8 @@ def _convertible(schema: Any, optional: bool, top: bool = False) -> Any:
     if isinstance(properties, dict):
         required = set(schema.get("required") or ())
         out["properties"] = {name: _convertible(sub, optional) for name, sub in properties.items()
-                             if optional or not top or name in required}
+                             if not top or name in required or optional == "all"
+                             or (optional == "no-default" and not (isinstance(sub, dict) and "default" in sub))}
         out.setdefault("additionalProperties", False)
     elif schema.get("type") == "object" and "additionalProperties" not in schema:
         out["additionalProperties"] = True  # a bare "object": any keys

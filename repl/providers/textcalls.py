@@ -51,6 +51,11 @@ AFTER_RESULTS = (
     "Use the tool results above to answer my question in plain words. "
     "Do not repeat the tool call."
 )
+# After that English nudge the 0.5B model answered most Chinese questions in English;
+# for a question in Chinese (Han characters, no Japanese kana) the nudge ends with this.
+IN_CHINESE = " 请用中文回答。"
+_HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_KANA = re.compile(r"[\u3040-\u30ff]")
 
 _TOOLS_INTRO = (
     "\n\n# Tools\n\nYou may call one or more functions to assist with the user query."
@@ -108,7 +113,8 @@ def to_text_messages(
 
     When the history ends with tool results, ``after_results`` is added to
     them (never stored in the history): without it the 0.5B model mostly
-    echoes its call and invents a result instead of answering.
+    echoes its call and invents a result instead of answering. After a
+    question in Chinese it also asks for the answer in Chinese (IN_CHINESE).
     """
     out: list[dict[str, Any]] = []
     previous = None
@@ -137,8 +143,13 @@ def to_text_messages(
         fixed, session = split_session_part(system)
         out.insert(0, {"role": "system", "content": fixed + tools_system_block(tools) + session})
     if after_results and messages and messages[-1]["role"] == "tool":
-        _add_user_text(out, after_results)
+        _add_user_text(out, after_results + _language_note(messages))
     return out
+
+
+def _language_note(messages: list[dict[str, Any]]) -> str:
+    question = next((m.get("content") or "" for m in reversed(messages) if m["role"] == "user"), "")
+    return IN_CHINESE if _HAN.search(question) and not _KANA.search(question) else ""
 
 
 def _add_user_text(out: list[dict[str, Any]], text: str) -> None:

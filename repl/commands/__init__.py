@@ -139,7 +139,7 @@ class CommandTable:
 
     def specs(self, get_ctx: Callable[[], CommandContext]) -> list[tuple[str, str, Callable[[str], list[str]] | None]]:
         """(name, help, argument completer) for the prompt's completion, aliases too."""
-        out = []
+        out: list[tuple[str, str, Callable[[str], list[str]] | None]] = []
         for name, cmd in self.by_name.items():
             complete = None
             if cmd.complete is not None:

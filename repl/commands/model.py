@@ -4,6 +4,7 @@ step mode, retry, compare."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 from repl.approval import MODES
 from repl.commands import CommandContext, command
@@ -11,6 +12,7 @@ from repl.commands.conversation import clear_rules, undone_text
 from repl.compare import Attempt, last_question
 from repl.compare import compare as compare_models
 from repl.config import ConfigError
+from repl.events import TurnFinished
 from repl.providers.base import ProviderError
 from repl.stepping import STEP_ON
 from repl.ui.escape import one_line
@@ -191,25 +193,25 @@ def compare(ctx: CommandContext, args: list[str]) -> None:
 
 def compare_rows(attempts: list[Attempt]) -> list[tuple[str, ...]]:
     """One row per measure, one column per model."""
-    def cells(show) -> tuple[str, ...]:
-        return tuple(show(a) if a.finished else "—" for a in attempts)
+    def cells(show: Callable[[Attempt, TurnFinished], str]) -> tuple[str, ...]:
+        return tuple(show(a, a.finished) if a.finished else "—" for a in attempts)
 
-    def tokens(a: Attempt) -> str:
-        u, mark = a.finished.usage, "~" if a.finished.usage.estimated else ""
+    def tokens(_: Attempt, finished: TurnFinished) -> str:
+        u, mark = finished.usage, "~" if finished.usage.estimated else ""
         return f"in {mark}{u.input_tokens:,} (cached {u.cached_tokens:,})\nout {mark}{u.output_tokens:,}"
 
-    def answer(a: Attempt) -> str:
-        lines = [one_line(line, 60) for line in a.finished.answer.splitlines() if line.strip()]
+    def answer(_: Attempt, finished: TurnFinished) -> str:
+        lines = [one_line(line, 60) for line in finished.answer.splitlines() if line.strip()]
         return "\n".join(lines[:ANSWER_LINES] + (["…"] if len(lines) > ANSWER_LINES else [])) or "—"
 
     return [
-        ("tool calls", *cells(lambda a: "\n".join(
+        ("tool calls", *cells(lambda a, _: "\n".join(
             one_line(f"{name} {json.dumps(arguments, ensure_ascii=False)}", 60) + (f" → {failed}" if failed else "")
             for name, arguments, failed in a.calls) or "none")),
-        ("steps", *cells(lambda a: str(a.finished.steps))),
+        ("steps", *cells(lambda _, finished: str(finished.steps))),
         ("tokens", *cells(tokens)),
-        ("latency", *cells(lambda a: f"{a.finished.duration_s:.1f} s")),
-        ("cost", *cells(lambda a: a.cost.text())),
+        ("latency", *cells(lambda _, finished: f"{finished.duration_s:.1f} s")),
+        ("cost", *cells(lambda a, _: a.cost.text())),
         ("stopped by", *(a.finished.stopped_by if a.finished else "not run" for a in attempts)),
         ("answer", *cells(answer)),
         *([("error", *(one_line(a.error, 60) or "—" for a in attempts))] if any(a.error for a in attempts) else []),

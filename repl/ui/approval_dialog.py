@@ -255,11 +255,11 @@ def _preview(request: ApprovalRequest, arguments: dict[str, Any]) -> dict[str, A
 def preview_view(before: Any, after: Any) -> RenderableType:
     """What will change, one line a field: a new item, changed fields old → new, or a deletion.
     Fields the store keeps itself (``*_at`` timestamps) are left out."""
-    if before is None and after is None:
-        return Text("no change", "dim")
     if not isinstance(before, dict | None) or not isinstance(after, dict | None):
         return Text.assemble((_value(before), "red"), " → ", (_value(after), "green"))
     if before is None:
+        if after is None:
+            return Text("no change", "dim")
         return _fields(Text(f"+ new item {_ident(after)}", "bold green"), after, "green")
     if after is None:
         return _fields(Text(f"- delete {_ident(before)}", "bold red"), before, "red")

@@ -150,7 +150,7 @@ class MarkdownStream:
             self._print(text)
         self._blank_owed = False
 
-    def live_view(self) -> RenderableType:
+    def live_view(self) -> _TailView:
         """A renderable showing the bottom of the open tail (empty when there is none)."""
         return self._view
 

@@ -195,7 +195,8 @@ class Renderer:
         table = Table(title=Text(clean(title), "bold"), title_justify="left", expand=False)
         for n, column in enumerate(columns):
             widest = max((len(clean(str(row[n]))) for row in rows if n < len(row)), default=0)
-            table.add_column(Text(clean(column)), **({"no_wrap": True, "min_width": widest} if column in keep else {}))
+            kept = column in keep
+            table.add_column(Text(clean(column)), no_wrap=kept, min_width=widest if kept else None)
         for row in rows:
             table.add_row(*(Text(clean("" if cell is None else str(cell))) for cell in row))
         self.print(table)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from repl.approval import ApprovalRequest, UserChoice
 from repl.config import Settings
@@ -19,26 +19,30 @@ from repl.events import Event, Usage
 from repl.redact import redactor_for
 from repl.unicode import valid_text
 
+if TYPE_CHECKING:
+    from repl.ui.approval_dialog import ApprovalDialog
+
 CommandSpec = tuple[str, str, Callable[[str], list[str]] | None]  # name, help, argument completer
 
 
 class _Asker:
-    def __init__(self, terminal: Terminal) -> None:
+    def __init__(self, terminal: Terminal, dialog: ApprovalDialog) -> None:
         self.terminal = terminal
+        self.dialog = dialog
 
     def ask(self, request: ApprovalRequest, validate: Callable[[dict[str, Any]], str | None]) -> UserChoice:
         with self.terminal.renderer.suspended():
-            return self.terminal.dialog.ask(request, validate)
+            return self.dialog.ask(request, validate)
 
 
 class _Stepper:
     """Step mode's pauses (``repl.stepping.Stepper``), drawn with the live area stopped."""
 
-    def __init__(self, terminal: Terminal) -> None:
+    def __init__(self, terminal: Terminal, dialog: ApprovalDialog) -> None:
         from repl.ui.step_dialog import StepDialog
 
         self.terminal = terminal
-        self.dialog = StepDialog(terminal.renderer.console, terminal.dialog)
+        self.dialog = StepDialog(terminal.renderer.console, dialog)
 
     def before_model_call(self, view: Any) -> Any:
         with self.terminal.renderer.suspended():
@@ -127,11 +131,11 @@ class Terminal:
         return valid_text(line.rstrip("\n"))
 
     def asker(self) -> _Asker | None:
-        return _Asker(self) if self.dialog is not None else None
+        return _Asker(self, self.dialog) if self.dialog is not None else None
 
     def stepper(self) -> _Stepper | None:
         """Step mode's pauses; None without a terminal to pause in."""
-        return _Stepper(self) if self.dialog is not None else None
+        return _Stepper(self, self.dialog) if self.dialog is not None else None
 
     def confirm(self, question: str) -> bool:
         with self.renderer.suspended():
@@ -203,7 +207,7 @@ class Terminal:
 
         self.renderer.print(JSONHighlighter()(Text(json_display(value, indent=2))))
 
-    def table(self, title: str, columns: list[str], rows: list[tuple[str, ...]], keep: tuple[str, ...] = ()) -> None:
+    def table(self, title: str, columns: list[str], rows: Sequence[tuple[str, ...]], keep: tuple[str, ...] = ()) -> None:
         self.renderer.table(title, columns, rows, keep)
 
     def cost(self, usage: Usage) -> float | None:

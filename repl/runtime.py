@@ -22,6 +22,7 @@ from repl.redact import redactor_for
 from repl.trace import JsonlWriter, Trace, WireLog, wire_path
 from tools import build_tools
 from tools.registry import Registry
+from tools.store import StoreWrite
 
 MCP_READY_WAIT_S = 10.0  # how long a turn waits for MCP servers still connecting
 
@@ -30,13 +31,14 @@ def new_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
 
 
-def build_registry(settings: Settings) -> Registry:
+def build_registry(settings: Settings, on_write: Callable[[StoreWrite], None] | None = None) -> Registry:
+    """The built-in tools; ``on_write`` is told of each store write a call makes (for ``/undo``)."""
     return Registry(build_tools(
         todos_path=settings.todos_file,
         notes_path=settings.notes_file,
         files_root=settings.files_root,
         weather=settings.weather,
-    ))
+    ), on_write)
 
 
 def not_saved(what: str, folder: Path, exc: OSError) -> str:

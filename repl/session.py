@@ -182,14 +182,13 @@ class ChatSession:
     _turn_cost: Cost = field(default_factory=Cost)
 
     def __post_init__(self) -> None:
-        self.registry = build_registry(self.settings)
+        self.registry = build_registry(self.settings, on_write=self._on_write)  # what /undo takes back
         self.approver = Approver(self.settings.approval, self.ui.asker() if self.interactive else None)
         if not self.history.system_prompt:
             self.history.system_prompt = self._system_prompt()
         self.trace: Trace | None = None
         self._open_trace()
         self.journal: Journal | None = None
-        store.set_write_observer(self._on_write)
         self.mcp: McpManager | None = None  # once started, with servers configured
         self.user_tools = UserTools(self.settings, self.registry, self._background_notice,
                                     self.ui.confirm if self.interactive else None)
@@ -352,7 +351,6 @@ class ChatSession:
         self._close_provider()
         if self.mcp is not None:
             self.mcp.close()
-        store.set_write_observer(None)
         if self.journal:
             self.journal.close()
         if self.trace:

@@ -72,12 +72,9 @@ def test_legacy_list_and_garbage(reg: Registry, path: Path) -> None:
 
 def test_observer_sees_note_writes(reg: Registry, path: Path) -> None:
     seen: list[tuple[Path, bytes | None]] = []
-    store.set_write_observer(lambda w: seen.append((w.path, w.before)))
-    try:
+    with store.reporting(lambda w: seen.append((w.path, w.before))):
         reg.call("add_note", {"text": "a"})
         reg.call("add_note", {"text": "b"})
-    finally:
-        store.set_write_observer(None)
     assert seen[0] == (path, None)
     store.restore_bytes(path, seen[1][1])
     assert [n["text"] for n in reg.call("list_notes", "")["notes"]] == ["a"]

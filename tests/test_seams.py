@@ -14,6 +14,7 @@ from repl.config import load_settings
 from repl.session import UI, ChatSession
 from repl.ui.terminal import Terminal
 from tests.support import StubUI
+from tools import store
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMAND_MODULES = sorted((ROOT / "repl" / "commands").glob("*.py"))
@@ -40,13 +41,17 @@ def test_the_terminal_and_the_stub_implement_the_ui_protocol() -> None:
                 assert _parameters(getattr(ui, name)) == _parameters(expected), f"{ui.__name__}.{name}"
 
 
+def _session(folder: Path) -> ChatSession:
+    settings = load_settings({"base_url": "http://127.0.0.1:9/v1", "weather": "sample",
+                              "todos_file": str(folder / "todos.json")}, cwd=folder, env={})
+    return ChatSession(settings, StubUI(), interactive=False)
+
+
 @pytest.fixture
 def session(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     for name in ("DATA", "STATE", "CONFIG"):
         monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
-    settings = load_settings({"base_url": "http://127.0.0.1:9/v1", "weather": "sample",
-                              "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={})
-    chat = ChatSession(settings, StubUI(), interactive=False)
+    chat = _session(tmp_path)
     yield chat
     chat.close()
 
@@ -90,3 +95,23 @@ def test_the_table_lists_every_command_once_and_nothing_registers_itself() -> No
     assert defined == set(names)
     assert commands.table() is table  # built once, by the call
     assert table.by_name["quit"] is table.by_name["exit"] and table.suggest("new") == "reset"
+
+
+def test_each_session_is_told_only_of_the_store_writes_of_its_own_tool_calls(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The write observer is what a session passes its registry, not a global the last one set."""
+    for name in ("DATA", "STATE", "CONFIG"):
+        monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = _session(tmp_path / "a"), _session(tmp_path / "b")
+    try:
+        assert first.registry.call("add_todo", {"title": "first's"})["ok"] is True
+        assert second.registry.call("add_todo", {"title": "second's"})["ok"] is True
+        store.update_json(tmp_path / "a" / "todos.json", lambda data: (data, None), {})  # no tool call
+        assert [w.path for w in first._writes] == [tmp_path / "a" / "todos.json"]
+        assert [w.path for w in second._writes] == [tmp_path / "b" / "todos.json"]
+        assert not hasattr(store, "set_write_observer")
+    finally:
+        first.close()
+        second.close()

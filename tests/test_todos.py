@@ -174,13 +174,10 @@ def test_bad_store_is_reported_and_untouched(reg: Registry, path: Path, content:
 
 def test_write_observer_and_restore(reg: Registry, path: Path, legacy: bytes) -> None:
     writes: list[tuple[Path, bytes | None]] = []
-    store.set_write_observer(lambda w: writes.append((w.path, w.before)))
-    try:
+    with store.reporting(lambda w: writes.append((w.path, w.before))):
         reg.call("add_todo", {"title": "x"})
         reg.call("complete_todo", {"todo_id": 4})
         reg.call("list_todos", "{}")
-    finally:
-        store.set_write_observer(None)
     assert [w[0] for w in writes] == [path, path]
     assert writes[0][1] == legacy
     store.restore_bytes(path, writes[1][1])
@@ -191,11 +188,8 @@ def test_write_observer_and_restore(reg: Registry, path: Path, legacy: bytes) ->
 
 def test_observer_sees_none_for_new_file_and_restore_deletes(reg: Registry, path: Path) -> None:
     writes: list[bytes | None] = []
-    store.set_write_observer(lambda w: writes.append(w.before))
-    try:
+    with store.reporting(lambda w: writes.append(w.before)):
         reg.call("add_todo", {"title": "first"})
-    finally:
-        store.set_write_observer(None)
     assert writes == [None] and path.exists()
     store.restore_bytes(path, None)
     assert not path.exists()
@@ -205,11 +199,8 @@ def test_failing_observer_does_not_fail_the_write(reg: Registry, path: Path) -> 
     def broken(write: store.StoreWrite) -> None:
         raise RuntimeError("journal is full")
 
-    store.set_write_observer(broken)
-    try:
+    with store.reporting(broken):
         assert reg.call("add_todo", {"title": "kept"})["ok"] is True
-    finally:
-        store.set_write_observer(None)
     assert json.loads(path.read_text())["todos"][0]["title"] == "kept"
 
 

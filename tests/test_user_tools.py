@@ -185,14 +185,11 @@ def test_store_writes_are_reported_and_revert_byte_for_byte(stores):
     shop.add({"name": "tea"})
     before = shop.path.read_bytes()
     writes: list[store_module.StoreWrite] = []
-    store_module.set_write_observer(writes.append)
-    try:
+    with store_module.reporting(writes.append):
         shop.add({"name": "milk", "note": "低脂"})
         shop.update(lambda items: [{**i, "done": True} for i in items])
         assert shop.remove("1")["name"] == "tea"
         shop.update(lambda items: None)  # no change: nothing written
-    finally:
-        store_module.set_write_observer(None)
     assert len(writes) == 3 and shop.items() == [{"id": "2", "name": "milk", "note": "低脂", "done": True}]
     store_module.revert(writes)
     assert shop.path.read_bytes() == before

@@ -14,6 +14,7 @@ import json
 import re
 import sys
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -223,7 +224,10 @@ def _coerce_integers(args: dict[str, Any], schema: dict[str, Any]) -> dict[str, 
 
 
 class Registry:
-    def __init__(self, tools: Iterable[Tool]) -> None:
+    def __init__(self, tools: Iterable[Tool], on_write: Callable[[Any], None] | None = None) -> None:
+        """``on_write`` is told of each store write a tool makes while it is called here
+        (a ``tools.store.StoreWrite``: what ``/undo`` takes back)."""
+        self.on_write = on_write
         self._tools: dict[str, Tool] = {}
         for t in tools:
             if t.name in self._tools:
@@ -330,7 +334,8 @@ class Registry:
             tool_ = self._tools[name]
             restore = running(signal)
             try:
-                value = tool_.fn(**args, **({CANCEL_PARAMETER: signal} if tool_.cancellable else {}))
+                with self._reporting():
+                    value = tool_.fn(**args, **({CANCEL_PARAMETER: signal} if tool_.cancellable else {}))
                 return _success(value)
             except ToolError as exc:
                 return error_result(exc.type, exc.message)
@@ -342,6 +347,14 @@ class Registry:
             raise
         except BaseException as exc:  # noqa: BLE001 - last resort: a bug here, or a tool's sys.exit()
             return error_result("internal_error", f"{name} failed inside glassloop: {_describe(exc)}")
+
+    def _reporting(self) -> AbstractContextManager[None]:
+        """Store writes in a call go to ``on_write`` (without one: to whoever reports already)."""
+        if self.on_write is None:
+            return nullcontext()
+        from tools.store import reporting  # tools.store imports this module
+
+        return reporting(self.on_write)
 
     def preview(self, name: str, args: dict[str, Any]) -> dict[str, Any] | None:
         """What a side effect would change, or None (no preview, or it failed)."""

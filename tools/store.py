@@ -2,9 +2,10 @@
 
 Every change holds ``<file>.lock`` across read -> change -> write, writes a
 temporary file in the same folder, fsyncs it, ``os.replace``s it over the old
-one and fsyncs the folder. A write observer (set by the application) is told
-what each write replaced and what it wrote, so the change can be undone later
-with :func:`revert`: a compare-and-swap that never clobbers another writer.
+one and fsyncs the folder. Inside :func:`reporting` (the registry sets it around
+each tool call to what the session passed it) each write is reported with what it
+replaced and what it wrote, so the change can be undone later with :func:`revert`:
+a compare-and-swap that never clobbers another writer.
 
 Only regular files are read (a FIFO or a device behind the name is refused,
 never opened for a blocking read), at most :data:`MAX_STORE_BYTES` of them,
@@ -21,6 +22,7 @@ import stat
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -51,7 +53,7 @@ class StoreWrite:
 
 
 WriteObserver = Callable[[StoreWrite], None]
-_observer: WriteObserver | None = None
+_reported_to: ContextVar[WriteObserver | None] = ContextVar("glassloop_store_writes", default=None)
 
 
 class StoreError(ToolError):
@@ -62,10 +64,15 @@ def _recover_hint(path: Path) -> str:
     return f"move {path} aside (glassloop will start a new one) or fix it by hand"
 
 
-def set_write_observer(fn: WriteObserver | None) -> None:
-    """Call ``fn(StoreWrite)`` after every successful store write."""
-    global _observer
-    _observer = fn
+@contextmanager
+def reporting(observer: WriteObserver) -> Iterator[None]:
+    """Every successful store write made inside this block (in this thread or task) is
+    reported to ``observer`` as a :class:`StoreWrite`."""
+    token = _reported_to.set(observer)
+    try:
+        yield
+    finally:
+        _reported_to.reset(token)
 
 
 _KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
@@ -269,10 +276,11 @@ def encode_json(data: Any) -> bytes:
 
 
 def _notify(write: StoreWrite) -> None:
-    if _observer is None:
+    observer = _reported_to.get()
+    if observer is None:
         return
     try:
-        _observer(write)
+        observer(write)
     except Exception:  # noqa: BLE001 - the write itself succeeded; do not report failure
         log.exception("write observer failed for %s", write.path)
 
@@ -310,7 +318,7 @@ def _put(path: Path, data: bytes | None) -> None:
 
 
 def restore_bytes(path: Path | str, data: bytes | None) -> None:
-    """Put back exactly ``data`` (None deletes the file). Does not notify the observer."""
+    """Put back exactly ``data`` (None deletes the file); not reported (see :func:`reporting`)."""
     path = Path(path)
     with _locked(path):
         _check_writable(path)

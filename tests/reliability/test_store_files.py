@@ -161,11 +161,8 @@ def test_writes_keep_the_file_mode(tmp_path):
 def test_undo_does_not_replace_a_store_made_read_only_since(tmp_path):
     reg, path = registry_on(tmp_path)
     writes: list[store.StoreWrite] = []
-    store.set_write_observer(writes.append)
-    try:
+    with store.reporting(writes.append):
         assert reg.call("add_todo", {"title": "x"})["ok"] is True
-    finally:
-        store.set_write_observer(None)
     path.chmod(0o444)
     before = path.read_bytes()
     with pytest.raises(store.StoreError) as caught:

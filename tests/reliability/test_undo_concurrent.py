@@ -143,31 +143,29 @@ def test_undo_without_other_writers_still_restores_the_exact_bytes(fake_server, 
 
 
 def tools_on(tmp_path: Path) -> tuple[Registry, Path, list[store.StoreWrite]]:
+    """The tools, reporting their writes to the list returned, as a session's registry does."""
     path = tmp_path / "todos.json"
     path.write_text(json.dumps(SEED_TODOS, ensure_ascii=False), encoding="utf-8")
+    ours: list[store.StoreWrite] = []
     reg = Registry(build_tools(todos_path=path, notes_path=tmp_path / "notes.json", files_root=tmp_path,
-                               weather="sample"))
-    return reg, path, []
+                               weather="sample"), on_write=ours.append)
+    return reg, path, ours
 
 
 def as_other(reg: Registry, name: str, args: dict) -> None:
-    """A write this session does not record (what another process does)."""
-    store.set_write_observer(None)
-    assert reg.call(name, args)["ok"] is True
+    """A write this session does not record (what another process does): the same tools
+    called through a registry that reports to no one."""
+    other = Registry([tool for name_ in reg.names() if (tool := reg.get(name_)) is not None])
+    assert other.call(name, args)["ok"] is True
 
 
 def test_revert_undoes_each_write_of_a_turn_around_another_write(tmp_path):
     reg, path, ours = tools_on(tmp_path)
-    try:
-        store.set_write_observer(ours.append)
-        reg.call("add_todo", {"title": "ours"})  # todo-004
-        as_other(reg, "add_todo", {"title": "theirs"})  # todo-005
-        store.set_write_observer(ours.append)
-        reg.call("complete_todo", {"todo_id": "todo-004"})
-        reg.call("delete_todo", {"todo_id": "todo-002"})
-        as_other(reg, "update_todo", {"todo_id": "todo-003", "priority": "low"})
-    finally:
-        store.set_write_observer(None)
+    reg.call("add_todo", {"title": "ours"})  # todo-004
+    as_other(reg, "add_todo", {"title": "theirs"})  # todo-005
+    reg.call("complete_todo", {"todo_id": "todo-004"})
+    reg.call("delete_todo", {"todo_id": "todo-002"})
+    as_other(reg, "update_todo", {"todo_id": "todo-003", "priority": "low"})
     assert [r.merged for r in store.revert(ours)] == [True]
     todos = reg.call("list_todos", {})["todos"]
     assert [t["title"] for t in todos] == ["买菜", "写周报", "回复邮件", "theirs"]  # deleted one back in place
@@ -177,13 +175,9 @@ def test_revert_undoes_each_write_of_a_turn_around_another_write(tmp_path):
 def test_revert_conflict_is_all_or_nothing_across_files(tmp_path):
     reg, path, ours = tools_on(tmp_path)
     notes = tmp_path / "notes.json"
-    try:
-        store.set_write_observer(ours.append)
-        reg.call("add_note", {"text": "ours"})
-        reg.call("delete_todo", {"todo_id": "todo-003"})
-        as_other(reg, "add_todo", {"title": "takes the freed id"})  # todo-003 again
-    finally:
-        store.set_write_observer(None)
+    reg.call("add_note", {"text": "ours"})
+    reg.call("delete_todo", {"todo_id": "todo-003"})
+    as_other(reg, "add_todo", {"title": "takes the freed id"})  # todo-003 again
     todo_bytes, note_bytes = path.read_bytes(), notes.read_bytes()
     try:
         store.revert(ours)
@@ -196,25 +190,17 @@ def test_revert_conflict_is_all_or_nothing_across_files(tmp_path):
 
 def test_revert_of_an_item_added_and_deleted_in_one_turn_leaves_a_reused_id_alone(tmp_path):
     reg, path, ours = tools_on(tmp_path)
-    try:
-        store.set_write_observer(ours.append)
-        reg.call("add_todo", {"title": "ours"})  # todo-004
-        reg.call("delete_todo", {"todo_id": "todo-004"})
-        as_other(reg, "add_todo", {"title": "theirs"})  # todo-004 again
-    finally:
-        store.set_write_observer(None)
+    reg.call("add_todo", {"title": "ours"})  # todo-004
+    reg.call("delete_todo", {"todo_id": "todo-004"})
+    as_other(reg, "add_todo", {"title": "theirs"})  # todo-004 again
     assert [r.merged for r in store.revert(ours)] == [True]
     assert reg.call("get_todo", {"todo_id": "todo-004"})["todo"]["title"] == "theirs"
 
 
 def test_revert_when_the_other_writer_already_removed_the_added_item(tmp_path):
     reg, path, ours = tools_on(tmp_path)
-    try:
-        store.set_write_observer(ours.append)
-        reg.call("add_todo", {"title": "ours"})
-        as_other(reg, "delete_todo", {"todo_id": "todo-004"})
-    finally:
-        store.set_write_observer(None)
+    reg.call("add_todo", {"title": "ours"})
+    as_other(reg, "delete_todo", {"todo_id": "todo-004"})
     now = path.read_bytes()
     assert [r.merged for r in store.revert(ours)] == [True]
     assert path.read_bytes() == now  # nothing left to undo, nothing rewritten
@@ -290,11 +276,8 @@ def test_undo_interleaved_with_another_process_many_times(tmp_path):
                     if added is None:
                         continue
                     args = {"todo_id": added}
-                store.set_write_observer(ours.append)
-                try:
-                    result = reg.call(name, args)
-                finally:
-                    store.set_write_observer(None)
+                reg.on_write = ours.append  # this turn's writes
+                result = reg.call(name, args)
                 assert result["ok"], result
                 if name == "add_todo":
                     added = result["todo"]["id"]

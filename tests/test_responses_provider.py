@@ -13,10 +13,10 @@ from typing import Any
 import openai
 import pytest
 
-from repl.providers.base import Completed, ProviderError, RequestSent, TextPart, ToolCallPart
+from repl.providers.base import Completed, ProviderError, RequestSent, TextPart
 from repl.providers.chat import ChatProvider
 from repl.providers.responses import ResponsesProvider, is_strict_compatible, to_wire_tools
-from tests.fake_responses import install, responses_requests
+from tests.fake_responses import install, response_events, responses_requests
 from tests.fakeserver import (
     Exchange,
     FakeServer,
@@ -97,12 +97,11 @@ def test_split_tool_calls_are_assembled(fake_server: FakeServer, provider: Respo
     assert json.loads(done.tool_calls[2].arguments) == {"text": "周报", "tags": ["line one\nline two"]}
     assert done.tool_calls[0].arguments == "{}"
     assert done.text == "Checking." and done.finish_reason == "tool_calls"
-    fragments = [p for p in parts if isinstance(p, ToolCallPart)]
-    heads = [(f.index, f.id, f.name) for f in fragments if f.name]
-    assert heads == [(0, "call_1", "list_todos"), (1, "call_2", "get_todo"), (2, "call_3", "add_note")]
-    assert "".join(f.arguments_delta for f in fragments if f.index == 1) == done.tool_calls[1].arguments
-    indexes = [f.index for f in fragments if f.arguments_delta]
-    assert (indexes != sorted(indexes)) is interleave  # the route really interleaved them
+    assert done.tool_calls[1].arguments == '{"todo_id": "todo-002"}'
+    assert all(isinstance(p, TextPart) for p in parts)  # only text streams; calls come whole
+    sent = [json.loads(data)["output_index"] for kind, data in response_events(fake_server, THREE_CALLS, {}, interleave)
+            if kind == "response.function_call_arguments.delta"]
+    assert (sent != sorted(sent)) is interleave  # the route really interleaves them
 
 
 def test_calls_without_call_ids_get_generated_ones(fake_server: FakeServer, provider: ResponsesProvider) -> None:

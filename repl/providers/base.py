@@ -69,16 +69,6 @@ class RequestSent:
 
 
 @dataclass(frozen=True)
-class ToolCallPart:
-    """A streamed fragment of a tool call (for live display only)."""
-
-    index: int
-    id: str | None
-    name: str | None
-    arguments_delta: str
-
-
-@dataclass(frozen=True)
 class Completed:
     """The end of one model call: the whole assistant message and its cost."""
 
@@ -91,7 +81,7 @@ class Completed:
     response: dict[str, Any] | None = None  # as assembled from the stream, for /trace --raw
 
 
-Part = TextPart | ReasoningPart | Retrying | RequestSent | ToolCallPart | Completed
+Part = TextPart | ReasoningPart | Retrying | RequestSent | Completed
 
 
 class ProviderError(Exception):

@@ -29,7 +29,6 @@ from repl.providers.base import (
     Retrying,
     TextPart,
     ToolCall,
-    ToolCallPart,
     estimate_tokens,
     new_call_id,
     wire_field,
@@ -95,7 +94,7 @@ class _Assembly:
     def text(self) -> str:
         return "".join(self.shown)
 
-    def add_fragment(self, frag: Any, path: str) -> ToolCallPart:
+    def add_fragment(self, frag: Any, path: str) -> None:
         call_id = wire_field(frag, "id", "a string", path)
         index = wire_field(frag, "index", "an integer", path)
         index = self._guess_index(call_id) if index is None else index
@@ -108,7 +107,6 @@ class _Assembly:
             pending.name = name
         delta = (wire_field(function, "arguments", "a string", f"{path}.function") if function else None) or ""
         pending.arguments.append(delta)
-        return ToolCallPart(index=index, id=call_id, name=name, arguments_delta=delta)
 
     def _guess_index(self, call_id: str | None) -> int:
         """For servers that omit ``index``: a new id starts a new call."""
@@ -279,7 +277,7 @@ class ChatProvider(SdkEndpoint):
                     yield TextPart(shown)
             frags = wire_field(delta, "tool_calls", "a list", f"{path}.delta") or []
             for i, frag in enumerate(frags):
-                yield acc.add_fragment(frag, f"{path}.delta.tool_calls[{i}]")
+                acc.add_fragment(frag, f"{path}.delta.tool_calls[{i}]")
 
     def _completed(
         self, acc: _Assembly, text_filter: Any, params: dict[str, Any], started: float, retries: int

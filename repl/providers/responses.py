@@ -38,7 +38,6 @@ from repl.providers.base import (
     Retrying,
     TextPart,
     ToolCall,
-    ToolCallPart,
     estimate_tokens,
     new_call_id,
     wire_field,
@@ -241,7 +240,6 @@ class ResponsesProvider(SdkEndpoint):
             delta = wire_field(event, "delta", "a string", kind) or ""
             if pending is not None:
                 pending.arguments.append(delta)
-                yield ToolCallPart(pending.index, None, None, delta)
         elif kind in ("response.output_item.added", "response.output_item.done"):
             item = wire_field(event, "item", "an object", kind)
             if item is None:
@@ -266,7 +264,6 @@ class ResponsesProvider(SdkEndpoint):
             if pending is None:
                 call_id = call_id or new_call_id()
                 pending = acc.calls[item_id] = _PendingCall(len(acc.calls), call_id, name)
-                yield ToolCallPart(pending.index, call_id, name, "")
             if done and arguments:
                 pending.final = arguments
         elif item_type == "message" and done and item_id not in acc.streamed_items:

@@ -30,4 +30,4 @@ bench: $(STAMP)
 	$(PY) -m bench all
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache

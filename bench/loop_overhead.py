@@ -130,7 +130,8 @@ def run_glassloop(base_url: str, turns: int, folder: Path, fresh: bool, subscrib
     from repl.history import History
     from repl.journal import Journal
     from repl.providers.chat import ChatProvider
-    from repl.trace import JsonlWriter, Redactor, Trace
+    from repl.redact import Redactor
+    from repl.trace import JsonlWriter, Trace
     from tools.registry import Registry, tool
 
     provider = ChatProvider(name="bench", model=MODEL, base_url=base_url, api_key="no-key",

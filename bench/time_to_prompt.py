@@ -143,7 +143,7 @@ def write_long_session(env: dict[str, str], turns: int) -> str:
     from repl.config import load_settings
     from repl.history import History
     from repl.journal import Journal
-    from repl.trace import Redactor
+    from repl.redact import Redactor
 
     with patched_environ(env):
         folder = load_settings({"provider": "openai"}).data_dir / "sessions"

@@ -63,10 +63,6 @@ class JsonlWriter:
         file.write(line + "\n")
         file.flush()
 
-    def sync(self) -> None:
-        if self._file is not None:
-            os.fsync(self._file.fileno())
-
     def close(self) -> None:
         if self._file is not None and not self._file.closed:
             self._file.close()

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from repl.history import History, check, fit_window
 from repl.journal import Journal, load
 from repl.providers.base import estimate_tokens
-from repl.trace import Redactor
+from repl.redact import Redactor
 
 
 def _call(i: int) -> dict:

@@ -48,7 +48,7 @@ def test_add_note_validation(reg: Registry, path: Path) -> None:
 def test_preview_and_side_effects(reg: Registry, path: Path) -> None:
     tool = reg.get("add_note")
     assert tool.side_effects and not reg.get("list_notes").side_effects
-    preview = reg.preview("add_note", {"text": "idea", "tags": ["x"]})
+    preview = reg.get("add_note").preview({"text": "idea", "tags": ["x"]})
     assert preview["before"] is None and preview["after"]["text"] == "idea"
     assert not path.exists()
 

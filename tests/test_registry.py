@@ -229,6 +229,6 @@ def test_preview_helper() -> None:
         return x
 
     reg = Registry([put, order])
-    assert reg.preview("put", {"x": "1"}) == {"before": None, "after": {"x": "1"}}
+    assert reg.get("put").preview({"x": "1"}) == {"before": None, "after": {"x": "1"}}
     assert seen == {"x": "1"}
-    assert reg.preview("order", {"item": "tea"}) is None
+    assert reg.get("order").preview is None

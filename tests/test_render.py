@@ -248,7 +248,3 @@ def test_ctrl_c_while_rendering_is_raised_after_the_event_is_drawn(monkeypatch) 
     assert text.count("First block.") == 1 and text.count("Second block.") == 1
 
 
-def test_warm_up_prints_nothing() -> None:
-    out = console()
-    Renderer(out, refresh_per_second=0).warm_up()
-    assert out.export_text() == ""  # the scratch console, not the real one

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tools import store
-from tools.registry import Registry
+from tools.registry import Registry, ToolError
 from tools.todos import make_todo_tools, normalize_id
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -137,15 +137,17 @@ def test_side_effect_flags() -> None:
 
 
 def test_previews_change_nothing(reg: Registry, path: Path, legacy: bytes) -> None:
-    add = reg.preview("add_todo", {"title": "开会"})
+    add = reg.get("add_todo").preview({"title": "开会"})
     assert add["before"] is None and add["after"]["id"] == "todo-004"
-    update = reg.preview("update_todo", {"todo_id": 2, "priority": "low"})
+    update = reg.get("update_todo").preview({"todo_id": 2, "priority": "low"})
     assert update["before"]["priority"] == "high" and update["after"]["priority"] == "low"
-    done = reg.preview("complete_todo", {"todo_id": 3})
+    done = reg.get("complete_todo").preview({"todo_id": 3})
     assert done["before"]["status"] == "todo" and done["after"]["status"] == "done"
-    delete = reg.preview("delete_todo", {"todo_id": 1})
+    delete = reg.get("delete_todo").preview({"todo_id": 1})
     assert delete["before"]["title"] == "买菜" and delete["after"] is None
-    assert reg.preview("delete_todo", {"todo_id": 99}) is None
+    with pytest.raises(ToolError) as missing:  # the approval dialog says the call would fail
+        reg.get("delete_todo").preview({"todo_id": 99})
+    assert missing.value.type == "not_found"
     assert path.read_bytes() == legacy
 
 

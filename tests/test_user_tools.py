@@ -89,7 +89,7 @@ def test_readme_example_schema_call_preview_and_errors(tmp_path, stores):
                        "quantity": {"type": "integer", "description": "how many", "default": 1}},
         "required": ["name"], "additionalProperties": False}
     assert add.source == f"{tmp_path / 'shopping.py'}:{ADD_ITEM_LINE}"
-    assert registry.preview("add_item", {"name": "milk"}) == {"before": None, "after": {"name": "milk", "quantity": 1}}
+    assert registry.get("add_item").preview({"name": "milk"}) == {"before": None, "after": {"name": "milk", "quantity": 1}}
     assert registry.call("add_item", {"name": "milk", "quantity": 2}) == {"ok": True, "id": "1", "name": "milk", "quantity": 2}
     assert registry.call("list_items", {})["items"] == [{"id": "1", "name": "milk", "quantity": 2}]
     bad = registry.call("add_item", {"name": "milk", "quantity": 0})
@@ -173,7 +173,7 @@ def what_changes(jar_id, note):
     assert (tool.name, tool.description, tool.timeout_s, tool.destructive, tool.side_effects) == \
         ("empty_jar", "Empty a jar for good.", 2.5, True, True)
     registry = Registry(loaded.tools)
-    assert registry.preview("empty_jar", {"jar_id": "3"}) == {"before": {"id": "3"}, "after": None}
+    assert registry.get("empty_jar").preview({"jar_id": "3"}) == {"before": {"id": "3"}, "after": None}
     assert registry.call("empty_jar", {"jar_id": "missing"})["error"] == {"type": "not_found", "message": "no such jar"}
     assert registry.call("empty_jar", {"jar_id": "9"})["error"]["type"] == "not_found"
 

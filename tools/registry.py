@@ -356,16 +356,6 @@ class Registry:
 
         return reporting(self.on_write)
 
-    def preview(self, name: str, args: dict[str, Any]) -> dict[str, Any] | None:
-        """What a side effect would change, or None (no preview, or it failed)."""
-        tool_ = self._tools.get(name)
-        if tool_ is None or tool_.preview is None:
-            return None
-        try:
-            return _jsonable(tool_.preview(args))
-        except Exception:  # noqa: BLE001 - the real call will report the problem
-            return None
-
 
 def _describe(exc: BaseException) -> str:
     try:

@@ -10,7 +10,6 @@ once. Untrusted text is cleaned (``escape.clean``) and reaches Rich only as
 
 from __future__ import annotations
 
-import io
 import math
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -178,9 +177,6 @@ class Renderer:
     def notice(self, text: str) -> None:
         self.info(text, "dim")
 
-    def warn(self, text: str) -> None:
-        self.info(text, "yellow")
-
     def error(self, text: str) -> None:
         self.print(Text("error: " + one_line(text, 500), style="red"))
 
@@ -224,13 +220,6 @@ class Renderer:
     def refresh(self) -> None:
         """Redraw the live area if that would show something new (the ticker does this)."""
         self._area.refresh()
-
-    def warm_up(self) -> None:
-        """Load and exercise the Markdown renderer (imports, Pygments lexers: ~0.1 s) so
-        the first answer does not pay for it; e.g. from a thread once the prompt is up."""
-        scratch = Console(file=io.StringIO(), width=60, color_system="truecolor", force_terminal=True)
-        sample = "# h\n\n- *a* `b`\n\n```python\nx = 1\n```\n\n| a |\n|---|\n| 1 |\n"
-        scratch.print(make_markdown(sample, self._md.code_theme))
 
     @property
     def live_active(self) -> bool:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from repl.approval import ApprovalRequest, UserChoice
 from repl.config import Settings
-from repl.cost import Cost, context_window_for, price_for, usd
+from repl.cost import context_window_for, price_for, usd
 from repl.events import Event, Usage
 from repl.redact import redactor_for
 from repl.unicode import valid_text
@@ -213,9 +213,6 @@ class Terminal:
     def cost(self, usage: Usage) -> float | None:
         """USD of ``usage`` at the active model's price; None when unknown."""
         return usd(usage, price_for(self.session.settings if self.session else self.settings))
-
-    def cost_text(self, usage: Usage) -> str:
-        return Cost.of(usage, price_for(self.session.settings if self.session else self.settings)).text()
 
     def toolbar(self, width: int = 0) -> str:
         """'openai · gpt-4o-mini · approvals ask · 1,234 tokens · context 3% · $0.01' (the banner's

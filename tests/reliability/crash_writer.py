@@ -22,7 +22,7 @@ from pathlib import Path
 
 from repl.history import History
 from repl.journal import Journal, load
-from repl.trace import Redactor
+from repl.redact import Redactor
 from tools.notes import make_note_tools
 from tools.registry import Registry
 from tools.todos import make_todo_tools

@@ -29,7 +29,7 @@ from repl.history import History, check
 from repl.journal import Journal, load
 from repl.providers.chat import ChatProvider
 from repl.providers.responses import ResponsesProvider
-from repl.trace import Redactor
+from repl.redact import Redactor
 from tests.fake_responses import check_input
 from tests.fakeserver import (
     FakeServer,

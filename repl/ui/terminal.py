@@ -1,7 +1,8 @@
 """The session's terminal: renderer, input and approval dialog behind one object.
 
-The session talks to this facade only, so it never imports rich or
-prompt_toolkit. Without a terminal (pipes) input is read line by line and no
+It implements the session's ``UI`` protocol (``repl.session.UI``): the session
+talks to it through that only, so it never imports rich or prompt_toolkit;
+``toolbar`` and ``goodbye`` read the session back. Without a terminal (pipes) input is read line by line and no
 one is asked for approval.
 """
 
@@ -20,6 +21,7 @@ from repl.redact import redactor_for
 from repl.unicode import valid_text
 
 if TYPE_CHECKING:
+    from repl.session import ChatSession
     from repl.ui.approval_dialog import ApprovalDialog
 
 CommandSpec = tuple[str, str, Callable[[str], list[str]] | None]  # name, help, argument completer
@@ -69,7 +71,7 @@ class Terminal:
         self.renderer = renderer
         self.prompt = prompt
         self.dialog = dialog
-        self.session: Any = None
+        self.session: ChatSession | None = None
 
     @classmethod
     def create(cls, settings: Settings, *, interactive: bool, commands: list[CommandSpec]) -> Terminal:
@@ -97,7 +99,7 @@ class Terminal:
             )
         return terminal
 
-    def attach(self, session: Any) -> None:
+    def attach(self, session: ChatSession) -> None:
         self.session = session
 
     def prefill(self, text: str) -> bool:
@@ -229,7 +231,7 @@ class Terminal:
                   (s.cost.text(), 1)]
         return fit_fields([f for f in fields if f[0]], width)
 
-    def goodbye(self, session: Any) -> None:
+    def goodbye(self, session: ChatSession) -> None:
         if not session.saved:  # a session without a turn is not kept: nothing to name
             self.renderer.notice("no turns: nothing saved")
             return

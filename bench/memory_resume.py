@@ -125,7 +125,7 @@ def run(quick: bool) -> dict[str, Any]:
             gc.collect()
             after = rss_mb()
             events, messages = session.ui.events, len(session.history.messages)
-            journal, trace_file = session.journal.path, session.trace.writer.path
+            journal, trace_file = session.journal.path, session.trace.path
             session.close()
         load_times, session_times = _resume_times(settings, journal, 2 if quick else 5)
         journal_mb, trace_mb = journal.stat().st_size / 2**20, trace_file.stat().st_size / 2**20

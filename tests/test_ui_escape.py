@@ -108,7 +108,7 @@ def test_notices_errors_guards_and_helpers_are_escaped() -> None:
     renderer.markdown("# [red]Title[/]\n\n\x1b[31mbody [/]")
     text = out.export_text()
     for literal in ("[/]notice", "error: [red]401[/] bad key", "guard repeat: [bold]same call",
-                    "[/]info", "error: [bold]oops", "[red]p ([/]m)", "[b]id", "[/]col",
+                    "[/]info", "error: [bold]oops", "[red]p · [/]m", "[b]id", "[/]col",
                     "[bold]cell", "[red]Title[/]", "body [/]"):
         assert literal in text, literal
     assert "\x1b" not in text and "second line" not in text

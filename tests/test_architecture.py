@@ -168,3 +168,14 @@ def test_typer_keeps_pydantic_off_the_start_path(tmp_path: Path) -> None:
     pydantic_loaded, typer_loaded = done.stdout.split()[-2:]
     assert typer_loaded == "True", "the command line did not go through Typer"
     assert pydantic_loaded == "False", "parsing glassloop's options loads pydantic (Typer >= 0.29?)"
+
+
+def test_every_package_is_installed() -> None:
+    """A sub-package missing from pyproject's list works in an editable install and nowhere else."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+                 ["tool"]["setuptools"]["packages"])
+    found = {str(init.parent.relative_to(ROOT)).replace("/", ".")
+             for top in ("repl", "tools") for init in (ROOT / top).rglob("__init__.py")}
+    assert found == listed

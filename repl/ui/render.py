@@ -198,9 +198,8 @@ class Renderer:
         self.print(table)
 
     def recap(self, earlier: int, turns: Sequence[dict[str, Any]]) -> None:
-        """A resumed session's last turns: the question, one line per tool call, the answer."""
-        if earlier:
-            self.notice(f"… {earlier} earlier turn{'' if earlier == 1 else 's'}, /trace all to see them")
+        """A resumed session's last turns (the question, one line per tool call, the answer),
+        then how many earlier turns are not shown."""
         for turn in turns:
             self.print(Text("› " + one_line(turn["user"], max(20, self.console.width - 2)), "bold"))
             for name, arguments, ok in turn["calls"]:
@@ -209,6 +208,8 @@ class Renderer:
                                                                     max(20, self.console.width - 4)), "dim")))
             if turn["answer"].strip():
                 self.markdown(turn["answer"])
+        if earlier:
+            self.notice(f"… {earlier} earlier turn{'' if earlier == 1 else 's'}, /trace all to see them")
 
     def close(self) -> None:
         """Print what is still open and stop the live area (on Ctrl-C, before exiting)."""

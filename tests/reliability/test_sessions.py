@@ -78,6 +78,7 @@ def test_continue_in_a_terminal_shows_the_last_turns(repl_factory, fake_server):
     resumed = repl_factory("-c")
     screen = resumed.screen()
     assert "… 1 earlier turn, /trace all to see them" in screen
+    assert screen.index("answer four") < screen.index("… 1 earlier turn")  # the recap, then the count
     assert "question one" not in screen and "› question two" in screen and "› question four" in screen
     assert "answer four" in screen and "resumed session" in screen
     resumed.say("question five")

@@ -18,6 +18,7 @@ controls and bidirectional overrides that JSON itself leaves raw.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 from dataclasses import asdict
@@ -49,7 +50,7 @@ from repl.prompts import system_prompt
 from repl.providers.base import ProviderError
 from repl.redact import Redactor, redactor_for
 from repl.runtime import (
-    MCP_READY_WAIT_S,
+    MCP_ASK_WAIT_S,
     build_registry,
     make_provider,
     new_id,
@@ -186,9 +187,14 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
     mode: ApprovalMode = "auto" if assume_yes else ("read-only" if settings.approval == "read-only" else "ask")
     history = History(system_prompt(extra=settings.system_prompt,
                                     compact=settings.active.name == "local"))
+    registry = build_registry(settings)
+    # MCP servers start first, so their start overlaps the SDK's import and the provider's set-up.
+    mcp = start_mcp(settings, registry, lambda text: emit(Notice(text)))
     try:
         provider = make_provider(settings.active, settings, _phase_printer(progress))
     except ProviderError as exc:
+        if mcp is not None:
+            mcp.close()
         progress.say(f"error: {exc.message}")
         if as_json:
             _print_json({"answer": "", "stopped_by": "error", "steps": 0,
@@ -196,13 +202,11 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
         return EXIT_FAILED
     if notice := getattr(provider, "notice", None):  # the local server's start
         emit(Notice(notice))
-    registry = build_registry(settings)
     for line in UserTools(settings, registry, lambda text: None).load().problems:
         emit(Notice(line))
-    mcp = start_mcp(settings, registry, lambda text: emit(Notice(text)))
     try:
-        if mcp is not None:
-            mcp.wait_ready(MCP_READY_WAIT_S)
+        if mcp is not None:  # a server still starting after the bound offers its tools from the next step
+            mcp.wait_ready(_mcp_ask_wait_s())
         with Runner(provider, registry, Approver(mode), settings.guards, emit,
                     budget=session_budget(settings, Usage(), Cost())) as runner:
             finished = runner.run_turn(history, question)
@@ -224,6 +228,13 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
     if finished.stopped_by == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_FAILED if failure else EXIT_OK
+
+
+def _mcp_ask_wait_s() -> float:
+    try:
+        return max(0.0, float(os.environ.get("GLASSLOOP_MCP_ASK_WAIT_S", MCP_ASK_WAIT_S)))
+    except ValueError:
+        return MCP_ASK_WAIT_S
 
 
 def turn_failure(finished: TurnFinished, log: EventLog) -> tuple[str, str] | None:

@@ -25,6 +25,7 @@ from tools.registry import Registry
 from tools.store import StoreWrite
 
 MCP_READY_WAIT_S = 10.0  # how long a turn waits for MCP servers still connecting
+MCP_ASK_WAIT_S = 1.0  # `ask`: at most this for servers still connecting (GLASSLOOP_MCP_ASK_WAIT_S); later tools join at the next step
 
 
 def new_id() -> str:

@@ -7,7 +7,8 @@ named by ``MCP_TEST_NOTES`` when set), ``fail`` (an ``isError`` result),
 show a changed tool list. ``MCP_TEST_BROKEN_SCHEMA=1`` adds ``broken_ref``, whose
 input schema has a ``$ref`` that resolves nowhere (valid JSON Schema otherwise).
 ``--http PORT`` serves streamable HTTP on 127.0.0.1 instead (``/mcp``), where
-``echo_header`` shows the ``X-Test-Token`` header.
+``echo_header`` shows the ``X-Test-Token`` header. ``MCP_TEST_START_DELAY=S`` sleeps S
+seconds before serving; ``MCP_TEST_IGNORE_STDIN_CLOSE=1`` stays up after stdin closes.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import time
 from pathlib import Path
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -97,7 +99,10 @@ if os.environ.get("MCP_TEST_BROKEN_SCHEMA") == "1":
 
 
 if __name__ == "__main__":
+    time.sleep(float(os.environ.get("MCP_TEST_START_DELAY", "0")))
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
         server.run("stdio")
+        if os.environ.get("MCP_TEST_IGNORE_STDIN_CLOSE") == "1":
+            time.sleep(60)  # stays up after stdin closed, until it is terminated

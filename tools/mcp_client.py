@@ -32,6 +32,7 @@ from tools.registry import Tool, ToolError
 
 Status = Literal["connecting", "ready", "failed", "lost", "stopped"]
 _CONNECTION_CLOSED = -32000  # JSON-RPC code the SDK uses when the transport closed
+STOP_GRACE_S = 0.5  # a stdio server's time to exit after its stdin closes, and after SIGTERM
 
 
 @dataclass(frozen=True)
@@ -125,15 +126,23 @@ class McpManager:
         return self._submit(self._restart(self.servers[name]))
 
     def wait_ready(self, timeout: float) -> bool:
-        """Wait until no server is still connecting (for tests and one-shot runs)."""
-        return self._submit(self._settled()).result(timeout)
+        """Wait until no server is still connecting; False when some still is after ``timeout``."""
+        future = self._submit(self._settled())
+        try:
+            return future.result(timeout)
+        except FutureTimeout:
+            future.cancel()
+            return False
 
     def ping(self, timeout: float = 2.0) -> None:
         """Check the servers marked ready; a dead one becomes ``lost``."""
         with contextlib.suppress(FutureTimeout):
             self._submit(self._ping_all(timeout)).result(timeout + 1)
 
-    def close(self, timeout: float = 5.0) -> None:
+    def close(self, timeout: float = 3.0) -> None:
+        """Stop every server, bounded: each gets its stdin closed, ``STOP_GRACE_S`` to exit,
+        then SIGTERM and SIGKILL ``STOP_GRACE_S`` later, so a server that ignores the close
+        never holds up the exit."""
         if self._thread is None or not self._thread.is_alive():
             return
         with contextlib.suppress(Exception):
@@ -177,7 +186,9 @@ class McpManager:
         await asyncio.wait({serving, waiter}, timeout=self.connect_timeout_s,
                            return_when=asyncio.FIRST_COMPLETED)
         waiter.cancel()
-        if state.status == "connecting":
+        if state.status == "connecting" and serving.done():  # stopped (close, restart) before it answered
+            state.status = "stopped"
+        elif state.status == "connecting":
             state.status, state.error = "failed", f"no answer within {self.connect_timeout_s:g} s"
             if state.scope is not None:
                 state.scope.cancel()
@@ -209,7 +220,11 @@ class McpManager:
 
     async def _client(self, cfg: ServerConfig, stack: contextlib.AsyncExitStack) -> Any:
         from mcp import Client, StdioServerParameters
+        from mcp.client import stdio
         from mcp.client.stdio import stdio_client
+
+        # The SDK waits 2 s after closing stdin and 2 s more after SIGTERM: too long for an exit.
+        stdio.PROCESS_TERMINATION_TIMEOUT = stdio.FORCE_KILL_TIMEOUT = STOP_GRACE_S
 
         if cfg.url:
             import httpx2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -64,22 +65,23 @@ def test_parallel_weather_calls_in_one_step(fake_server, provider, registry):
 
 
 def test_read_only_calls_run_concurrently(fake_server, provider):
+    together = threading.Barrier(4, timeout=10)  # opens only once all four calls are running
+
     @tool
-    def slow(n: int) -> dict:
-        """Sleep a bit.
+    def meet(n: int) -> dict:
+        """Wait for the other calls.
 
         Args:
             n: which call.
         """
-        time.sleep(0.4)
+        together.wait()
         return {"n": n}
 
-    fake_server.script(tool_calls(*(call("slow", {"n": i}) for i in range(4))), text("done"))
-    started = time.monotonic()
-    finished, log, _ = turn(provider, Registry([slow]), "go")
-    elapsed = time.monotonic() - started
-    assert [e.result["n"] for e in log.of(ToolCallFinished)] == [0, 1, 2, 3]
-    assert elapsed < 1.2  # serial would be 1.6 s plus two requests
+    fake_server.script(tool_calls(*(call("meet", {"n": i}) for i in range(4))), text("done"))
+    finished, log, _ = turn(provider, Registry([meet]), "go")
+    results = [e.result for e in log.of(ToolCallFinished)]
+    assert [r.get("n") for r in results] == [0, 1, 2, 3], results  # one at a time, the barrier breaks
+    assert finished.stopped_by == "answer"
 
 
 def test_calculator_and_add_todo_in_one_step(fake_server, provider, registry, todos_file):

@@ -6,6 +6,11 @@ the fixed part is byte-identical across turns *and* sessions. Prompt caches key
 on the prefix: the text tool-call protocol puts the tool block between the two
 parts (``split_session_part``), which lets the embedded model reuse the saved
 state of the instructions plus the tool schemas (docs/LOCAL_MODEL.md).
+
+The compact prompt (the embedded model's) also has advice on when to call a
+tool, starting with ``ADVICE_MARK``: it goes right after the tool block, where
+the 0.5B model follows it best, and before the date, so it is part of the
+prefix every session and day share.
 """
 
 from __future__ import annotations
@@ -13,6 +18,15 @@ from __future__ import annotations
 import datetime as dt
 
 SESSION_MARK = "\n\nToday is "
+ADVICE_MARK = "\n\nWhen to call a tool: "
+# Measured on the bilingual evaluation (docs/LOCAL_MODEL.md): the right tool on the
+# first step for 22 of 24 requests against 18 without it (Chinese 10 against 9).
+_ADVICE = (
+    ADVICE_MARK + "for todos or tasks (待办, 任务, 没完成) call list_todos or another todo tool; for "
+    "arithmetic or percentages call calculator; for weather (天气) call get_weather; for notes (笔记) "
+    "the note tools; for files (文件) the file tools. For greetings, thanks or jokes, answer in text "
+    "without a tool. Answer in the language of the user's question."
+)
 
 _BASE = """\
 You are glassloop, an assistant in the user's terminal with local tools.
@@ -37,14 +51,15 @@ user's approval. Reply in the user's language, briefly."""
 
 def system_prompt(today: dt.date | None = None, extra: str = "", compact: bool = False) -> str:
     today = today or dt.date.today()
-    text = f"{_COMPACT if compact else _BASE}{SESSION_MARK}{today.isoformat()}."
+    text = f"{_COMPACT + _ADVICE if compact else _BASE}{SESSION_MARK}{today.isoformat()}."
     return f"{text}\n\n{extra.strip()}" if extra.strip() else text
 
 
 def split_session_part(system: str) -> tuple[str, str]:
-    """(fixed part, per-session part starting with SESSION_MARK) of a system text.
+    """(the part before the tool block, the part after it) of a system text: the second
+    starts at the tool advice (ADVICE_MARK) or else at the per-session part (SESSION_MARK).
 
-    A text without the mark (a session saved before it existed) is all fixed.
+    A text without either mark (a session saved before they existed) is all fixed.
     """
-    fixed, mark, session = system.partition(SESSION_MARK)
-    return (fixed, mark + session) if mark else (system, "")
+    found = [at for at in (system.find(ADVICE_MARK), system.find(SESSION_MARK)) if at >= 0]
+    return (system[:min(found)], system[min(found):]) if found else (system, "")

@@ -36,3 +36,24 @@ def test_the_language_follows_the_latest_question_not_the_first() -> None:
                                                                      "arguments": "{}"}]},
                {"role": "tool", "tool_call_id": "c1", "name": "list_todos", "content": "{}"}]
     assert to_text_messages(history, TOOLS)[-1]["content"].endswith(AFTER_RESULTS)
+
+
+def test_the_embedded_models_advice_follows_the_tool_block_and_is_shared_across_days() -> None:
+    """The advice on when to call a tool (and to answer in the question's language) is the
+    last thing the model reads before the date, and part of the prefix every day shares."""
+    import datetime as dt
+
+    from repl.prompts import ADVICE_MARK, system_prompt
+
+    def wire_system(day: dt.date, extra: str = "") -> str:
+        history = [{"role": "system", "content": system_prompt(day, extra, compact=True)},
+                   {"role": "user", "content": "hi"}]
+        return to_text_messages(history, TOOLS)[0]["content"]
+
+    first, later = wire_system(dt.date(2025, 5, 1)), wire_system(dt.date(2026, 1, 31), "Be brief.")
+    advice = first.index(ADVICE_MARK)
+    assert first.index("</tool_call>") < advice < first.index("Today is 2025-05-01.")
+    assert "Answer in the language of the user's question." in first[advice:]
+    date = first.index("\n\nToday is ")
+    assert later[:date] == first[:date]
+    assert ADVICE_MARK not in system_prompt(dt.date(2025, 5, 1))  # hosted models: the full prompt only

@@ -89,7 +89,7 @@ def call(name: str, **arguments: Any) -> str:
     call("list_todos", status="todo", priority=None),
     '```json\n{\n  "name": "get_todo",\n  "arguments": {\n    "todo_id": "todo-002"\n  }\n}\n```',
     "<tool_call>\n" + call("complete_todo", todo_id=3) + "\n</tool_call>",
-    call("add_todo", title="买牛奶") + "\n" + call("add_todo", title="Pay the rent", priority="high"),
+    call("add_todo", title="买牛奶") + "\n" + call("add_todo", title="Pay the rent", due="2025-06-01"),
     call("add_note", text='a "quoted" word\\nand a new line', tags=["home"]),
     "Hello! I am glassloop, a terminal assistant.",
     "你好！我是 glassloop，有什么可以帮你？",
@@ -103,6 +103,7 @@ def test_accepts_calls_in_the_forms_the_model_writes_and_plain_text(grammar: Gra
 
 @pytest.mark.parametrize("reply", [
     call("add_todo", title="x", todo_id="todo-001"),   # an extra key (the model's old habit)
+    call("add_todo", title="x", detail="invented"),    # an optional property with a default
     call("add_todo", detail="no title"),               # a required key missing
     call("list_todos", status="open"),                 # not in the enum (type list + enum in the schema)
     call("calculate", expression="1 + 1"),             # not a tool

@@ -362,6 +362,13 @@ class ChatSession:
             self._provider.close()
         self._provider = None
 
+    def start_background(self) -> None:
+        """The provider (unless a turn already started it), MCP servers and user tools."""
+        if self._provider is None:
+            self.start_provider()
+        self.start_mcp()
+        self.start_user_tools()
+
     def start_mcp(self) -> None:
         """Connect the configured MCP servers in the background (no-op without any)."""
         self.mcp = start_mcp(self.settings, self.registry, self._background_notice)
@@ -586,9 +593,12 @@ def run_chat(settings: Settings, *, resume: str | None = None, first: str = "", 
                                 "(set OPENAI_API_KEY or pass --provider/--base-url for a hosted one)"))
         if settings.active.name == "local" and (problem := local_problem(settings.active)):
             ui.error(problem)  # now, not after the first question
-        session.start_provider()
-        session.start_mcp()
-        session.start_user_tools()
+        # The SDK import and the tool loading hold the GIL for a while: drawing the prompt
+        # first keeps them from slowing it; a first message from the command line cannot wait.
+        if first:
+            session.start_background()
+        else:
+            ui.when_prompt_shown(session.start_background)
         code = session.loop(first)
         ui.goodbye(session)
         return code

@@ -121,6 +121,16 @@ class PromptInput:
         """The next ``read()`` starts with ``text`` in the line, to edit (``/edit``)."""
         self._default = text
 
+    def when_shown(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once, right after the prompt is next drawn."""
+        app = self.session.app
+
+        def once(_: object) -> None:
+            app.after_render -= once
+            callback()
+
+        app.after_render += once
+
     def read(self) -> str:
         """The next message (may span lines). EOFError on Ctrl-D, KeyboardInterrupt on Ctrl-C;
         Esc Esc on an empty line returns ``/edit``."""

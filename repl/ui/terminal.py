@@ -102,6 +102,13 @@ class Terminal:
     def attach(self, session: ChatSession) -> None:
         self.session = session
 
+    def when_prompt_shown(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the prompt is on the screen; at once when there is no prompt."""
+        if self.prompt is None:
+            callback()
+        else:
+            self.prompt.when_shown(callback)
+
     def prefill(self, text: str) -> bool:
         """Put ``text`` in the input line of the next prompt, to edit (``/edit``); False without one."""
         if self.prompt is None:

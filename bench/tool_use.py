@@ -1,7 +1,8 @@
 """Bilingual tool-use evaluation of the embedded model: ``python -m bench tool_use``.
 
 24 requests that need a tool (12 English, 12 Chinese: the same intents in both
-languages) and 8 chit-chat controls (4 + 4) go through the real loop: the local
+languages) and 16 controls (8 + 8: chit-chat, and a question about todos in general
+that needs no data) go through the real loop: the local
 provider as ``make_provider`` builds it (the embedded llama.cpp server, text tool
 calls, the grammar), ``run_turn`` with approvals on ``auto``, the real tools on a
 fresh fixture per question (todos, notes, files), isolated XDG dirs. One server
@@ -159,6 +160,14 @@ CASES = [
     Case("joke", "zh", "给我讲个笑话。"),
     Case("morning", "en", "Good morning! How are you today?"),
     Case("morning", "zh", "早上好！你今天怎么样？"),
+    Case("abilities", "en", "What can you do?"),
+    Case("abilities", "zh", "你能做什么？"),
+    Case("meet", "en", "Nice to meet you!"),
+    Case("meet", "zh", "很高兴认识你！"),
+    Case("bye", "en", "Goodbye, see you tomorrow."),
+    Case("bye", "zh", "再见，明天见。"),
+    Case("define", "en", "Explain in one sentence what a todo list is."),
+    Case("define", "zh", "用一句话解释什么是待办清单。"),
 ]
 QUICK_CASES = ("todos-open", "hello")
 _HAN = re.compile(r"[\u3400-\u9fff]")
@@ -166,9 +175,12 @@ _LATIN = re.compile(r"[A-Za-z]")
 
 
 def in_language(text: str, lang: str) -> bool:
-    """Chinese: Han characters are at least a third of the letters; English: none."""
+    """Chinese: Han characters are at least a third of the letters; English: none. An
+    answer without letters (``434.0``) is in every language."""
     han, latin = len(_HAN.findall(text)), len(_LATIN.findall(text))
-    return han > 0 and han * 2 >= latin if lang == "zh" else han == 0 and latin > 0
+    if han == latin == 0:
+        return bool(text.strip())
+    return han > 0 and han * 2 >= latin if lang == "zh" else han == 0
 
 
 def load() -> str:
@@ -293,7 +305,8 @@ def local_provider(temperature: float, model: Path, work: Path, grammar: bool = 
                       f"temperature = {temperature}\n", "utf-8")
     settings = load_settings({"provider": "local"}, cwd=work, env=os.environ, config_file=config)
     provider = make_provider(settings.active, settings)
-    provider.call_grammar = grammar  # the embedded server gets it; off only to measure without it
+    # the runtime switched the grammar on for the embedded server; off only to measure without it
+    getattr(provider, "_provider", provider).call_grammar = grammar  # under the server-owning wrapper
     return provider
 
 

@@ -1,0 +1,53 @@
+"""The embedded model under the grammar: real llama.cpp inference, a few short requests.
+
+The provider is built as glassloop builds it (``make_provider``: the embedded server,
+text tool calls, the grammar switched on for it). A handful of the evaluation's
+questions (English, Chinese, a greeting) get a first step at temperature 0.9, where the
+unconstrained model wrote broken or invented calls; every call must be schema-valid.
+Five tools keep the prompt short (the whole test takes well under a minute idle).
+"""
+
+from __future__ import annotations
+
+from importlib import util
+from pathlib import Path
+
+import pytest
+
+from bench import isolated_env, patched_environ
+from bench.tool_use import CASES, fixture, local_provider, schema_valid
+from repl.prompts import system_prompt
+from repl.providers.base import Completed, RequestSent
+from repl.providers.weights import ensure_model
+
+pytestmark = pytest.mark.skipif(util.find_spec("llama_cpp") is None,
+                                reason="needs the 'local' extra: pip install 'glassloop[local]'")
+TOOLS = ("list_todos", "get_todo", "add_todo", "calculator", "get_weather")
+QUESTIONS = [c for c in CASES if set(c.tools) & set(TOOLS) and c.id in ("todos-open", "percent", "remind")
+             or c.id == "hello" and c.lang == "zh"]
+
+
+@pytest.mark.timeout(600)
+def test_every_call_the_model_makes_under_the_grammar_is_schema_valid(tmp_path: Path) -> None:
+    model = ensure_model(tmp_path / "data")
+    tools = [s for s in fixture(tmp_path / "tools").schemas() if s["name"] in TOOLS]
+    schemas = {s["name"]: s["parameters"] for s in tools}
+    calls, bodies = [], []
+    with patched_environ(isolated_env(tmp_path / "xdg")):
+        provider = local_provider(0.9, model, tmp_path, grammar=True)
+    try:
+        assert provider.call_grammar  # the runtime switched it on for the embedded server
+        for case in QUESTIONS:
+            messages = [{"role": "system", "content": system_prompt(compact=True)},
+                        {"role": "user", "content": case.text}]
+            parts = list(provider.stream(messages, tools))
+            bodies += [p.body for p in parts if isinstance(p, RequestSent)]
+            done = [p for p in parts if isinstance(p, Completed)][-1]
+            calls += [(case.id, c.name, c.arguments) for c in done.tool_calls]
+    finally:
+        provider.close()
+    assert len(QUESTIONS) == 7 and len(bodies) == len(QUESTIONS)
+    assert all("root ::=" in body.get("grammar", "") for body in bodies)
+    assert calls, "the model made no call at all: nothing was checked"
+    invalid = [call for call in calls if not schema_valid(call[1], call[2], schemas)]
+    assert invalid == []

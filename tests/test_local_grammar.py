@@ -20,8 +20,11 @@ from repl.prompts import system_prompt
 from repl.providers.base import Completed, RequestSent
 from repl.providers.weights import ensure_model
 
-pytestmark = pytest.mark.skipif(util.find_spec("llama_cpp") is None,
-                                reason="needs the 'local' extra: pip install 'glassloop[local]'")
+pytestmark = [
+    pytest.mark.skipif(util.find_spec("llama_cpp") is None,
+                       reason="needs the 'local' extra: pip install 'glassloop[local]'"),
+    pytest.mark.xdist_group("llama"),  # real inference uses every CPU: one test worker runs it all
+]
 TOOLS = ("list_todos", "get_todo", "add_todo", "calculator", "get_weather")
 QUESTIONS = [c for c in CASES if set(c.tools) & set(TOOLS) and c.id in ("todos-open", "percent", "remind")
              or c.id == "hello" and c.lang == "zh"]

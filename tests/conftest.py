@@ -74,6 +74,15 @@ def provider(fake_server: FakeServer) -> Iterator[ChatProvider]:
     p.close()
 
 
+@pytest.fixture
+def quiet_provider(fake_server: FakeServer) -> Iterator[ChatProvider]:
+    """Like ``provider`` but never retries: a cut or slow call is seen once."""
+    p = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
+                     max_retries=0, timeout_s=10)
+    yield p
+    p.close()
+
+
 def _killing(started: list[Repl]) -> None:
     for session in started:
         if session.child.isalive():

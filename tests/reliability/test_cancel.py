@@ -42,14 +42,6 @@ STOPS_WITHIN_S = 1.0  # from the moment the loop gives up on a call to the tool 
 TURN_S = 1.5  # turn_timeout_s where the deadline cuts a call
 
 
-@pytest.fixture
-def provider(fake_server: FakeServer) -> Iterator[ChatProvider]:
-    p = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
-                     max_retries=0, timeout_s=10)
-    yield p
-    p.close()
-
-
 class Waiter:
     """A tool that waits on its cancel signal (up to 30 s) and records what it saw."""
 
@@ -70,11 +62,11 @@ class Waiter:
         self.tool = tool(wait_for_news, timeout_s=timeout_s)
 
 
-def one_call_turn(fake_server: FakeServer, provider: ChatProvider, registry: Registry,
+def one_call_turn(fake_server: FakeServer, quiet_provider: ChatProvider, registry: Registry,
                   limits: Limits) -> tuple[object, EventLog, History]:
     fake_server.script(tool_calls(call("wait_for_news", {})), text("no news in time"))
     history, log = History("test"), EventLog()
-    finished = run_turn(history, "any news?", provider=provider, registry=registry,
+    finished = run_turn(history, "any news?", provider=quiet_provider, registry=registry,
                         approver=Approver("auto"), limits=limits, emit=log)
     return finished, log, history
 
@@ -90,9 +82,9 @@ def test_the_signal_is_not_in_the_schema() -> None:
     assert glassloop_tools.Cancel is Cancel
 
 
-def test_a_tool_waiting_on_its_signal_stops_when_its_call_times_out(fake_server, provider) -> None:
+def test_a_tool_waiting_on_its_signal_stops_when_its_call_times_out(fake_server, quiet_provider) -> None:
     waiter = Waiter(timeout_s=0.3)
-    finished, log, history = one_call_turn(fake_server, provider, Registry([waiter.tool]), Limits())
+    finished, log, history = one_call_turn(fake_server, quiet_provider, Registry([waiter.tool]), Limits())
     assert waiter.ended.wait(STOPS_WITHIN_S), "the tool never saw its signal"
     assert waiter.cancelled_after is not None and 0.3 <= waiter.cancelled_after < 0.3 + STOPS_WITHIN_S
     assert log.of(ToolCallFinished)[0].error_type == "timeout"
@@ -100,9 +92,9 @@ def test_a_tool_waiting_on_its_signal_stops_when_its_call_times_out(fake_server,
     record("cancel", case="call timeout", tool_timeout_s=0.3, stopped_after_s=round(waiter.cancelled_after, 3))
 
 
-def test_a_tool_waiting_on_its_signal_stops_when_the_turn_runs_out_of_time(fake_server, provider) -> None:
+def test_a_tool_waiting_on_its_signal_stops_when_the_turn_runs_out_of_time(fake_server, quiet_provider) -> None:
     waiter = Waiter()  # its own timeout (tool_timeout_s = 30) is far off: the turn's deadline cuts it
-    finished, log, history = one_call_turn(fake_server, provider, Registry([waiter.tool]),
+    finished, log, history = one_call_turn(fake_server, quiet_provider, Registry([waiter.tool]),
                                            Limits(turn_timeout_s=TURN_S, tool_timeout_s=30))
     assert waiter.ended.wait(TURN_S + STOPS_WITHIN_S), "the tool never saw its signal"
     assert waiter.cancelled_after is not None and waiter.cancelled_after < TURN_S + STOPS_WITHIN_S
@@ -111,7 +103,7 @@ def test_a_tool_waiting_on_its_signal_stops_when_the_turn_runs_out_of_time(fake_
     record("cancel", case="turn deadline", turn_timeout_s=TURN_S, stopped_after_s=round(waiter.cancelled_after, 3))
 
 
-def test_a_tool_waiting_on_its_signal_stops_when_the_turn_is_interrupted(fake_server, provider) -> None:
+def test_a_tool_waiting_on_its_signal_stops_when_the_turn_is_interrupted(fake_server, quiet_provider) -> None:
     waiter = Waiter()
 
     def ctrl_c() -> None:  # the user's Ctrl-C, once the tool runs
@@ -119,7 +111,7 @@ def test_a_tool_waiting_on_its_signal_stops_when_the_turn_is_interrupted(fake_se
         os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=ctrl_c, daemon=True).start()
-    finished, log, history = one_call_turn(fake_server, provider, Registry([waiter.tool]),
+    finished, log, history = one_call_turn(fake_server, quiet_provider, Registry([waiter.tool]),
                                            Limits(tool_timeout_s=30))
     assert finished.stopped_by == "interrupted"
     assert waiter.ended.wait(STOPS_WITHIN_S), "the tool never saw its signal"
@@ -160,7 +152,7 @@ def test_an_mcp_call_stops_waiting_when_its_signal_is_set(mcp) -> None:
     record("cancel", case="mcp call", stopped_after_s=round(elapsed, 3))
 
 
-def test_an_mcp_call_is_cancelled_when_the_turn_runs_out_of_time(fake_server, provider, mcp) -> None:
+def test_an_mcp_call_is_cancelled_when_the_turn_runs_out_of_time(fake_server, quiet_provider, mcp) -> None:
     """The loop gives up at the deadline; the MCP call it left behind stops too (its worker
     thread ends), instead of waiting out the server's 30 s timeout."""
     _, registry = mcp
@@ -174,7 +166,7 @@ def test_an_mcp_call_is_cancelled_when_the_turn_runs_out_of_time(fake_server, pr
     registry.remove_names(["t__slow"])
     registry.add([replace(slow, fn=noting_the_thread)])
     fake_server.script(tool_calls(call("t__slow", {"seconds": 20})), text("the server was slow"))
-    finished = run_turn(History("test"), "go", provider=provider, registry=registry, approver=Approver("auto"),
+    finished = run_turn(History("test"), "go", provider=quiet_provider, registry=registry, approver=Approver("auto"),
                         limits=Limits(turn_timeout_s=TURN_S, tool_timeout_s=30), emit=EventLog())
     assert finished.stopped_by == "timeout" and len(ran_in) == 1
     ran_in[0].join(STOPS_WITHIN_S)

@@ -10,7 +10,6 @@ one; and the pool is shut down with its runner, so no worker outlives the turn.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -18,8 +17,7 @@ from repl.agent import Limits, run_turn
 from repl.approval import Approver
 from repl.events import EventLog, ToolCallFinished
 from repl.history import History, check
-from repl.providers.chat import ChatProvider
-from tests.fakeserver import FakeServer, call, text, tool_calls
+from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record, wait_for
 from tools.registry import Registry, tool
 
@@ -27,15 +25,7 @@ pytestmark = pytest.mark.timeout(60)
 POOL_SIZE = 8
 
 
-@pytest.fixture
-def provider(fake_server: FakeServer) -> Iterator[ChatProvider]:
-    p = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
-                     max_retries=0, timeout_s=10)
-    yield p
-    p.close()
-
-
-def test_stuck_calls_do_not_starve_the_next_call(fake_server, provider) -> None:
+def test_stuck_calls_do_not_starve_the_next_call(fake_server, quiet_provider) -> None:
     release = threading.Event()
 
     @tool(timeout_s=0.3)
@@ -56,7 +46,7 @@ def test_stuck_calls_do_not_starve_the_next_call(fake_server, provider) -> None:
     )
     history, log = History("test"), EventLog()
     try:
-        finished = run_turn(history, "go", provider=provider, registry=Registry([stuck, quick]),
+        finished = run_turn(history, "go", provider=quiet_provider, registry=Registry([stuck, quick]),
                             approver=Approver("auto"), limits=Limits(), emit=log)
     finally:
         release.set()  # let the stuck threads end
@@ -68,7 +58,7 @@ def test_stuck_calls_do_not_starve_the_next_call(fake_server, provider) -> None:
     record("tool_pool", stuck_calls=POOL_SIZE, next_call_ms=round(results["quick"].duration_s * 1000, 1))
 
 
-def test_no_worker_outlives_the_turn(fake_server, provider) -> None:
+def test_no_worker_outlives_the_turn(fake_server, quiet_provider) -> None:
     ran_in: set[threading.Thread] = set()
 
     @tool
@@ -78,7 +68,7 @@ def test_no_worker_outlives_the_turn(fake_server, provider) -> None:
         return str(n)
 
     fake_server.script(tool_calls(*(call("quick", {"n": n}) for n in range(4))), text("done"))
-    finished = run_turn(History("test"), "go", provider=provider, registry=Registry([quick]),
+    finished = run_turn(History("test"), "go", provider=quiet_provider, registry=Registry([quick]),
                         approver=Approver("auto"), limits=Limits(), emit=EventLog())
     assert finished.stopped_by == "answer" and ran_in
     assert all(t.name.startswith("glassloop-tool") for t in ran_in)

@@ -86,7 +86,8 @@ def test_a_tool_waiting_on_its_signal_stops_when_its_call_times_out(fake_server,
     waiter = Waiter(timeout_s=0.3)
     finished, log, history = one_call_turn(fake_server, quiet_provider, Registry([waiter.tool]), Limits())
     assert waiter.ended.wait(STOPS_WITHIN_S), "the tool never saw its signal"
-    assert waiter.cancelled_after is not None and 0.3 <= waiter.cancelled_after < 0.3 + STOPS_WITHIN_S
+    # the tool's clock starts after the loop's (its thread starts later): only the upper bound is exact
+    assert waiter.cancelled_after is not None and waiter.cancelled_after < 0.3 + STOPS_WITHIN_S
     assert log.of(ToolCallFinished)[0].error_type == "timeout"
     assert finished.stopped_by == "answer" and check(history.messages) == []
     record("cancel", case="call timeout", tool_timeout_s=0.3, stopped_after_s=round(waiter.cancelled_after, 3))

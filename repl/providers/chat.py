@@ -12,29 +12,21 @@ SDK's ``x-stainless-retry-count`` header. The one-off resend without
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from repl.events import Usage
 from repl.providers.base import (
-    BadShape,
-    Completed,
     Part,
-    ProviderError,
     ReasoningPart,
     RequestSent,
     Retrying,
     TextPart,
     ToolCall,
-    estimate_tokens,
     new_call_id,
     wire_field,
 )
-from repl.providers.endpoint import SdkEndpoint, StreamDeadline, wire_response
-from repl.providers.errors import from_sdk_error, make_error
+from repl.providers.endpoint import Assembly, SdkEndpoint
 from repl.settings import ProviderSettings
 
 
@@ -78,21 +70,30 @@ class _PendingCall:
 
 
 @dataclass
-class _Assembly:
+class _Assembly(Assembly):
     """What one streamed answer has delivered so far."""
 
-    shown: list[str] = field(default_factory=list)  # text the user has seen
     raw: list[str] = field(default_factory=list)  # content as the model wrote it
-    reasoning: list[str] = field(default_factory=list)  # reasoning_content: shown dimmed, never sent back
     calls: dict[int, _PendingCall] = field(default_factory=dict)
-    usage: Usage | None = None  # as the server reported it
-    reported_usage: Any = None  # the server's usage object, as sent (for /trace --raw)
-    finish_reason: str | None = None
+    text_filter: Any = None  # text tool calls: ``textcalls.TextCallFilter`` over the content
     text_calls: list[ToolCall] = field(default_factory=list)  # parsed by the text filter
 
-    @property
-    def text(self) -> str:
-        return "".join(self.shown)
+    def content(self) -> str:
+        return "".join(self.raw)
+
+    def output_text(self) -> str:
+        return self.content() + "".join("".join(p.arguments) for p in self.calls.values())
+
+    def finish(self, calls: list[ToolCall]) -> str | None:
+        return "tool_calls" if self.text_filter is not None and calls else self.finish_reason
+
+    def end(self) -> Iterator[Part]:
+        if self.text_filter is not None:
+            rest, calls = self.text_filter.finish()
+            if rest:
+                self.shown.append(rest)
+                yield TextPart(rest)
+            self.text_calls = list(calls)
 
     def add_fragment(self, frag: Any, path: str) -> None:
         call_id = wire_field(frag, "id", "a string", path)
@@ -118,6 +119,8 @@ class _Assembly:
         return last
 
     def tool_calls(self) -> list[ToolCall]:
+        if self.text_filter is not None:
+            return self.text_calls
         return [
             ToolCall(id=p.id or new_call_id(), name=p.name,
                      arguments="".join(p.arguments) or "{}")
@@ -132,6 +135,9 @@ class _StreamOptionsRejected(Exception):
 class ChatProvider(SdkEndpoint):
     """One OpenAI-compatible Chat Completions endpoint (see ``Provider``)."""
 
+    PROMPT_FIELDS = ("messages",)
+    USAGE_NAMES = ("prompt", "completion")
+
     def __init__(self, profile: ProviderSettings | None = None, **fields: Any) -> None:
         super().__init__(profile, **fields)
         self.tool_call_format = self.settings.tool_call_format
@@ -143,40 +149,23 @@ class ChatProvider(SdkEndpoint):
         self.call_grammar = False
         self.stream_options_supported = True  # set False once the server rejects them
 
-    def stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-        deadline: float | None = None,
-    ) -> Generator[Part, None, None]:
-        self._get_client()  # the SDK import is start-up cost, not model latency
-        started = time.monotonic()
-        tools = tools or []
-        if self.tool_call_format == "text":
-            from repl.providers import textcalls
+    def _prepare(self, messages: list[dict[str, Any]],
+                 tools: list[dict[str, Any]]) -> tuple[dict[str, Any], _Assembly]:
+        if self.tool_call_format != "text":
+            return self._params(to_wire_messages(messages), tools), _Assembly()
+        from repl.providers import textcalls
 
-            # The final no-tools call keeps the last tool block in the system text:
-            # the prompt prefix then matches the previous request, and the local
-            # server reuses its evaluated tokens instead of re-reading ~1,500 tokens.
-            # With no names to recognise, anything call-shaped stays visible text.
-            self._text_tools = tools or self._text_tools
-            wire = textcalls.to_text_messages(messages, self._text_tools)
-            text_filter = textcalls.TextCallFilter([t["name"] for t in tools])
-            params = self._params(wire, [])
-            if self.call_grammar:  # without tools (the final answer): text only
-                from repl.providers.grammar import ANSWER_GRAMMAR, tool_grammar
+        # The final no-tools call keeps the last tool block in the system text:
+        # the prompt prefix then matches the previous request, and the local
+        # server reuses its evaluated tokens instead of re-reading ~1,500 tokens.
+        # With no names to recognise, anything call-shaped stays visible text.
+        self._text_tools = tools or self._text_tools
+        params = self._params(textcalls.to_text_messages(messages, self._text_tools), [])
+        if self.call_grammar:  # without tools (the final answer): text only
+            from repl.providers.grammar import ANSWER_GRAMMAR, tool_grammar
 
-                params["grammar"] = tool_grammar(tools) if tools else ANSWER_GRAMMAR
-        else:
-            wire, text_filter = to_wire_messages(messages), None
-            params = self._params(wire, tools)
-        sdk_stream, retries = yield from self._open(params, deadline)
-        watch = StreamDeadline(sdk_stream.response, deadline)
-        try:
-            acc = _Assembly()
-            yield from self._read(sdk_stream, acc, text_filter)
-        finally:
-            watch.disarm()
-            sdk_stream.close()  # also on GeneratorExit (Ctrl-C): drop the HTTP stream
-        yield self._completed(acc, text_filter, params, started, retries)
+            params["grammar"] = tool_grammar(tools) if tools else ANSWER_GRAMMAR
+        return params, _Assembly(text_filter=textcalls.TextCallFilter([t["name"] for t in tools]))
 
     def wire_messages(self, messages: list[dict[str, Any]],
                       tools: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -192,24 +181,17 @@ class ChatProvider(SdkEndpoint):
         params: dict[str, Any] = {"model": self.model, "messages": wire}
         if tools:
             params["tools"] = to_wire_tools(tools)
-        if self.settings.temperature is not None:
-            params["temperature"] = self.settings.temperature
-        if self.max_tokens is not None:
-            params["max_tokens"] = self.max_tokens
-        return params
+        return params | self._profile_fields()
 
-    def _open(self, params: dict[str, Any], deadline: float | None = None) -> Generator[Retrying | RequestSent, None, tuple[Any, int]]:
-        def create(client: Any, headers: dict[str, str]) -> Any:
-            return self._create(client, params, headers)
-
+    def _open(self, params: dict[str, Any],
+              deadline: float | None) -> Generator[Retrying | RequestSent, None, tuple[Any, int]]:
         try:
-            return (yield from self._opened(create, deadline))
+            return (yield from super()._open(params, deadline))
         except _StreamOptionsRejected:
             self.stream_options_supported = False  # remembered for this provider
-            return (yield from self._opened(create, deadline))
+            return (yield from super()._open(params, deadline))
 
     def _create(self, client: Any, params: dict[str, Any], headers: dict[str, str]) -> Any:
-        """One request; SDK errors are raised as they are (``_opened`` retries and maps them)."""
         import openai
 
         use_options = self.stream_options_supported
@@ -226,34 +208,10 @@ class ChatProvider(SdkEndpoint):
                 raise _StreamOptionsRejected from err
             raise
 
-    def _read(self, sdk_stream: Any, acc: _Assembly, text_filter: Any) -> Iterator[Part]:
-        import openai
-
-        try:
-            for chunk in sdk_stream:
-                yield from self._parts_of(chunk, acc, text_filter)
-        except openai.OpenAIError as err:
-            raise from_sdk_error(err, self._context(), streaming=True, partial_text=acc.text) from err
-        except ValueError as err:  # an SSE data line that is not JSON
-            msg = f"{self.name} sent malformed stream data"
-            raise make_error("server", msg, self._context(), acc.text) from err
-        except BadShape as err:
-            msg = f"{self.name}: malformed answer from the server: {err}"
-            raise make_error("bad_response", msg, self._context(), acc.text) from err
-        if acc.finish_reason is None:
-            msg = f"{self.name}: the answer stream ended before it was finished"
-            raise ProviderError("stream_cut", msg, acc.text)
-        if text_filter is not None:
-            rest, calls = text_filter.finish()
-            if rest:
-                acc.shown.append(rest)
-                yield TextPart(rest)
-            acc.text_calls = list(calls)
-
-    def _parts_of(self, chunk: Any, acc: _Assembly, text_filter: Any) -> Iterator[Part]:
+    def _parts_of(self, chunk: Any, acc: _Assembly) -> Iterator[Part]:
         usage = wire_field(chunk, "usage", "an object", "chunk")
         if usage:
-            acc.usage, acc.reported_usage = _reported_usage(usage), usage
+            acc.usage, acc.reported_usage = self._reported_usage(usage), usage
         for n, choice in enumerate(wire_field(chunk, "choices", "a list", "chunk") or []):
             path = f"choices[{n}]"
             if wire_field(choice, "index", "an integer", path) not in (0, None):
@@ -271,44 +229,13 @@ class ChatProvider(SdkEndpoint):
             content = wire_field(delta, "content", "a string", f"{path}.delta")
             if content:
                 acc.raw.append(content)
-                shown = text_filter.feed(content) if text_filter else content
+                shown = acc.text_filter.feed(content) if acc.text_filter else content
                 if shown:
                     acc.shown.append(shown)
                     yield TextPart(shown)
             frags = wire_field(delta, "tool_calls", "a list", f"{path}.delta") or []
             for i, frag in enumerate(frags):
                 acc.add_fragment(frag, f"{path}.delta.tool_calls[{i}]")
-
-    def _completed(
-        self, acc: _Assembly, text_filter: Any, params: dict[str, Any], started: float, retries: int
-    ) -> Completed:
-        calls = acc.text_calls if text_filter is not None else acc.tool_calls()
-        finish = "tool_calls" if text_filter is not None and calls else acc.finish_reason
-        usage = self._usage(acc, params)
-        response = wire_response("".join(acc.raw), "".join(acc.reasoning), calls, acc.finish_reason,
-                                 acc.reported_usage, usage)
-        return Completed(
-            text=acc.text, tool_calls=calls, usage=usage,
-            finish_reason=finish, latency_s=time.monotonic() - started, retries=retries, response=response,
-        )
-
-    def _usage(self, acc: _Assembly, params: dict[str, Any]) -> Usage:
-        if acc.usage is not None:
-            return acc.usage
-        request = json.dumps([params["messages"], params.get("tools", [])], ensure_ascii=False)
-        output = "".join(acc.raw) + "".join("".join(p.arguments) for p in acc.calls.values())
-        reasoning = estimate_tokens("".join(acc.reasoning))
-        return Usage(estimate_tokens(request), 0, estimate_tokens(output) + reasoning, estimated=True,
-                     reasoning_tokens=reasoning)
-
-
-def _reported_usage(u: Any) -> Usage:
-    details = wire_field(u, "prompt_tokens_details", "an object", "usage")
-    cached = wire_field(details, "cached_tokens", "a count", "usage.prompt_tokens_details") if details else None
-    output = wire_field(u, "completion_tokens_details", "an object", "usage")
-    reasoning = wire_field(output, "reasoning_tokens", "a count", "usage.completion_tokens_details") if output else None
-    return Usage(wire_field(u, "prompt_tokens", "a count", "usage") or 0, cached or 0,
-                 wire_field(u, "completion_tokens", "a count", "usage") or 0, reasoning_tokens=reasoning or 0)
 
 
 def _optional_text(record: Any, name: str) -> str | None:

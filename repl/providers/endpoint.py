@@ -1,4 +1,13 @@
-"""What both openai-SDK adapters share: the profile, the lazily built client, retries, error context."""
+"""The skeleton both openai-SDK adapters share; each adapter only translates its wire format.
+
+``SdkEndpoint.stream`` is the one model call: the adapter builds the request body
+(``_prepare``) and makes the SDK call (``_create``); here it is sent with retries
+(``_opened``: each wait a ``Retrying`` part, the body as sent a ``RequestSent``), its
+stream is read under the deadline's watch (``StreamDeadline``) while the adapter turns
+each event into parts (``_parts_of``, into an ``Assembly``), SDK and shape errors become
+one-line ``ProviderError`` s, and ``Completed`` carries the usage (the server's, else an
+estimate) and the answer as assembled (``wire_response``, for ``/trace --raw``).
+"""
 
 from __future__ import annotations
 
@@ -8,16 +17,27 @@ import math
 import socket
 import threading
 import time
-from collections.abc import Callable, Generator
-from dataclasses import asdict, replace
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from repl.events import Usage
-from repl.providers.base import RequestSent, Retrying, ToolCall
+from repl.providers.base import (
+    BadShape,
+    Completed,
+    Part,
+    ProviderError,
+    RequestSent,
+    Retrying,
+    ToolCall,
+    estimate_tokens,
+    wire_field,
+)
 from repl.providers.errors import (
     RETRY_COUNT_HEADER,
     ErrorContext,
     from_sdk_error,
+    make_error,
     retry_delay,
     retry_reason,
 )
@@ -27,8 +47,51 @@ NO_KEY = "no-key"  # sent when no key is configured, so the SDK never reads OPEN
 _IN_CODE = ProviderSettings(name="", temperature=None, max_tokens=None)
 
 
+@dataclass
+class Assembly:
+    """What one streamed answer has delivered so far; each adapter's reader state extends it."""
+
+    shown: list[str] = field(default_factory=list)  # text the user has seen
+    reasoning: list[str] = field(default_factory=list)  # shown dimmed, never sent back
+    usage: Usage | None = None  # as the server reported it
+    reported_usage: Any = None  # the server's usage object, as sent (for /trace --raw)
+    finish_reason: str | None = None  # as the server reported it; None: the stream was cut
+    ended: bool = False  # the stream's last event came: reading stops
+
+    @property
+    def text(self) -> str:
+        return "".join(self.shown)
+
+    def content(self) -> str:
+        """The answer's text as the model wrote it."""
+        return self.text
+
+    def tool_calls(self) -> list[ToolCall]:
+        return []
+
+    def output_text(self) -> str:
+        """What the answer's size is estimated from when the server reports no usage."""
+        return self.content()
+
+    def finish(self, calls: list[ToolCall]) -> str | None:
+        """The finish reason the loop sees."""
+        return self.finish_reason
+
+    def end(self) -> Iterator[Part]:
+        """Parts held back until the stream is over."""
+        return iter(())
+
+
 class SdkEndpoint:
-    """One OpenAI-compatible endpoint; ``openai`` is imported when the client is first needed."""
+    """One OpenAI-compatible endpoint; ``openai`` is imported when the client is first needed.
+
+    A wire adapter subclasses it and supplies ``_prepare``, ``_create`` and ``_parts_of``
+    (and ``PROMPT_FIELDS``, ``USAGE_NAMES``); ``stream`` is the rest.
+    """
+
+    PROMPT_FIELDS: tuple[str, ...] = ()  # the body's conversation fields (a usage estimate reads them)
+    USAGE_NAMES = ("prompt", "completion")  # the prefixes of the usage fields: ``prompt_tokens``…
+    MAX_TOKENS_FIELD = "max_tokens"  # the body's name for the answer's limit
 
     def __init__(self, profile: ProviderSettings | None = None, **fields: Any) -> None:
         """``profile`` as configured, or its fields as keywords (an adapter made in code, which
@@ -44,6 +107,97 @@ class SdkEndpoint:
         if self._client is not None:
             self._client.close()
             self._client = None
+
+    # ---- what each wire adapter supplies -------------------------------------
+    def _prepare(self, messages: list[dict[str, Any]],
+                 tools: list[dict[str, Any]]) -> tuple[dict[str, Any], Assembly]:
+        """The request body for ``messages`` (without ``stream``) and a fresh reader state."""
+        raise NotImplementedError
+
+    def _create(self, client: Any, params: dict[str, Any], headers: dict[str, str]) -> Any:
+        """One streamed request; SDK errors are raised as they are (``_opened`` retries and maps them)."""
+        raise NotImplementedError
+
+    def _parts_of(self, event: Any, acc: Any) -> Iterator[Part]:
+        """One stream event into ``acc``, and the parts it shows (BadShape for a malformed one)."""
+        raise NotImplementedError
+
+    def _profile_fields(self) -> dict[str, Any]:
+        """What the profile adds to every request body: temperature and the answer's limit, when set."""
+        fields: dict[str, Any] = {}
+        if self.settings.temperature is not None:
+            fields["temperature"] = self.settings.temperature
+        if self.max_tokens is not None:
+            fields[self.MAX_TOKENS_FIELD] = self.max_tokens
+        return fields
+
+    # ---- the model call ----------------------------------------------------------
+    def stream(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+        deadline: float | None = None,
+    ) -> Generator[Part, None, None]:
+        """See ``Provider.stream``."""
+        self._get_client()  # the SDK import is start-up cost, not model latency
+        started = time.monotonic()
+        params, acc = self._prepare(messages, tools or [])
+        sdk_stream, retries = yield from self._open(params, deadline)
+        watch = StreamDeadline(sdk_stream.response, deadline)
+        try:
+            yield from self._read(sdk_stream, acc)
+        finally:
+            watch.disarm()
+            sdk_stream.close()  # also on GeneratorExit (Ctrl-C): drop the HTTP stream
+        calls = acc.tool_calls()
+        usage = acc.usage if acc.usage is not None else self._estimated_usage(acc, params)
+        response = wire_response(acc.content(), "".join(acc.reasoning), calls, acc.finish_reason,
+                                 acc.reported_usage, usage)
+        yield Completed(text=acc.text, tool_calls=calls, usage=usage, finish_reason=acc.finish(calls),
+                        latency_s=time.monotonic() - started, retries=retries, response=response)
+
+    def _open(self, params: dict[str, Any],
+              deadline: float | None) -> Generator[Retrying | RequestSent, None, tuple[Any, int]]:
+        def create(client: Any, headers: dict[str, str]) -> Any:
+            return self._create(client, params, headers)
+
+        return (yield from self._opened(create, deadline))
+
+    def _read(self, sdk_stream: Any, acc: Assembly) -> Iterator[Part]:
+        import openai
+
+        try:
+            for event in sdk_stream:
+                yield from self._parts_of(event, acc)
+                if acc.ended:
+                    break
+        except openai.OpenAIError as err:
+            raise from_sdk_error(err, self._context(), streaming=True, partial_text=acc.text) from err
+        except ValueError as err:  # an SSE data line that is not JSON
+            msg = f"{self.name} sent malformed stream data"
+            raise make_error("server", msg, self._context(), acc.text) from err
+        except BadShape as err:
+            msg = f"{self.name}: malformed answer from the server: {err}"
+            raise make_error("bad_response", msg, self._context(), acc.text) from err
+        if acc.finish_reason is None:
+            msg = f"{self.name}: the answer stream ended before it was finished"
+            raise ProviderError("stream_cut", msg, acc.text)
+        yield from acc.end()
+
+    def _estimated_usage(self, acc: Assembly, params: dict[str, Any]) -> Usage:
+        sent = [params.get(name) for name in self.PROMPT_FIELDS] + [params.get("tools", [])]
+        reasoning = estimate_tokens("".join(acc.reasoning))
+        return Usage(estimate_tokens(json.dumps(sent, ensure_ascii=False)), 0,
+                     estimate_tokens(acc.output_text()) + reasoning, estimated=True, reasoning_tokens=reasoning)
+
+    def _reported_usage(self, u: Any) -> Usage:
+        """The server's usage object (``prompt_tokens``… or ``input_tokens``…, by ``USAGE_NAMES``)."""
+        asked, answered = self.USAGE_NAMES
+        details = wire_field(u, f"{asked}_tokens_details", "an object", "usage")
+        output = wire_field(u, f"{answered}_tokens_details", "an object", "usage")
+        cached = wire_field(details, "cached_tokens", "a count", f"usage.{asked}_tokens_details") if details else None
+        reasoning = (wire_field(output, "reasoning_tokens", "a count", f"usage.{answered}_tokens_details")
+                     if output else None)
+        return Usage(wire_field(u, f"{asked}_tokens", "a count", "usage") or 0, cached or 0,
+                     wire_field(u, f"{answered}_tokens", "a count", "usage") or 0, reasoning_tokens=reasoning or 0)
 
     def _get_client(self) -> Any:
         if self._client is None:
@@ -89,9 +243,6 @@ class SdkEndpoint:
         """The model ids the endpoint offers (``GET /models``), sorted; ProviderError when
         it cannot say (unreachable, 404 on servers without the route, a body of another shape)."""
         import openai
-
-        from repl.providers.base import ProviderError
-        from repl.providers.errors import from_sdk_error, make_error
 
         client = self._get_client().with_options(timeout=min(timeout_s, self.settings.timeout_s), max_retries=0)
         try:

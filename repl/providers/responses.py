@@ -14,36 +14,29 @@ schemas with optional properties, so ``strict`` is set only for schemas that
 already meet its rules (see ``is_strict_compatible``); the schema is never
 rewritten.
 
-As in ``chat.py``, ``openai`` is imported on the first request, retries follow
-the SDK's rules but are made (and shown) by ``SdkEndpoint._opened``, and errors
-go through ``repl.providers.errors``.
+As in ``chat.py``, ``openai`` is imported on the first request; sending,
+retrying, reading the stream and mapping errors are ``SdkEndpoint``'s
+(``repl/providers/endpoint.py``): this module only translates the wire format.
 """
 
 from __future__ import annotations
 
-import json
-import time
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from repl.events import Usage
 from repl.providers.base import (
     BadShape,
-    Completed,
     Part,
     ProviderError,
     ReasoningPart,
-    RequestSent,
-    Retrying,
     TextPart,
     ToolCall,
-    estimate_tokens,
     new_call_id,
     wire_field,
 )
-from repl.providers.endpoint import SdkEndpoint, StreamDeadline, wire_response
-from repl.providers.errors import from_sdk_error, make_error
+from repl.providers.endpoint import Assembly, SdkEndpoint
+from repl.providers.errors import make_error
 from repl.settings import ProviderSettings
 
 TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
@@ -120,56 +113,34 @@ class _PendingCall:
 
 
 @dataclass
-class _Assembly:
+class _Assembly(Assembly):
     """What one streamed response has delivered so far."""
 
-    shown: list[str] = field(default_factory=list)
-    reasoning: list[str] = field(default_factory=list)  # reasoning summaries: shown dimmed, not sent back
     streamed_items: set[str] = field(default_factory=set)  # message items that sent deltas
     calls: dict[str, _PendingCall] = field(default_factory=dict)  # by item id
-    usage: Usage | None = None  # as the final response reported it
-    reported_usage: Any = None  # the server's usage object, as sent (for /trace --raw)
-    finish_reason: str | None = None
-
-    @property
-    def text(self) -> str:
-        return "".join(self.shown)
 
     def tool_calls(self) -> list[ToolCall]:
         return [p.to_call() for p in sorted(self.calls.values(), key=lambda p: p.index)]
 
+    def output_text(self) -> str:
+        return self.text + "".join(c.arguments for c in self.tool_calls())
+
 
 class ResponsesProvider(SdkEndpoint):
     """One endpoint spoken to through ``/v1/responses`` (see ``Provider``)."""
+
+    PROMPT_FIELDS = ("instructions", "input")
+    USAGE_NAMES = ("input", "output")
+    MAX_TOKENS_FIELD = "max_output_tokens"
 
     def __init__(self, profile: ProviderSettings | None = None, **fields: Any) -> None:
         super().__init__(profile, **fields)
         if self.settings.tool_call_format != "native":
             raise ValueError("the Responses API needs tool_call_format = 'native'")
 
-    def stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-        deadline: float | None = None,
-    ) -> Generator[Part, None, None]:
-        self._get_client()  # the SDK import is start-up cost, not model latency
-        started = time.monotonic()
-        params = self.request_params(messages, tools)
-        sdk_stream, retries = yield from self._open(params, deadline)
-        watch = StreamDeadline(sdk_stream.response, deadline)
-        try:
-            acc = _Assembly()
-            yield from self._read(sdk_stream, acc)
-        finally:
-            watch.disarm()
-            sdk_stream.close()  # also on GeneratorExit (Ctrl-C): drop the HTTP stream
-        usage, calls = self._usage(acc, params), acc.tool_calls()
-        response = wire_response(acc.text, "".join(acc.reasoning), calls, acc.finish_reason, acc.reported_usage,
-                                 usage)
-        yield Completed(
-            text=acc.text, tool_calls=calls, usage=usage,
-            finish_reason=acc.finish_reason, latency_s=time.monotonic() - started, retries=retries,
-            response=response,
-        )
+    def _prepare(self, messages: list[dict[str, Any]],
+                 tools: list[dict[str, Any]]) -> tuple[dict[str, Any], _Assembly]:
+        return self.request_params(messages, tools), _Assembly()
 
     def wire_messages(self, messages: list[dict[str, Any]],
                       tools: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -187,43 +158,17 @@ class ResponsesProvider(SdkEndpoint):
             params["instructions"] = instructions
         if tools:
             params["tools"] = to_wire_tools(tools)
-        if self.settings.temperature is not None:
-            params["temperature"] = self.settings.temperature
-        if self.max_tokens is not None:
-            params["max_output_tokens"] = self.max_tokens
-        return params
+        return params | self._profile_fields()
 
-    def _open(self, params: dict[str, Any], deadline: float | None = None) -> Generator[Retrying | RequestSent, None, tuple[Any, int]]:
-        def create(client: Any, headers: dict[str, str]) -> Any:
-            # extra_body skips the SDK's per-item parameter transform (see chat.py)
-            body = dict(params)
-            return client.responses.create(model=body.pop("model"), stream=True, extra_body=body,
-                                           extra_headers=headers)
+    def _create(self, client: Any, params: dict[str, Any], headers: dict[str, str]) -> Any:
+        # extra_body skips the SDK's per-item parameter transform (see chat.py)
+        body = dict(params)
+        return client.responses.create(model=body.pop("model"), stream=True, extra_body=body,
+                                       extra_headers=headers)
 
-        return (yield from self._opened(create, deadline))
-
-    def _read(self, sdk_stream: Any, acc: _Assembly) -> Iterator[Part]:
-        import openai
-
-        try:
-            for event in sdk_stream:
-                kind = wire_field(event, "type", "a string", "event")
-                yield from self._parts_of(kind, event, acc)
-                if kind in TERMINAL:
-                    break
-        except openai.OpenAIError as err:
-            raise from_sdk_error(err, self._context(), streaming=True, partial_text=acc.text) from err
-        except ValueError as err:  # an SSE data line that is not JSON
-            msg = f"{self.name} sent malformed stream data"
-            raise make_error("server", msg, self._context(), acc.text) from err
-        except BadShape as err:
-            msg = f"{self.name}: malformed answer from the server: {err}"
-            raise make_error("bad_response", msg, self._context(), acc.text) from err
-        if acc.finish_reason is None:
-            msg = f"{self.name}: the answer stream ended before it was finished"
-            raise ProviderError("stream_cut", msg, acc.text)
-
-    def _parts_of(self, kind: str | None, event: Any, acc: _Assembly) -> Iterator[Part]:
+    def _parts_of(self, event: Any, acc: _Assembly) -> Iterator[Part]:
+        kind = wire_field(event, "type", "a string", "event")
+        acc.ended = kind in TERMINAL
         if kind in ("response.output_text.delta", "response.refusal.delta"):
             delta = wire_field(event, "delta", "a string", kind)
             if delta:
@@ -280,7 +225,7 @@ class ResponsesProvider(SdkEndpoint):
         for n, item in enumerate(wire_field(response, "output", "a list", "response") or []):
             yield from self._item_event(item, True, acc, f"response.output[{n}]")
         usage = wire_field(response, "usage", "an object", "response")
-        acc.usage, acc.reported_usage = (_reported_usage(usage), usage) if usage else (None, None)
+        acc.usage, acc.reported_usage = (self._reported_usage(usage), usage) if usage else (None, None)
         details = wire_field(response, "incomplete_details", "an object", "response")
         if wire_field(response, "status", "a string", "response") == "incomplete" or details is not None:
             reason = wire_field(details, "reason", "a string", "response.incomplete_details") if details else None
@@ -295,25 +240,6 @@ class ResponsesProvider(SdkEndpoint):
         detail = detail if isinstance(detail, str) and detail else "the response failed"
         msg = f"{self.name}: error reported during the answer: {detail}"
         return make_error("server", msg, self._context(), acc.text)
-
-    def _usage(self, acc: _Assembly, params: dict[str, Any]) -> Usage:
-        if acc.usage is not None:
-            return acc.usage
-        request = json.dumps([params.get("instructions"), params["input"], params.get("tools", [])],
-                             ensure_ascii=False)
-        output = acc.text + "".join(c.arguments for c in acc.tool_calls())
-        reasoning = estimate_tokens("".join(acc.reasoning))
-        return Usage(estimate_tokens(request), 0, estimate_tokens(output) + reasoning, estimated=True,
-                     reasoning_tokens=reasoning)
-
-
-def _reported_usage(u: Any) -> Usage:
-    details = wire_field(u, "input_tokens_details", "an object", "usage")
-    output = wire_field(u, "output_tokens_details", "an object", "usage")
-    cached = wire_field(details, "cached_tokens", "a count", "usage.input_tokens_details") if details else None
-    reasoning = wire_field(output, "reasoning_tokens", "a count", "usage.output_tokens_details") if output else None
-    return Usage(wire_field(u, "input_tokens", "a count", "usage") or 0, cached or 0,
-                 wire_field(u, "output_tokens", "a count", "usage") or 0, reasoning_tokens=reasoning or 0)
 
 
 def _message_text(item: Any, path: str) -> str:

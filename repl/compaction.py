@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from repl.agent import Runner
-from repl.context import messages_tokens
+from repl.context import ContextWindow, messages_tokens
 from repl.events import Usage
-from repl.history import fit_window
 from repl.providers.base import ProviderError, estimate_tokens
 
 SUMMARY_REQUEST = (
@@ -60,7 +59,7 @@ def compact(system_prompt: str, messages: list[dict[str, Any]], runner: Runner,
     system = [{"role": "system", "content": system_prompt}] if system_prompt else []
     sent = system + [dict(m) for m in messages[:split]] + [{"role": "user", "content": request}]
     if (room := runner.room()) > 0:
-        sent, _ = fit_window(sent, room, estimate_tokens)
+        sent, _ = ContextWindow(refill=1.0).fit(sent, None, room)  # a one-off request: cut just enough
     completed = runner.call_model(sent, None)
     summary = completed.text.strip()
     if not summary:

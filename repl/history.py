@@ -6,7 +6,8 @@ Messages are provider-neutral dicts (each wire adapter converts them):
 - ``{"role": "assistant", "content": str, "tool_calls": [{"id", "name", "arguments"}]}``
 - ``{"role": "tool", "tool_call_id": str, "name": str, "content": str}``
 
-The system prompt is held apart and prepended by ``for_request()``. The
+The system prompt is held apart and prepended by ``for_request()``; what part
+of the history a request carries is decided in ``repl/context.py``. The
 invariant (every assistant tool call answered exactly once, in order, before
 anything else; no result without its call; never two user messages side by
 side) is enforced here and nowhere else: ``end_turn()`` repairs whatever an
@@ -17,7 +18,6 @@ interrupted or failed turn left behind. Text enters as valid Unicode
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -276,111 +276,3 @@ def _clean_calls(calls: Any, fixes: dict[str, int]) -> list[dict[str, str]]:
     if len(clean) != len(items) or not isinstance(calls, list):
         _count(fixes, "dropped tool calls that were not well formed", len(items) - len(clean) or 1)
     return clean
-
-
-# ---- context window -------------------------------------------------------------
-
-KEEP_RESULT_CHARS = 300  # head + tail kept of an old tool result when the window is tight
-
-
-@dataclass(frozen=True)
-class WindowPlan:
-    """How one request is cut to fit: some old tool results shortened, the oldest turns dropped.
-
-    Indices refer to the unfitted request (``History.for_request()``). A plan
-    stays valid for every later request that extends that one, so applying it
-    again keeps the request prefix byte-identical (see ``repl/context.py``).
-    """
-
-    first: int  # 1 when messages[0] is the system prompt, else 0
-    cut_at: int  # index of the first message kept after the system prompt
-    shortened: frozenset[int]  # tool results (kept ones) sent head and tail only
-    total: int  # estimated tokens of the fitted request
-    actions: tuple[str, ...]  # what was done, for the notice
-
-
-def plan_window(
-    messages: list[dict[str, Any]], budget: int, estimate: Callable[[str], int],
-    *, size: int | None = None, target: int | None = None,
-) -> WindowPlan | None:
-    """How to cut ``messages`` to fit ``budget`` tokens; None when they fit as they are.
-
-    ``size`` is the request's size when the caller knows better than the sum of
-    the messages' estimates (reported tokens, tools). An oversized request is
-    cut down to ``target`` (default ``budget``): first old tool results are
-    shortened (head and tail kept, marked), then the oldest whole turns are
-    dropped. The system prompt and the current turn are never touched, and a
-    call is never separated from its results.
-    """
-    if size is not None and size <= budget:
-        return None
-    texts = [text_of(m) for m in messages]
-    if size is None and sum(map(len, texts)) <= budget:  # an estimate never exceeds the character count
-        return None
-    sizes = [estimate(t) for t in texts]
-    total = sum(sizes) if size is None else size
-    if total <= budget:
-        return None
-    target = budget if target is None else min(target, budget)
-    starts = [i for i, m in enumerate(messages) if m["role"] == "user"]
-    current = starts[-1] if starts else len(messages)
-    shortened: set[int] = set()
-    for i in range(current):
-        if total <= target:
-            break
-        content = messages[i].get("content") or ""
-        if messages[i]["role"] == "tool" and len(content) > 2 * KEEP_RESULT_CHARS:
-            new_size = estimate(shorten_result(content))
-            total += new_size - sizes[i]
-            sizes[i] = new_size
-            shortened.add(i)
-    first = 1 if messages and messages[0]["role"] == "system" else 0
-    cut_at = first
-    for nxt in [s for s in starts if s > first]:
-        if total <= target or nxt > current:
-            break
-        total -= sum(sizes[cut_at:nxt])
-        cut_at = nxt
-    kept = frozenset(i for i in shortened if i >= cut_at)
-    actions = [f"shortened {len(kept)} old tool results"] if kept else []
-    dropped = sum(1 for s in starts if first <= s < cut_at)
-    if dropped:
-        actions.append(f"dropped the {dropped} oldest turns")
-    return WindowPlan(first, cut_at, kept, total, tuple(actions))
-
-
-def apply_window(messages: list[dict[str, Any]], plan: WindowPlan | None) -> list[dict[str, Any]]:
-    """``messages`` as ``plan`` cuts them (the list itself when there is no plan)."""
-    if plan is None:
-        return messages
-    out = messages[: plan.first]
-    for i in range(plan.cut_at, len(messages)):
-        message = messages[i]
-        if i in plan.shortened:
-            message = {**message, "content": shorten_result(message["content"])}
-        out.append(message)
-    return out
-
-
-def fit_window(
-    messages: list[dict[str, Any]], budget: int, estimate: Callable[[str], int]
-) -> tuple[list[dict[str, Any]], list[str]]:
-    """``messages`` cut to fit ``budget`` tokens, and what was done (for a notice).
-
-    The stored history is not changed: only the request is windowed.
-    """
-    plan = plan_window(messages, budget, estimate)
-    return apply_window(messages, plan), list(plan.actions if plan else ())
-
-
-def shorten_result(content: str) -> str:
-    """An old tool result's head and tail, marked (deterministic: the same input, the same bytes)."""
-    cut = len(content) - 2 * KEEP_RESULT_CHARS
-    return (f"{content[:KEEP_RESULT_CHARS]} …[{cut} characters of an old result "
-            f"cut to fit the context window]… {content[-KEEP_RESULT_CHARS:]}")
-
-
-def text_of(message: dict[str, Any]) -> str:
-    """The text of a message that counts towards its size (content and tool calls)."""
-    calls = message.get("tool_calls") or []
-    return (message.get("content") or "") + "".join(c["name"] + c["arguments"] for c in calls)

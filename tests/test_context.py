@@ -34,6 +34,25 @@ def turn_messages(i: int, result_chars: int = 2000) -> list[dict]:
             {"role": "assistant", "content": f"answer {i}"}]
 
 
+# ---- cutting ---------------------------------------------------------------------
+
+def test_a_cut_shortens_old_results_then_drops_old_turns() -> None:
+    messages = [{"role": "system", "content": "sys"}]
+    for i in range(5):
+        messages += [{"role": "user", "content": f"question {i}"},
+                     {"role": "assistant", "content": "", "tool_calls": [{"id": f"c{i}", "name": "list_todos", "arguments": "{}"}]},
+                     {"role": "tool", "tool_call_id": f"c{i}", "name": "x", "content": "r" * 4000},
+                     {"role": "assistant", "content": f"answer {i}"}]
+    fitted, actions = ContextWindow(refill=1.0).fit(messages, None, 2000)
+    assert "shortened" in actions[0]
+    assert fitted[-4]["content"] == "question 4" and fitted[-2]["content"] == "r" * 4000  # current turn intact
+    assert check(fitted[1:]) == []
+    fitted, actions = ContextWindow(refill=1.0).fit(messages, None, 1200)
+    assert any("dropped" in a for a in actions)
+    assert fitted[0]["content"] == "sys" and fitted[1]["role"] == "user"
+    assert check(fitted[1:]) == []
+
+
 # ---- sizing ---------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""The history invariant, windowing and the journal, including under random event sequences."""
+"""The history invariant (also in a windowed request) and the journal, including under random event sequences."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from repl.history import History, check, fit_window
+from repl.context import ContextWindow
+from repl.history import History, check
 from repl.journal import Journal, load
-from repl.providers.base import estimate_tokens
 from repl.redact import Redactor
 
 
@@ -58,7 +58,7 @@ def test_history_sent_is_always_valid(seq):
         snapshot = History.from_json(json.loads(json.dumps(history.to_json())))
         messages = snapshot.for_request()
         assert check(messages[1:]) == []
-        fitted, _ = fit_window(messages, 20, estimate_tokens)
+        fitted, _ = ContextWindow(refill=1.0).fit(messages, None, 20)
         assert check(fitted[1:]) == []
         assert fitted[0]["role"] == "system"
 
@@ -74,23 +74,6 @@ def test_end_turn_answers_pending_calls_and_drops_unanswered_question():
     history.begin_turn("failed question")
     history.end_turn()
     assert history.messages[-1]["role"] == "tool"
-
-
-def test_fit_window_shortens_old_results_then_drops_old_turns():
-    messages = [{"role": "system", "content": "sys"}]
-    for i in range(5):
-        messages += [{"role": "user", "content": f"question {i}"},
-                     {"role": "assistant", "content": "", "tool_calls": [_call(i)]},
-                     {"role": "tool", "tool_call_id": f"c{i}", "name": "x", "content": "r" * 4000},
-                     {"role": "assistant", "content": f"answer {i}"}]
-    fitted, actions = fit_window(messages, 2000, estimate_tokens)
-    assert "shortened" in actions[0]
-    assert fitted[-4]["content"] == "question 4" and fitted[-2]["content"] == "r" * 4000  # current turn intact
-    assert check(fitted[1:]) == []
-    fitted, actions = fit_window(messages, 1200, estimate_tokens)
-    assert any("dropped" in a for a in actions)
-    assert fitted[0]["content"] == "sys" and fitted[1]["role"] == "user"
-    assert check(fitted[1:]) == []
 
 
 def test_journal_replays_appends_and_truncations(tmp_path):

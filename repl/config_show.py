@@ -74,7 +74,7 @@ def _profile_rows(settings: Settings, profile: ProviderSettings) -> list[tuple[s
     for f in dataclasses.fields(profile):
         key, value = f"providers.{profile.name}.{f.name}", getattr(profile, f.name)
         meta = f.metadata.get("setting")
-        if f.name == "name" or (meta and meta.local_only and profile.name != "local"):
+        if f.name == "name" or (meta and meta.local_only and not profile.embedded):
             continue
         if f.name == "api_key":
             rows.append((key, redact(value), src.get(key, "(none)")))

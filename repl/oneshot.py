@@ -186,7 +186,7 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
 
     mode: ApprovalMode = "auto" if assume_yes else ("read-only" if settings.approval == "read-only" else "ask")
     history = History(system_prompt(extra=settings.system_prompt,
-                                    compact=settings.active.name == "local"))
+                                    compact=settings.active.embedded))
     registry = build_registry(settings)
     # MCP servers start first, so their start overlaps the SDK's import and the provider's set-up.
     mcp = start_mcp(settings, registry, lambda text: emit(Notice(text)))

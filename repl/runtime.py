@@ -62,7 +62,7 @@ def open_trace(settings: Settings, session_id: str, path: Path | None = None) ->
 
 def make_provider(profile: ProviderSettings, settings: Settings,
                   status: Callable[[str | None], None] | None = None) -> Provider:
-    """A provider for ``profile``; for ``local`` this starts the model server.
+    """A provider for ``profile``; for an embedded one (``local``, ``local-large``) this starts the model server.
 
     ``status`` receives progress text while a local model is prepared and
     started (None when done).
@@ -73,7 +73,7 @@ def make_provider(profile: ProviderSettings, settings: Settings,
     if profile.api == "responses" and profile.tool_call_format != "native":
         raise ProviderError("other", f"provider '{profile.name}': tool_call_format = "
                             f"\"{profile.tool_call_format}\" works only with api = \"chat\"")
-    server = _start_local(profile, settings, status or (lambda text: None)) if profile.name == "local" else None
+    server = _start_local(profile, settings, status or (lambda text: None)) if profile.embedded else None
     adapter = ResponsesProvider if profile.api == "responses" else ChatProvider
     provider = adapter(replace(profile, base_url=server.base_url) if server else profile)
     if server and isinstance(provider, ChatProvider):
@@ -104,18 +104,19 @@ class _WithServer:
 
 
 def local_problem(profile: ProviderSettings) -> str | None:
-    """What the embedded model lacks (the 'local' extra, or its weights when no model_path
-    is given), one line; None when it can start. Imports the local server module."""
+    """What an embedded profile lacks (its extra, or its weights when no model_path is
+    given), one line; None when it can start. Imports the local server module."""
     from repl.providers.local import missing_extra_message
+    from repl.providers.weights import BUNDLED
 
-    problem = missing_extra_message()
+    problem = missing_extra_message(BUNDLED[profile.name])
     return None if problem and profile.model_path and "weights" in problem else problem
 
 
 def _start_local(profile: ProviderSettings, settings: Settings,
                  status: Callable[[str | None], None]) -> Any:
     from repl.providers.local import LocalServer, LocalServerError
-    from repl.providers.weights import MissingExtra, ModelIntegrityError, ensure_model
+    from repl.providers.weights import BUNDLED, MissingExtra, ModelIntegrityError, ensure_model
 
     if problem := local_problem(profile):
         raise ProviderError("missing_extra", problem)
@@ -125,7 +126,7 @@ def _start_local(profile: ProviderSettings, settings: Settings,
 
     try:
         model_path = (Path(profile.model_path).expanduser() if profile.model_path
-                      else ensure_model(settings.data_dir, assembling))
+                      else ensure_model(settings.data_dir, assembling, spec=BUNDLED[profile.name]))
         server = LocalServer(model_path, n_ctx=profile.n_ctx, threads=profile.threads,
                              log_path=settings.state_dir / "local-server.log",
                              on_wait=lambda s: status(f"starting the local model… {s:.0f} s"))

@@ -386,7 +386,7 @@ class ChatSession:
 
     def _system_prompt(self) -> str:
         return system_prompt(extra=self.settings.system_prompt,
-                             compact=self.settings.active.name == "local")
+                             compact=self.settings.active.embedded)
 
     # ---- turns -------------------------------------------------------------
     def emit(self, event: Event) -> None:
@@ -591,7 +591,7 @@ def run_chat(settings: Settings, *, resume: str | None = None, first: str = "", 
         if settings.provider_auto and settings.active.name == "local":
             session.emit(Notice("no API key or base URL configured: using the embedded local model "
                                 "(set OPENAI_API_KEY or pass --provider/--base-url for a hosted one)"))
-        if settings.active.name == "local" and (problem := local_problem(settings.active)):
+        if settings.active.embedded and (problem := local_problem(settings.active)):
             ui.error(problem)  # now, not after the first question
         # The SDK import and the tool loading hold the GIL for a while: drawing the prompt
         # first keeps them from slowing it; a first message from the command line cannot wait.

@@ -84,6 +84,11 @@ class Limits:
     session_budget_tokens: int = guard(0, zero_is_no_limit=True)
 
 
+# The profiles the embedded llama.cpp server runs; each name is also the extra that
+# installs its weights (repl/providers/weights.py: BUNDLED). "local-large" is opt-in.
+EMBEDDED_PROFILES = ("local", "local-large")
+
+
 @dataclass(frozen=True)
 class ProviderSettings:
     """``[providers.NAME]``: one endpoint profile, handed as it is to the provider adapter.
@@ -112,6 +117,11 @@ class ProviderSettings:
     model_path: str = setting("", flag="model_path", local_only=True, empty=("unset",))  # "": bundled
     n_ctx: int = setting(4096, minimum=1, local_only=True)
     threads: int = setting(0, local_only=True)  # 0 = auto
+
+    @property
+    def embedded(self) -> bool:
+        """Served by the embedded llama.cpp server (its ``local_only`` keys apply)."""
+        return self.name in EMBEDDED_PROFILES
 
 
 @dataclass(frozen=True)

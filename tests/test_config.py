@@ -64,7 +64,7 @@ def test_defaults_load(home: Path) -> None:
     assert s.provider == "local" and s.provider_auto is True
     assert s.approval == "ask" and s.system_prompt == "" and s.weather == "open-meteo"
     assert s.guards == Limits(8, 60000, 3, 300.0, 30.0, 8000)
-    assert set(s.providers) == {"openai", "deepseek", "ollama", "vllm", "local"}
+    assert set(s.providers) == {"openai", "deepseek", "ollama", "vllm", "local", "local-large"}
     openai = s.providers["openai"]
     assert (openai.model, openai.base_url, openai.api) == ("gpt-4o-mini", "https://api.openai.com/v1", "chat")
     assert (openai.price_input, openai.price_cached_input, openai.price_output) == (0.15, 0.075, 0.60)
@@ -105,7 +105,7 @@ def test_default_file_covers_every_schema_key() -> None:
     for name in ("openai", "deepseek", "ollama", "vllm"):
         missing = {k for k in profile if f"providers.{name}.{k}" not in flat}
         assert missing == {"model_path", "n_ctx", "threads"}, name
-    assert all(f"providers.local.{k}" in flat for k in profile)
+    assert all(f"providers.{name}.{k}" in flat for k in profile for name in ("local", "local-large"))
 
 
 def test_every_default_key_is_commented() -> None:

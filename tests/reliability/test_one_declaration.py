@@ -21,7 +21,7 @@ from pathlib import Path
 
 from repl import config_schema
 from repl.config_schema import ENV_KEYS, SCHEMA, Spec, declared
-from repl.settings import Limits, ProviderSettings, Settings
+from repl.settings import EMBEDDED_PROFILES, Limits, ProviderSettings, Settings
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DOCUMENTED = tomllib.loads((ROOT / "config.toml").read_text(encoding="utf-8"))
@@ -138,7 +138,7 @@ def test_every_declared_key_is_documented_and_every_documented_key_declared() ->
     assert set(DOCUMENTED["providers"]["local"]) == profile
     for name, table in DOCUMENTED["providers"].items():
         local_only = {k for k, s in SCHEMA["providers"].schema.items() if s.meta.local_only}
-        assert set(table) == profile - (set() if name == "local" else local_only), name
+        assert set(table) == profile - (set() if name in EMBEDDED_PROFILES else local_only), name
 
 
 def test_the_field_defaults_are_the_documented_defaults() -> None:

@@ -92,7 +92,7 @@ def test_config_shows_the_active_profile_first_without_keys_that_do_not_apply(ho
     profile = [k for k in keys if k.startswith("providers.deepseek.")]
     assert keys[1 : 1 + len(profile)] == profile  # all of it, right after the provider
     assert not any(k.endswith((".n_ctx", ".model_path", ".threads")) for k in keys
-                   if not k.startswith("providers.local."))
+                   if not k.startswith(("providers.local.", "providers.local-large.")))
     assert "providers.local.n_ctx" in keys
 
 

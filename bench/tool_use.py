@@ -297,14 +297,15 @@ def run_cases(provider: Any, cases: list[Case], work: Path, label: str) -> list[
 # ------------------------------------------------------------------ the runs
 
 
-def local_provider(temperature: float, model: Path, work: Path, grammar: bool = True) -> Any:
+def local_provider(temperature: float, model: Path, work: Path, grammar: bool = True,
+                   profile: str = "local") -> Any:
     from repl.config import load_settings
     from repl.runtime import make_provider
 
     config = work / "bench.toml"
-    config.write_text(f"[providers.local]\nmodel_path = {json.dumps(str(model))}\n"
+    config.write_text(f"[providers.{profile}]\nmodel_path = {json.dumps(str(model))}\n"
                       f"temperature = {temperature}\n", "utf-8")
-    settings = load_settings({"provider": "local"}, cwd=work, env=os.environ, config_file=config)
+    settings = load_settings({"provider": profile}, cwd=work, env=os.environ, config_file=config)
     provider = make_provider(settings.active, settings)
     # the runtime switched the grammar on for the embedded server; off only to measure without it
     getattr(provider, "_provider", provider).call_grammar = grammar  # under the server-owning wrapper
@@ -312,21 +313,21 @@ def local_provider(temperature: float, model: Path, work: Path, grammar: bool = 
 
 
 def evaluate(temperatures: tuple[float, ...], cases: list[Case], grammar: bool = True,
-             data_dir: Path | None = None) -> dict[str, Any]:
-    from repl.providers.weights import ensure_model
+             data_dir: Path | None = None, profile: str = "local") -> dict[str, Any]:
+    from repl.providers.weights import BUNDLED, ensure_model
 
-    model = ensure_model(data_dir or Path(tempfile.gettempdir()) / "glassloop-bench")
+    model = ensure_model(data_dir or Path(tempfile.gettempdir()) / "glassloop-bench", spec=BUNDLED[profile])
     runs: dict[str, Any] = {}
     with scratch("tool-use") as work, patched_environ(isolated_env(work / "xdg")):
         for temperature in temperatures:
             label = f"t{temperature}"
             before = load()
-            provider = local_provider(temperature, model, work, grammar)
+            provider = local_provider(temperature, model, work, grammar, profile)
             try:
                 results = run_cases(provider, cases, work, label)
             finally:
                 provider.close()
-            runs[label] = {"temperature": temperature, "grammar": grammar, "load_before": before,
+            runs[label] = {"profile": profile, "temperature": temperature, "grammar": grammar, "load_before": before,
                            "load_after": load(), **score(results), "results": results}
     return runs
 
@@ -405,15 +406,20 @@ def run(quick: bool = False) -> dict[str, Any]:
 
 
 def main() -> None:
+    from repl.settings import EMBEDDED_PROFILES
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--temperatures", default="0.1,0.7")
     parser.add_argument("--no-grammar", action="store_true", help="send no grammar (the baseline)")
     parser.add_argument("--only", default="", help="comma-separated case ids (default: all)")
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")
+    parser.add_argument("--profile", default="local", choices=EMBEDDED_PROFILES,
+                        help="the embedded model: local (0.5B) or local-large (1.5B, its extra installed)")
+    parser.add_argument("--data-dir", type=Path, help="where the model file is assembled (default: a temp folder)")
     args = parser.parse_args()
     cases = [c for c in CASES if not args.only or c.id in args.only.split(",")]
     temps = tuple(float(t) for t in args.temperatures.split(","))
-    runs = evaluate(temps, cases, grammar=not args.no_grammar)
+    runs = evaluate(temps, cases, grammar=not args.no_grammar, data_dir=args.data_dir, profile=args.profile)
     summary = {label: {k: v for k, v in run.items() if k != "results"} for label, run in runs.items()}
     print(json.dumps(summary, indent=1, ensure_ascii=False))
     if args.out:

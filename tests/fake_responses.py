@@ -37,28 +37,25 @@ from itertools import chain, zip_longest
 from typing import Any
 
 from tests.fakeserver import (
-    AUTO,
+    API_PATHS,
     Call,
     Exchange,
     FakeServer,
     RecordedRequest,
     Reply,
+    _split,
     error_body,
-    prompt_bytes,
     raw_sse,
+    usage_numbers,
 )
 
-PATH = "/v1/responses"
+PATH = API_PATHS["responses"]
 Event = dict[str, Any]
 
 
 def install(server: FakeServer, *, interleave: bool = False) -> FakeServer:
     server.routes[("POST", PATH)] = partial(handle_responses, interleave=interleave)
     return server
-
-
-def responses_requests(server: FakeServer) -> list[RecordedRequest]:
-    return [r for r in server.requests if r.path == PATH]
 
 
 # ---- the request check ------------------------------------------------------
@@ -110,23 +107,9 @@ def check_tools(tools: Any) -> list[str]:
 
 # ---- building the answer ----------------------------------------------------
 
-def _split(s: str, size: int) -> list[str]:
-    return [s[i : i + size] for i in range(0, len(s), max(1, size))]
-
-
 def usage_json(reply: Reply, body: dict[str, Any], fake: FakeServer | None = None) -> dict[str, Any] | None:
-    if reply.usage is None:
+    if (numbers := usage_numbers(reply, body, fake)) is None:
         return None
-    if reply.usage == AUTO and fake is not None and fake.prefix_cache:
-        output = len(reply.text) + sum(len(c.arguments) + len(c.name) for c in reply.calls)
-        prompt, cached = fake.prefix_usage(prompt_bytes(body))
-        numbers = (prompt, output // 4 + 1, cached, 0)
-    elif reply.usage == AUTO:
-        sent = [body.get("instructions"), body.get("input"), body.get("tools")]
-        output = len(reply.text) + sum(len(c.arguments) + len(c.name) for c in reply.calls)
-        numbers = (len(json.dumps(sent)) // 4, output // 4 + 1, 0, 0)
-    else:
-        numbers = (*tuple(reply.usage), 0)[:4]  # type: ignore[arg-type]
     prompt, completion, cached, reasoning = numbers
     return {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached},
             "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": reasoning},
@@ -143,8 +126,7 @@ def call_items(fake: FakeServer, calls: tuple[Call, ...]) -> list[dict[str, Any]
     for n, c in enumerate(calls, 1):
         item: dict[str, Any] = {"id": f"fc_fake_{n}", "type": "function_call", "status": "completed",
                                 "name": c.name, "arguments": c.arguments}
-        cid = fake.call_id() if c.id == AUTO else c.id
-        if cid is not None:
+        if (cid := fake.call_id_of(c)) is not None:
             item["call_id"] = cid
         items.append(item)
     return items

@@ -41,7 +41,9 @@ from itertools import chain, zip_longest
 from typing import Any
 
 AUTO = "auto"
-UsageSpec = tuple[int, int, int] | None | str  # (prompt, completion, cached), None, AUTO
+# (prompt, completion, cached) or (prompt, completion, cached, reasoning), None, AUTO
+UsageSpec = tuple[int, int, int] | tuple[int, int, int, int] | None | str
+API_PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses"}
 
 
 @dataclass(frozen=True)
@@ -342,8 +344,16 @@ class FakeServer:
             self._next_call += 1
             return f"call_{self._next_call}"
 
+    def call_id_of(self, call: Call) -> str | None:
+        """The id a scripted call is sent with: ``call_N`` for AUTO, else its own (None: no id)."""
+        return self.call_id() if call.id == AUTO else call.id
+
     def chat_requests(self) -> list[RecordedRequest]:
-        return [r for r in self.requests if r.path == "/v1/chat/completions"]
+        return self.requests_to("chat")
+
+    def requests_to(self, api: str) -> list[RecordedRequest]:
+        """The requests made to one wire API's route (``chat`` or ``responses``)."""
+        return [r for r in self.requests if r.path == API_PATHS[api]]
 
     def prefix_usage(self, prompt: bytes) -> tuple[int, int]:
         """(prompt tokens, cached tokens) of a prompt, remembering its blocks for later requests."""
@@ -467,21 +477,35 @@ def _split(s: str, size: int) -> list[str]:
     return [s[i : i + size] for i in range(0, len(s), max(1, size))]
 
 
-def _usage_json(reply: Reply, body: dict[str, Any], fake: FakeServer | None = None) -> dict[str, Any] | None:
+def usage_numbers(reply: Reply, body: dict[str, Any],
+                  fake: FakeServer | None = None) -> tuple[int, int, int, int] | None:
+    """(prompt, completion, cached, reasoning) tokens a reply reports on either route; None for none.
+
+    AUTO counts ~4 characters a token: the prompt from the request's conversation (with
+    ``prefix_cache``, as ``prompt_bytes`` and with the cached prefix), the completion from the reply.
+    """
     if reply.usage is None:
         return None
+    output = len(reply.text) + sum(len(c.arguments) + len(c.name) for c in reply.calls)
     if reply.usage == AUTO and fake is not None and fake.prefix_cache:
         prompt, cached = fake.prefix_usage(prompt_bytes(body))
-        output = len(reply.text) + sum(len(c.arguments) + len(c.name) for c in reply.calls)
-        usage = (prompt, output // 4 + 1, cached)
-    elif reply.usage == AUTO:
-        output = len(reply.text) + sum(len(c.arguments) + len(c.name) for c in reply.calls)
-        usage = (len(json.dumps(body.get("messages", []))) // 4, output // 4 + 1, 0)
-    else:
-        usage = tuple(reply.usage)  # type: ignore[arg-type]
-    prompt, completion, cached = usage
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": cached}}
+        return prompt, output // 4 + 1, cached, 0
+    if reply.usage == AUTO:
+        sent = body["messages"] if "messages" in body else [body.get("instructions"), body.get("input"),
+                                                             body.get("tools")]
+        return len(json.dumps(sent)) // 4, output // 4 + 1, 0, 0
+    return (*tuple(reply.usage), 0)[:4]  # type: ignore[return-value]
+
+
+def _usage_json(reply: Reply, body: dict[str, Any], fake: FakeServer | None = None) -> dict[str, Any] | None:
+    if (numbers := usage_numbers(reply, body, fake)) is None:
+        return None
+    prompt, completion, cached, reasoning = numbers
+    usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                             "total_tokens": prompt + completion, "prompt_tokens_details": {"cached_tokens": cached}}
+    if reasoning:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning}
+    return usage
 
 
 def _finish_reason(reply: Reply) -> str | None:
@@ -495,8 +519,7 @@ def _wire_calls(fake: FakeServer, calls: tuple[Call, ...]) -> list[dict[str, Any
     for index, c in enumerate(calls):
         item: dict[str, Any] = {"index": index, "type": "function",
                                 "function": {"name": c.name, "arguments": c.arguments}}
-        cid = fake.call_id() if c.id == AUTO else c.id
-        if cid is not None:
+        if (cid := fake.call_id_of(c)) is not None:
             item["id"] = cid
         wire.append(item)
     return wire

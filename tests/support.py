@@ -1,5 +1,5 @@
 """Shared test helpers: seed data, an isolated environment, the CLI in a subprocess, one agent
-turn, MCP stacks. Fixtures live in ``tests/conftest.py``; no test module imports another."""
+turn, MCP stacks, a wire adapter's model call. Fixtures live in ``tests/conftest.py``; no test module imports another."""
 
 from __future__ import annotations
 
@@ -10,10 +10,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from repl.agent import Limits, run_turn
 from repl.approval import Approver
 from repl.events import EventLog
 from repl.history import History
+from repl.providers.base import Completed, ProviderError, RequestSent
+from repl.providers.chat import ChatProvider
+from repl.providers.responses import ResponsesProvider
 from tools.mcp_client import McpManager, ServerConfig
 from tools.registry import Registry
 
@@ -197,3 +202,38 @@ CALCULATOR_BOMBS = [
     "2**2**2**2**2**2",
     "(((2**100)**100)**100)",
 ]
+
+
+# ---- a wire adapter (the real openai SDK) against the scripted server ----------------------
+
+ADAPTERS: dict[str, Any] = {"chat": ChatProvider, "responses": ResponsesProvider}
+ADAPTER_KEY = "sk-test-0123456789abcdef"  # never in an error message
+QUESTION = [{"role": "user", "content": "what is left to do?"}]
+TODO_TOOLS = [{"name": "list_todos", "description": "List todos.",
+               "parameters": {"type": "object", "properties": {}, "additionalProperties": False}}]
+
+
+def adapter(api: str, base_url: str, **overrides: Any) -> Any:
+    """The ``api`` adapter ("chat" or "responses") on ``base_url``: one retry, a 5 s timeout."""
+    options: dict[str, Any] = dict(name="fake", model="test-model", base_url=base_url, api_key=ADAPTER_KEY,
+                                   api_key_env="GLASSLOOP_TEST_KEY", timeout_s=5, max_retries=1)
+    return ADAPTERS[api](**{**options, **overrides})
+
+
+def stream_all(p: Any, messages: list[dict] = QUESTION,
+               tools: list[dict] | None = TODO_TOOLS) -> tuple[list, Completed]:
+    """One model call's parts before ``Completed``, and ``Completed``; exactly one ``RequestSent``."""
+    parts = list(p.stream(messages, tools))
+    assert sum(isinstance(x, RequestSent) for x in parts) == 1  # the body as sent (/trace --raw)
+    parts = [x for x in parts if not isinstance(x, RequestSent)]
+    assert isinstance(parts[-1], Completed)
+    assert not any(isinstance(x, Completed) for x in parts[:-1])
+    return parts[:-1], parts[-1]
+
+
+def stream_error(p: Any, messages: list[dict] = QUESTION) -> ProviderError:
+    """The one-line error a model call ends with (never the key)."""
+    with pytest.raises(ProviderError) as info:
+        list(p.stream(messages, TODO_TOOLS))
+    assert ADAPTER_KEY not in info.value.message and "\n" not in info.value.message
+    return info.value

@@ -9,6 +9,8 @@ records the 1-minute load average it ran under.
     .venv/bin/python bench/local_model.py
     .venv/bin/python bench/local_model.py --threads-matrix   # threads x OMP_WAIT_POLICY
     .venv/bin/python bench/local_model.py --collect tests/data/textcall_corpus.json
+    .venv/bin/python bench/local_model.py --profile local-large --new-session   # the 1.5B
+    .venv/bin/python bench/local_model.py --profile local-large --ask   # glassloop ask, en + zh
 
 ``--collect`` records real replies of the model (several prompts, low and high
 temperature, up to three steps each with the real tools run on a fixture) as
@@ -38,11 +40,12 @@ sys.path.insert(0, str(ROOT))
 from repl.prompts import system_prompt  # noqa: E402
 from repl.providers.local import LocalServer  # noqa: E402
 from repl.providers.textcalls import parse_text_calls, to_text_messages  # noqa: E402
-from repl.providers.weights import ensure_model  # noqa: E402
+from repl.providers.weights import BUNDLED, ensure_model  # noqa: E402
 from tools import build_tools  # noqa: E402
 from tools.registry import Registry  # noqa: E402
 
 QUESTION = "Which todos are not done yet? Explain the highest-priority one."
+ZH_QUESTION = "今天还有哪些没完成？把优先级最高的一项展开说明。"
 OTHER_QUESTION = "What is 17.5% of 2480?"
 NEW_SESSION_TARGET_S = 2.0  # first token of a new session's first request, with the saved state
 FIXTURE_TODOS = [
@@ -59,7 +62,7 @@ FIXTURE_TODOS = [
 DECODE_PROMPT = "Count from 1 to 200, one number per line."
 COLLECT_PROMPTS = [
     QUESTION,
-    "今天还有哪些没完成？把优先级最高的一项展开说明。",
+    ZH_QUESTION,
     "提醒我明天下午三点开会",
     "Remind me to call the plumber on Friday, high priority.",
     "Add two todos: buy milk, and pay the rent.",
@@ -133,21 +136,22 @@ def raw_turn(url: str, registry: Registry, question: str, *, temperature: float 
             "seconds": time.perf_counter() - started}
 
 
-def cli_turn(model: Path, work: Path) -> dict[str, Any] | None:
+def cli_turn(model: Path, work: Path, question: str = QUESTION,
+             profile: str = "local") -> dict[str, Any] | None:
     """``glassloop ask`` on the question over the fixture (server start included)."""
     exe = shutil.which("glassloop", path=str(Path(sys.executable).parent))
     if exe is None:
         return None
     fixture_registry(work)  # a fresh todos.json
     config = work / "bench.toml"
-    config.write_text(f"[providers.local]\nmodel_path = {json.dumps(str(model))}\n", "utf-8")
+    config.write_text(f"[providers.{profile}]\nmodel_path = {json.dumps(str(model))}\n", "utf-8")
     env = {**os.environ, "XDG_DATA_HOME": str(work / "xdg"), "XDG_STATE_HOME": str(work / "xdg"),
            "XDG_CONFIG_HOME": str(work / "xdg"), "XDG_CACHE_HOME": str(work / "xdg"),
            "GLASSLOOP_TODOS_FILE": str(work / "todos.json")}
     for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "GLASSLOOP_BASE_URL", "GLASSLOOP_PROVIDER"):
         env.pop(key, None)
     started = time.perf_counter()
-    done = subprocess.run([exe, "ask", QUESTION, "--json", "--config", str(config)], env=env,
+    done = subprocess.run([exe, "ask", question, "--json", "--config", str(config), "--provider", profile], env=env,
                           capture_output=True, text=True, timeout=900, cwd=work)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
@@ -303,6 +307,18 @@ def benchmark(model: Path, work: Path, threads: int = 0, with_cli: bool = True) 
     return figures
 
 
+def ask_turns(model: Path, work: Path, profile: str) -> dict[str, Any]:
+    """``glassloop ask`` on the English todo question with an empty cache dir (no saved
+    state: the first run saves it), then on the English and the Chinese one with it."""
+    figures: dict[str, Any] = {}
+    for label, question in (("en_without_state", QUESTION), ("en_with_state", QUESTION),
+                            ("zh_with_state", ZH_QUESTION)):
+        figures[label] = {"load_avg_1m": os.getloadavg()[0], **(cli_turn(model, work, question, profile) or {})}
+        figures[label]["load_avg_1m_after"] = os.getloadavg()[0]
+        print(json.dumps({label: figures[label]}, ensure_ascii=False), flush=True)
+    return figures
+
+
 def collect(model: Path, work: Path, target: Path) -> None:
     records: list[dict[str, Any]] = []
     with LocalServer(model, log_path=work / "server.log", state_dir=work / "state") as server:
@@ -332,18 +348,23 @@ def main() -> None:
                         help="only compare thread counts and OMP_WAIT_POLICY")
     parser.add_argument("--new-session", action="store_true",
                         help="only the new-session first token, without and with the saved state")
+    parser.add_argument("--ask", action="store_true",
+                        help="only `glassloop ask` on the English and Chinese todo questions")
+    parser.add_argument("--profile", default="local", choices=sorted(BUNDLED),
+                        help="the embedded model: local (0.5B) or local-large (1.5B, its extra installed)")
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "glassloop-bench")
     args = parser.parse_args()
-    model = ensure_model(args.data_dir)
+    model = ensure_model(args.data_dir, spec=BUNDLED[args.profile])
     with tempfile.TemporaryDirectory() as folder:
         if args.collect:
             collect(model, Path(folder), args.collect)
             return
-        if args.threads_matrix or args.new_session:
-            part = "threads_matrix" if args.threads_matrix else "new_session"
+        if args.threads_matrix or args.new_session or args.ask:
+            part = "threads_matrix" if args.threads_matrix else "new_session" if args.new_session else "ask"
             found = (threads_matrix(model, Path(folder)) if args.threads_matrix
-                     else new_sessions(model, Path(folder), args.threads))
-            print(json.dumps({part: found}, indent=1))
+                     else new_sessions(model, Path(folder), args.threads) if args.new_session
+                     else ask_turns(model, Path(folder), args.profile))
+            print(json.dumps({"profile": args.profile, part: found}, indent=1, ensure_ascii=False))
             return
         figures = benchmark(model, Path(folder), args.threads, not args.no_cli)
     figures["machine"] = {"cpus": os.cpu_count(), "platform": platform.platform(),

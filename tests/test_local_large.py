@@ -108,13 +108,14 @@ def _site_without_large_parts(folder: Path) -> Path:
     return clone
 
 
-def _glassloop_without_large_parts(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _glassloop_without_large_parts(tmp_path: Path, *args: str, stdin: str | None = None,
+                                   ) -> subprocess.CompletedProcess[str]:
     site = _site_without_large_parts(tmp_path)
     boot = (f"import runpy, site; site.addsitedir({str(site)!r}); "
             "runpy.run_module('repl.cli', run_name='__main__', alter_sys=True)")
-    env = {"PATH": "/usr/bin:/bin", "PYTHONIOENCODING": "utf-8", "HOME": str(tmp_path),
+    env = {"PATH": "/usr/bin:/bin", "PYTHONIOENCODING": "utf-8", "HOME": str(tmp_path), "COLUMNS": "200",
            **{f"XDG_{n}_HOME": str(tmp_path / n.lower()) for n in ("DATA", "STATE", "CONFIG", "CACHE")}}
-    return subprocess.run([sys.executable, "-S", "-c", boot, *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-S", "-c", boot, *args], cwd=ROOT, env=env, input=stdin,
                           capture_output=True, text=True, timeout=60)
 
 
@@ -133,6 +134,12 @@ def test_the_json_answer_names_the_missing_extra(tmp_path: Path) -> None:
     error = json.loads(done.stdout)["error"]
     assert error == {"type": "missing_extra",
                      "message": f"the 'local-large' model's weights are not installed: {HINT}"}
+
+
+def test_the_repl_says_it_before_the_first_question(tmp_path: Path) -> None:
+    done = _glassloop_without_large_parts(tmp_path, "--provider", "local-large", stdin="")
+    assert done.returncode == 0 and "Traceback" not in done.stdout + done.stderr
+    assert f"error: the 'local-large' model's weights are not installed: {HINT}" in done.stdout
 
 
 def test_missing_part_packages_of_the_large_extra_name_that_extra(xdg: Path) -> None:

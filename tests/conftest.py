@@ -12,6 +12,7 @@ import pytest
 
 from repl.providers.chat import ChatProvider
 from tests.fakeserver import FakeServer
+from tests.scripted_provider import ScriptedProvider
 from tests.support import SEED_TODOS, isolated_env
 from tests.terminal import Repl, SizedRepl
 from tools import build_tools
@@ -43,6 +44,13 @@ def fake_server() -> Iterator[FakeServer]:
     """A scripted OpenAI-compatible server on 127.0.0.1 (``base_url`` ends with /v1)."""
     with FakeServer() as server:
         yield server
+
+
+@pytest.fixture
+def scripted() -> ScriptedProvider:
+    """A ``Provider`` in-process fed ``fake_server``'s scripts (``tests/scripted_provider.py``),
+    for loop tests where the wire is irrelevant."""
+    return ScriptedProvider()
 
 
 @pytest.fixture

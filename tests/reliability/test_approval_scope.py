@@ -1,6 +1,6 @@
 """How far an approval reaches: ``a`` rules, ``r`` (rest of step), destructive calls, edits.
 
-The real agent loop over HTTP to the scripted server with the real todo tools,
+The real agent loop with the in-process scripted provider and the real todo tools,
 and the real approval dialog reading keys from a prompt_toolkit pipe; the
 ``/approve`` and ``/reset`` commands in the real program in a pseudo-terminal.
 """
@@ -43,14 +43,14 @@ def todos(path: Path) -> dict[str, dict]:
     return {t["id"]: t for t in (data["todos"] if isinstance(data, dict) else data)}
 
 
-def test_rest_lists_the_calls_first_and_destructive_calls_still_ask(fake_server, provider, registry,
+def test_rest_lists_the_calls_first_and_destructive_calls_still_ask(scripted, registry,
                                                                      todos_file):
-    fake_server.script(tool_calls(call("add_todo", {"title": "buy milk"}),
-                                  call("update_todo", {"todo_id": "todo-003", "priority": "low"}),
-                                  call("delete_todo", {"todo_id": "todo-002"})),
-                       text("done"))
+    scripted.script(tool_calls(call("add_todo", {"title": "buy milk"}),
+                               call("update_todo", {"todo_id": "todo-003", "priority": "low"}),
+                               call("delete_todo", {"todo_id": "todo-002"})),
+                    text("done"))
     # r on the first call, yes to the list; at the delete: a is not offered (ignored), then n
-    decisions, shown = run_with_keys(provider, registry, "r" + "y" + "a" + "n\r")
+    decisions, shown = run_with_keys(scripted, registry, "r" + "y" + "a" + "n\r")
     assert decisions == [("add_todo", True, "user"), ("update_todo", True, "rule"),
                          ("delete_todo", False, "user")]
     listing = shown.split("[r] approves")[1]
@@ -60,19 +60,19 @@ def test_rest_lists_the_calls_first_and_destructive_calls_still_ask(fake_server,
     assert "destructive: asked every time" in shown
 
 
-def test_always_never_covers_a_destructive_tool(fake_server, provider, registry, todos_file):
-    fake_server.script(tool_calls(call("delete_todo", {"todo_id": "todo-001"})), text("deleted"),
-                       tool_calls(call("delete_todo", {"todo_id": "todo-003"})), text("kept"))
-    decisions, _ = run_with_keys(provider, registry, "a" + "y" + "n\r", turns=2)
+def test_always_never_covers_a_destructive_tool(scripted, registry, todos_file):
+    scripted.script(tool_calls(call("delete_todo", {"todo_id": "todo-001"})), text("deleted"),
+                    tool_calls(call("delete_todo", {"todo_id": "todo-003"})), text("kept"))
+    decisions, _ = run_with_keys(scripted, registry, "a" + "y" + "n\r", turns=2)
     assert decisions == [("delete_todo", True, "user"), ("delete_todo", False, "user")]
     assert set(todos(todos_file)) == {"todo-002", "todo-003"}
 
 
-def test_an_edit_recomputes_the_preview(fake_server, provider, registry, todos_file):
-    fake_server.script(tool_calls(call("update_todo", {"todo_id": "todo-003", "priority": "low"})),
-                       text("changed"))
+def test_an_edit_recomputes_the_preview(scripted, registry, todos_file):
+    scripted.script(tool_calls(call("update_todo", {"todo_id": "todo-003", "priority": "low"})),
+                    text("changed"))
     edited = '{"todo_id": "todo-002", "priority": "low"}'
-    decisions, shown = run_with_keys(provider, registry, "e" + BACKSPACES + edited + ESC_ENTER + "y")
+    decisions, shown = run_with_keys(scripted, registry, "e" + BACKSPACES + edited + ESC_ENTER + "y")
     assert decisions == [("update_todo", True, "user")]
     _, before_edit, after_edit = shown.split("needs approval")  # the panel before and after the edit
     assert "回复邮件" in before_edit and "medium → low" in before_edit  # the original target, todo-003

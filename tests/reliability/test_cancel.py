@@ -21,16 +21,15 @@ from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import openai  # noqa: F401 - imported here, the first model call does not spend a short turn on it
 import pytest
 
 from repl.agent import Limits, run_turn
 from repl.approval import Approver
 from repl.events import EventLog, ToolCallFinished
 from repl.history import History, check
-from repl.providers.chat import ChatProvider
-from tests.fakeserver import FakeServer, call, text, tool_calls
-from tests.reliability.helpers import record
+from tests.fakeserver import call, text, tool_calls
+from tests.reliability.helpers import record, wait_for
+from tests.scripted_provider import ScriptedProvider
 from tools.cancel import Cancel
 from tools.mcp_client import McpManager, ServerConfig
 from tools.registry import Registry, tool
@@ -62,11 +61,19 @@ class Waiter:
         self.tool = tool(wait_for_news, timeout_s=timeout_s)
 
 
-def one_call_turn(fake_server: FakeServer, quiet_provider: ChatProvider, registry: Registry,
+def main_thread_blocked() -> bool:
+    """The main thread is asleep in the kernel. A SIGINT that lands after it released the GIL but
+    before it blocks sets Python's flag without waking the wait it then enters (for up to the
+    call's timeout); once it sleeps, the signal interrupts the wait."""
+    stat = Path(f"/proc/self/task/{threading.main_thread().native_id}/stat").read_text()
+    return stat.rsplit(")", 1)[1].split()[0] == "S"
+
+
+def one_call_turn(scripted: ScriptedProvider, registry: Registry,
                   limits: Limits) -> tuple[object, EventLog, History]:
-    fake_server.script(tool_calls(call("wait_for_news", {})), text("no news in time"))
+    scripted.script(tool_calls(call("wait_for_news", {})), text("no news in time"))
     history, log = History("test"), EventLog()
-    finished = run_turn(history, "any news?", provider=quiet_provider, registry=registry,
+    finished = run_turn(history, "any news?", provider=scripted, registry=registry,
                         approver=Approver("auto"), limits=limits, emit=log)
     return finished, log, history
 
@@ -82,9 +89,9 @@ def test_the_signal_is_not_in_the_schema() -> None:
     assert glassloop_tools.Cancel is Cancel
 
 
-def test_a_tool_waiting_on_its_signal_stops_when_its_call_times_out(fake_server, quiet_provider) -> None:
+def test_a_tool_waiting_on_its_signal_stops_when_its_call_times_out(scripted) -> None:
     waiter = Waiter(timeout_s=0.3)
-    finished, log, history = one_call_turn(fake_server, quiet_provider, Registry([waiter.tool]), Limits())
+    finished, log, history = one_call_turn(scripted, Registry([waiter.tool]), Limits())
     assert waiter.ended.wait(STOPS_WITHIN_S), "the tool never saw its signal"
     # the tool's clock starts after the loop's (its thread starts later): only the upper bound is exact
     assert waiter.cancelled_after is not None and waiter.cancelled_after < 0.3 + STOPS_WITHIN_S
@@ -93,9 +100,9 @@ def test_a_tool_waiting_on_its_signal_stops_when_its_call_times_out(fake_server,
     record("cancel", case="call timeout", tool_timeout_s=0.3, stopped_after_s=round(waiter.cancelled_after, 3))
 
 
-def test_a_tool_waiting_on_its_signal_stops_when_the_turn_runs_out_of_time(fake_server, quiet_provider) -> None:
+def test_a_tool_waiting_on_its_signal_stops_when_the_turn_runs_out_of_time(scripted) -> None:
     waiter = Waiter()  # its own timeout (tool_timeout_s = 30) is far off: the turn's deadline cuts it
-    finished, log, history = one_call_turn(fake_server, quiet_provider, Registry([waiter.tool]),
+    finished, log, history = one_call_turn(scripted, Registry([waiter.tool]),
                                            Limits(turn_timeout_s=TURN_S, tool_timeout_s=30))
     assert waiter.ended.wait(TURN_S + STOPS_WITHIN_S), "the tool never saw its signal"
     assert waiter.cancelled_after is not None and waiter.cancelled_after < TURN_S + STOPS_WITHIN_S
@@ -104,15 +111,16 @@ def test_a_tool_waiting_on_its_signal_stops_when_the_turn_runs_out_of_time(fake_
     record("cancel", case="turn deadline", turn_timeout_s=TURN_S, stopped_after_s=round(waiter.cancelled_after, 3))
 
 
-def test_a_tool_waiting_on_its_signal_stops_when_the_turn_is_interrupted(fake_server, quiet_provider) -> None:
+def test_a_tool_waiting_on_its_signal_stops_when_the_turn_is_interrupted(scripted) -> None:
     waiter = Waiter()
 
-    def ctrl_c() -> None:  # the user's Ctrl-C, once the tool runs
+    def ctrl_c() -> None:  # the user's Ctrl-C, once the tool runs and the loop waits for it
         waiter.started.wait(10)
+        wait_for(main_thread_blocked, 10, step=0.001)
         os.kill(os.getpid(), signal.SIGINT)
 
     threading.Thread(target=ctrl_c, daemon=True).start()
-    finished, log, history = one_call_turn(fake_server, quiet_provider, Registry([waiter.tool]),
+    finished, log, history = one_call_turn(scripted, Registry([waiter.tool]),
                                            Limits(tool_timeout_s=30))
     assert finished.stopped_by == "interrupted"
     assert waiter.ended.wait(STOPS_WITHIN_S), "the tool never saw its signal"
@@ -153,7 +161,7 @@ def test_an_mcp_call_stops_waiting_when_its_signal_is_set(mcp) -> None:
     record("cancel", case="mcp call", stopped_after_s=round(elapsed, 3))
 
 
-def test_an_mcp_call_is_cancelled_when_the_turn_runs_out_of_time(fake_server, quiet_provider, mcp) -> None:
+def test_an_mcp_call_is_cancelled_when_the_turn_runs_out_of_time(scripted, mcp) -> None:
     """The loop gives up at the deadline; the MCP call it left behind stops too (its worker
     thread ends), instead of waiting out the server's 30 s timeout."""
     _, registry = mcp
@@ -166,8 +174,8 @@ def test_an_mcp_call_is_cancelled_when_the_turn_runs_out_of_time(fake_server, qu
 
     registry.remove_names(["t__slow"])
     registry.add([replace(slow, fn=noting_the_thread)])
-    fake_server.script(tool_calls(call("t__slow", {"seconds": 20})), text("the server was slow"))
-    finished = run_turn(History("test"), "go", provider=quiet_provider, registry=registry, approver=Approver("auto"),
+    scripted.script(tool_calls(call("t__slow", {"seconds": 20})), text("the server was slow"))
+    finished = run_turn(History("test"), "go", provider=scripted, registry=registry, approver=Approver("auto"),
                         limits=Limits(turn_timeout_s=TURN_S, tool_timeout_s=30), emit=EventLog())
     assert finished.stopped_by == "timeout" and len(ran_in) == 1
     ran_in[0].join(STOPS_WITHIN_S)

@@ -54,15 +54,15 @@ def test_every_limit_holds(result, limit):
 
 
 @pytest.mark.parametrize("limit", [1, 2, 30, 40, 81, 82, 120])
-def test_the_model_receives_at_most_the_limit(fake_server, provider, limit):
+def test_the_model_receives_at_most_the_limit(scripted, limit):
     @tool
     def big() -> dict:
         """Returns a lot."""
         return {"text": "A" * 3000 + "B" * 3000}
 
-    fake_server.script(tool_calls(call("big", {})), text("ok"))
-    turn(provider, Registry([big]), "go", limits=Limits(max_tool_result_chars=limit))
-    sent = [m for m in fake_server.chat_requests()[1].body["messages"] if m["role"] == "tool"][0]["content"]
+    scripted.script(tool_calls(call("big", {})), text("ok"))
+    turn(scripted, Registry([big]), "go", limits=Limits(max_tool_result_chars=limit))
+    sent = [m for m in scripted.chat_requests()[1].body["messages"] if m["role"] == "tool"][0]["content"]
     record("clip", limit=limit, sent_chars=len(sent))
     assert len(sent) <= limit
     assert _is_head_and_tail(sent, json.dumps({"ok": True, "text": "A" * 3000 + "B" * 3000}))

@@ -1,4 +1,4 @@
-"""Step mode at the loop: a scripted Stepper (no terminal) against the scripted server.
+"""Step mode at the loop: a scripted Stepper (no terminal) and the in-process scripted provider.
 
 What the terminal tests cannot reach quickly: editing a tool result, stopping at
 the last call after a guard, the journal keeping an edited message, the paused
@@ -18,7 +18,6 @@ from repl.approval import Approver
 from repl.events import EventLog, UserStep
 from repl.history import History, check
 from repl.journal import Journal, load
-from repl.providers.chat import ChatProvider
 from repl.redact import Redactor
 from repl.stepping import Continue, Edit, Stepping, Stop, check_edit, check_result
 from tests.fakeserver import call, text, tool_calls
@@ -48,14 +47,6 @@ def registry(tmp_path: Path) -> Registry:
                                 files_root=tmp_path, weather="sample"))
 
 
-@pytest.fixture
-def provider(fake_server):
-    p = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test", max_retries=0,
-                     timeout_s=10)
-    yield p
-    p.close()
-
-
 def _turn(history, question, provider, registry, stepper, limits=None, emit=None):
     log = emit or EventLog()
     finished = run_turn(history, question, provider=provider, registry=registry, approver=Approver("ask"),
@@ -63,40 +54,40 @@ def _turn(history, question, provider, registry, stepper, limits=None, emit=None
     return finished, log
 
 
-def test_an_edited_tool_result_is_sent_and_journaled(fake_server, provider, registry, tmp_path):
-    fake_server.script(tool_calls(call("get_weather", {"city": "Paris"})), text("Rainy then."))
+def test_an_edited_tool_result_is_sent_and_journaled(scripted, registry, tmp_path):
+    scripted.script(tool_calls(call("get_weather", {"city": "Paris"})), text("Rainy then."))
     edited = json.dumps({"ok": True, "forecast": "rain (edited)"})
     stepper = Scripted(before=[Continue(), Edit(edited)])
     history = History("sys")
     journal = Journal(tmp_path / "s.jsonl", Redactor(), {"session": "s"})
-    finished, log = _turn(history, "weather?", provider, registry, stepper,
+    finished, log = _turn(history, "weather?", scripted, registry, stepper,
                           emit=lambda e: journal.sync(history))
     assert finished.stopped_by == "answer"
-    sent = fake_server.chat_requests()[1].body["messages"][-1]
+    sent = scripted.chat_requests()[1].body["messages"][-1]
     assert sent["role"] == "tool" and sent["content"] == edited
     assert stepper.views[1].last_role == "tool" and stepper.views[1].prefix_tokens > 0
     journal.sync(history)
     journal.close()
     _, messages = load(tmp_path / "s.jsonl")
     assert [m for m in messages if m["role"] == "tool"][0]["content"] == edited
-    assert check(messages) == [] and fake_server.history_errors == []
+    assert check(messages) == [] and scripted.history_errors == []
 
 
-def test_stop_at_the_last_call_after_a_guard(fake_server, provider, registry):
-    fake_server.script(tool_calls(call("list_todos", {})))
+def test_stop_at_the_last_call_after_a_guard(scripted, registry):
+    scripted.script(tool_calls(call("list_todos", {})))
     stepper = Scripted(before=[Continue(), Stop()])
     history = History("sys")
-    finished, log = _turn(history, "loop", provider, registry, stepper, limits=Limits(max_steps=1))
+    finished, log = _turn(history, "loop", scripted, registry, stepper, limits=Limits(max_steps=1))
     assert finished.stopped_by == "user"
     assert stepper.views[1].final and stepper.views[1].tools == ()  # the guard's last call has no tools
     assert [e.action for e in log.of(UserStep)] == ["stopped_by_user"]
     assert check(history.messages) == [] and history.messages[-1]["role"] == "assistant"
-    assert len(fake_server.chat_requests()) == 1
+    assert len(scripted.chat_requests()) == 1
 
 
-def test_time_paused_does_not_count_against_the_turn(fake_server, provider, registry):
-    fake_server.script(tool_calls(call("list_todos", {})), text("done"))
-    finished, _ = _turn(History("sys"), "slowly", provider, registry, Scripted(wait_s=0.6),
+def test_time_paused_does_not_count_against_the_turn(scripted, registry):
+    scripted.script(tool_calls(call("list_todos", {})), text("done"))
+    finished, _ = _turn(History("sys"), "slowly", scripted, registry, Scripted(wait_s=0.6),
                         limits=Limits(turn_timeout_s=1.0))
     assert finished.stopped_by == "answer" and finished.answer == "done"
 

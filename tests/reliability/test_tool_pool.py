@@ -25,7 +25,7 @@ pytestmark = pytest.mark.timeout(60)
 POOL_SIZE = 8
 
 
-def test_stuck_calls_do_not_starve_the_next_call(fake_server, quiet_provider) -> None:
+def test_stuck_calls_do_not_starve_the_next_call(scripted) -> None:
     release = threading.Event()
 
     @tool(timeout_s=0.3)
@@ -39,14 +39,14 @@ def test_stuck_calls_do_not_starve_the_next_call(fake_server, quiet_provider) ->
         """Answer at once."""
         return "fine"
 
-    fake_server.script(
+    scripted.script(
         tool_calls(*(call("stuck", {"n": n}) for n in range(POOL_SIZE))),
         tool_calls(call("quick", {})),
         text("done"),
     )
     history, log = History("test"), EventLog()
     try:
-        finished = run_turn(history, "go", provider=quiet_provider, registry=Registry([stuck, quick]),
+        finished = run_turn(history, "go", provider=scripted, registry=Registry([stuck, quick]),
                             approver=Approver("auto"), limits=Limits(), emit=log)
     finally:
         release.set()  # let the stuck threads end
@@ -58,7 +58,7 @@ def test_stuck_calls_do_not_starve_the_next_call(fake_server, quiet_provider) ->
     record("tool_pool", stuck_calls=POOL_SIZE, next_call_ms=round(results["quick"].duration_s * 1000, 1))
 
 
-def test_no_worker_outlives_the_turn(fake_server, quiet_provider) -> None:
+def test_no_worker_outlives_the_turn(scripted) -> None:
     ran_in: set[threading.Thread] = set()
 
     @tool
@@ -67,8 +67,8 @@ def test_no_worker_outlives_the_turn(fake_server, quiet_provider) -> None:
         ran_in.add(threading.current_thread())
         return str(n)
 
-    fake_server.script(tool_calls(*(call("quick", {"n": n}) for n in range(4))), text("done"))
-    finished = run_turn(History("test"), "go", provider=quiet_provider, registry=Registry([quick]),
+    scripted.script(tool_calls(*(call("quick", {"n": n}) for n in range(4))), text("done"))
+    finished = run_turn(History("test"), "go", provider=scripted, registry=Registry([quick]),
                         approver=Approver("auto"), limits=Limits(), emit=EventLog())
     assert finished.stopped_by == "answer" and ran_in
     assert all(t.name.startswith("glassloop-tool") for t in ran_in)

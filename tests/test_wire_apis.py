@@ -25,15 +25,11 @@ from repl.events import (
     ToolCallStarted,
 )
 from repl.history import History, check
-from repl.providers.chat import ChatProvider
-from repl.providers.responses import ResponsesProvider
 from tests.fakeserver import FakeServer, call, text, tool_calls
-from tests.support import glassloop
+from tests.support import ADAPTERS, glassloop
 from tools.registry import Registry
 
 QUESTION = "今天还有哪些没完成？把优先级最高的一项展开说明。"
-ADAPTERS = {"chat": ChatProvider, "responses": ResponsesProvider}
-PATHS = {"chat": "/v1/chat/completions", "responses": "/v1/responses"}
 
 
 @pytest.fixture(params=["chat", "responses"])
@@ -62,8 +58,8 @@ def turn(provider: Any, registry: Registry, question: str, *, mode: str = "ask",
 
 def sent(server: FakeServer, api: str) -> list[dict[str, Any]]:
     """Bodies of the model requests, in order; none went to the other API's path."""
-    assert not [r for r in server.requests if r.path == PATHS[_other(api)]]
-    return [r.body for r in server.requests if r.path == PATHS[api]]
+    assert not server.requests_to(_other(api))
+    return [r.body for r in server.requests_to(api)]
 
 
 def _other(api: str) -> str:

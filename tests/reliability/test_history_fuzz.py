@@ -27,8 +27,6 @@ from repl.approval import ApprovalRequest, Approver
 from repl.events import Event, TurnFinished, TurnStarted
 from repl.history import History, check
 from repl.journal import Journal, load
-from repl.providers.chat import ChatProvider
-from repl.providers.responses import ResponsesProvider
 from repl.redact import Redactor
 from tests.fake_responses import check_input
 from tests.fakeserver import (
@@ -41,12 +39,11 @@ from tests.fakeserver import (
     tool_calls,
 )
 from tests.reliability.helpers import record, scaled
-from tests.support import SEED_TODOS
+from tests.support import ADAPTERS, SEED_TODOS
 from tools import build_tools
 from tools.registry import Registry
 
 EXAMPLES = scaled(300, 30)
-ADAPTERS = {"chat": ChatProvider, "responses": ResponsesProvider}
 counts: dict[str, int] = {}
 
 # ---- random replies --------------------------------------------------------------------

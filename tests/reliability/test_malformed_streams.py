@@ -20,13 +20,9 @@ from repl.agent import Limits, run_turn
 from repl.approval import Approver
 from repl.events import ErrorEvent, EventLog
 from repl.history import History, check
-from repl.providers.chat import ChatProvider
-from repl.providers.responses import ResponsesProvider
 from tests.fakeserver import FakeServer, raw_stream, text
 from tests.reliability.helpers import record
-from tests.support import glassloop
-
-ADAPTERS = {"chat": ChatProvider, "responses": ResponsesProvider}
+from tests.support import ADAPTERS, glassloop
 
 
 def chunk(delta: Any = None, finish: Any = None, **extra: Any) -> dict[str, Any]:

@@ -24,8 +24,6 @@ from repl.agent import Limits, run_turn
 from repl.approval import Approver
 from repl.events import EventLog, GuardTripped, TextDelta, ToolCallFinished
 from repl.history import History, check
-from repl.providers.chat import ChatProvider
-from repl.providers.responses import ResponsesProvider
 from tests.fakeserver import (
     FakeServer,
     Reply,
@@ -36,11 +34,10 @@ from tests.fakeserver import (
     tool_calls,
 )
 from tests.reliability.helpers import record, wait_for
-from tests.support import glassloop
+from tests.support import ADAPTERS, glassloop
 from tools.registry import Registry, tool
 
 pytestmark = pytest.mark.timeout(60)
-ADAPTERS = {"chat": ChatProvider, "responses": ResponsesProvider}
 # Events before the first text delta: chat sends a role chunk; Responses sends
 # created, in_progress, output_item.added and content_part.added.
 OPENING = {"chat": 1, "responses": 4}

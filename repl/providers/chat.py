@@ -4,8 +4,8 @@
 at module import, so the REPL can show its prompt first.
 
 Retries follow the SDK's rules (``max_retries``: connection errors, 408, 409, 429,
->=500, with backoff honouring Retry-After) but are made here (``SdkEndpoint._opened``),
-so each wait is a ``Retrying`` part the user sees; every attempt carries the
+>=500, with backoff honouring Retry-After) but are made by the shared skeleton
+(``SdkEndpoint._opened`` in ``endpoint.py``), so each wait is a ``Retrying`` part the user sees; every attempt carries the
 SDK's ``x-stainless-retry-count`` header. The one-off resend without
 ``stream_options`` is not counted as a retry.
 """

@@ -12,15 +12,13 @@ SDK's ``x-stainless-retry-count`` header. The one-off resend without
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from repl.providers.base import (
     Part,
     ReasoningPart,
-    RequestSent,
-    Retrying,
     TextPart,
     ToolCall,
     new_call_id,
@@ -128,10 +126,6 @@ class _Assembly(Assembly):
         ]
 
 
-class _StreamOptionsRejected(Exception):
-    pass
-
-
 class ChatProvider(SdkEndpoint):
     """One OpenAI-compatible Chat Completions endpoint (see ``Provider``)."""
 
@@ -183,14 +177,6 @@ class ChatProvider(SdkEndpoint):
             params["tools"] = to_wire_tools(tools)
         return params | self._profile_fields()
 
-    def _open(self, params: dict[str, Any],
-              deadline: float | None) -> Generator[Retrying | RequestSent, None, tuple[Any, int]]:
-        try:
-            return (yield from super()._open(params, deadline))
-        except _StreamOptionsRejected:
-            self.stream_options_supported = False  # remembered for this provider
-            return (yield from super()._open(params, deadline))
-
     def _create(self, client: Any, params: dict[str, Any], headers: dict[str, str]) -> Any:
         import openai
 
@@ -205,7 +191,8 @@ class ChatProvider(SdkEndpoint):
                                                   extra_body=body, extra_headers=headers)
         except openai.APIStatusError as err:
             if use_options and err.status_code in (400, 422) and _mentions_stream_options(err):
-                raise _StreamOptionsRejected from err
+                self.stream_options_supported = False  # remembered for this provider
+                return self._create(client, params, headers)  # at once: not a retry
             raise
 
     def _parts_of(self, chunk: Any, acc: _Assembly) -> Iterator[Part]:

@@ -3,11 +3,11 @@
 ``openai`` is imported when the first request is made (it costs ~0.6 s), never
 at module import, so the REPL can show its prompt first.
 
-Retries follow the SDK's rules (``max_retries``: connection errors, 408, 409, 429,
->=500, with backoff honouring Retry-After) but are made by the shared skeleton
-(``SdkEndpoint._opened`` in ``endpoint.py``), so each wait is a ``Retrying`` part the user sees; every attempt carries the
-SDK's ``x-stainless-retry-count`` header. The one-off resend without
-``stream_options`` is not counted as a retry.
+Sending, retries (the SDK's rules, each wait a ``Retrying`` part), reading the
+stream and mapping errors are the shared skeleton's (``SdkEndpoint`` in
+``endpoint.py``); this module builds the body and turns chunks into parts. A
+server that refuses ``stream_options`` gets the request again at once without
+them (not counted as a retry), and is remembered.
 """
 
 from __future__ import annotations

@@ -117,6 +117,8 @@ class ProviderSettings:
     model_path: str = setting("", flag="model_path", local_only=True, empty=("unset",))  # "": bundled
     n_ctx: int = setting(4096, minimum=1, local_only=True)
     threads: int = setting(0, local_only=True)  # 0 = auto
+    # text tool calls: results sent as compact text of at most this many chars (0: the stored JSON)
+    compact_results: int = safe(0, local_only=True)
 
     @property
     def embedded(self) -> bool:

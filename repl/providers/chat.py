@@ -154,7 +154,8 @@ class ChatProvider(SdkEndpoint):
         # server reuses its evaluated tokens instead of re-reading ~1,500 tokens.
         # With no names to recognise, anything call-shaped stays visible text.
         self._text_tools = tools or self._text_tools
-        params = self._params(textcalls.to_text_messages(messages, self._text_tools), [])
+        params = self._params(textcalls.to_text_messages(
+            messages, self._text_tools, compact_results=self.settings.compact_results), [])
         if self.call_grammar:  # without tools (the final answer): text only
             from repl.providers.grammar import ANSWER_GRAMMAR, tool_grammar
 
@@ -168,7 +169,8 @@ class ChatProvider(SdkEndpoint):
         if self.tool_call_format == "text":
             from repl.providers import textcalls
 
-            return textcalls.to_text_messages(messages, tools or self._text_tools)
+            return textcalls.to_text_messages(messages, tools or self._text_tools,
+                                              compact_results=self.settings.compact_results)
         return to_wire_messages(messages)
 
     def _params(self, wire: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:

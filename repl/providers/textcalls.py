@@ -33,6 +33,7 @@ from typing import Any
 
 from repl.prompts import split_session_part
 from repl.providers.base import ToolCall
+from repl.providers.compact import compact_result
 from tools.registry import JsonScan
 
 OPEN_TAG = "<tool_call>"
@@ -100,6 +101,7 @@ def to_text_messages(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None,
     after_results: str | None = AFTER_RESULTS,
+    compact_results: int = 0,
 ) -> list[dict[str, Any]]:
     """Neutral history → plain chat messages that any chat server accepts.
 
@@ -115,6 +117,9 @@ def to_text_messages(
     them (never stored in the history): without it the 0.5B model mostly
     echoes its call and invents a result instead of answering. After a
     question in Chinese it also asks for the answer in Chinese (IN_CHINESE).
+
+    ``compact_results`` > 0: each tool result goes as compact text of at most
+    that many characters (``compact.compact_result``), not as the stored JSON.
     """
     out: list[dict[str, Any]] = []
     previous = None
@@ -123,6 +128,8 @@ def to_text_messages(
         if role == "assistant":
             out.append({"role": "assistant", "content": _assistant_text(message)})
         elif role == "tool":
+            if compact_results:
+                content = compact_result(content, compact_results)
             block = f"{RESULT_OPEN}{content}{RESULT_CLOSE}"
             if previous == "tool":
                 out[-1]["content"] += "\n" + block

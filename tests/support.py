@@ -52,18 +52,24 @@ def glassloop(*args: str, env: dict[str, str], cwd: Path | None = None, stdin: s
                           capture_output=True, text=True, timeout=60)
 
 
-def glassloop_here(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def glassloop_here(*args: str, env: dict[str, str], cwd: Path | None = None,
+                   stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     """The real command line run in this process (Typer's test runner), answering as ``glassloop``
     does: exit code, stdout, stderr; an exception that escapes shows as its traceback on stderr,
     as a subprocess would print it. ``env`` replaces the environment for the run. It saves the
-    interpreter's start (~0.8 s a run): for tests whose subject is not the process (its signals,
+    interpreter's start (~0.8 s a run), ``cwd`` the working folder: for tests whose subject is not the process (its signals,
     its exit, its standard streams' encoding, what it leaves behind)."""
     from typer.testing import CliRunner
 
     from repl.cli import app
 
     environment: dict[str, str | None] = {name: None for name in os.environ if name not in env}
-    result = CliRunner().invoke(app, list(args), input=stdin, env={**environment, **env})
+    before = Path.cwd()
+    os.chdir(cwd or before)
+    try:
+        result = CliRunner().invoke(app, list(args), input=stdin, env={**environment, **env})
+    finally:
+        os.chdir(before)
     stderr = result.stderr
     if result.exc_info is not None and not isinstance(result.exc_info[1], SystemExit):
         stderr += "".join(traceback.format_exception(*result.exc_info))
@@ -73,6 +79,11 @@ def glassloop_here(*args: str, env: dict[str, str], stdin: str | None = None) ->
 def chat(env, base_url, lines, *extra):
     """The chat session with its standard input from a pipe: one line per entry of ``lines``."""
     return glassloop("--base-url", base_url, *extra, env=env, stdin="".join(f"{line}\n" for line in lines))
+
+
+def chat_here(env, base_url, lines, *extra):
+    """``chat`` run in this process (``glassloop_here``)."""
+    return glassloop_here("--base-url", base_url, *extra, env=env, stdin="".join(f"{line}\n" for line in lines))
 
 
 def todos_of(home_env: dict[str, str]) -> list[dict]:

@@ -161,6 +161,7 @@ def test_double_ctrl_c_exits_and_leaves_the_terminal_sane(fake_server, home):
     assert [e for e in ESCAPE.findall(tail) if not SGR.fullmatch(e)] == []  # only colours after
     styles = SGR.findall(output)
     assert styles[-1] in ("\x1b[0m", "\x1b[m")  # and the last colour is a reset
+    assert exit_s < 2 * PROMPT_BACK_S, exit_s  # two prompts back, then the exit
     record("interrupts", case="double Ctrl-C at an empty prompt", exit_s=round(exit_s, 3),
            max_prompt_back_s=round(max(latencies.values(), default=0), 3))
 

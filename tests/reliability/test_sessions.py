@@ -1,4 +1,5 @@
-"""Sessions you can find and continue: the real program, in a pipe and in a pseudo-terminal.
+"""Sessions you can find and continue: the real program, in a pipe and in a pseudo-terminal
+(runs whose subject is not the process: the command line in this process, ``chat_here``).
 
 An empty session leaves no file and is never listed or picked by ``last``;
 ``-c`` continues the newest session with a turn; ``--resume`` without a value
@@ -23,7 +24,7 @@ from repl.config import load_settings
 from repl.session import ChatSession
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record
-from tests.support import StubUI, chat, glassloop
+from tests.support import StubUI, chat, chat_here, glassloop
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -42,13 +43,13 @@ def users_sent(server) -> list[str]:
 
 def test_an_empty_session_is_never_written_listed_or_picked(fake_server, home):
     fake_server.script(text("kept answer"), text("continued"))
-    chat(home, fake_server.base_url, ["the only question"])
+    chat_here(home, fake_server.base_url, ["the only question"])
     kept = journals(home)
-    empty = chat(home, fake_server.base_url, ["/sessions"])  # a launch without a turn
+    empty = chat_here(home, fake_server.base_url, ["/sessions"])  # a launch without a turn
     assert "the only question" in empty.stdout  # listed: the session with a turn
     assert "--resume" not in empty.stdout.splitlines()[-1]  # the exit line names no session
     assert journals(home) == kept and len(traces(home)) == 1  # the empty launch wrote nothing
-    resumed = chat(home, fake_server.base_url, ["next"], "--resume", "last")
+    resumed = chat_here(home, fake_server.base_url, ["next"], "--resume", "last")
     assert resumed.returncode == 0, resumed.stderr
     assert users_sent(fake_server) == ["the only question", "next"]
     record("sessions", case="empty launch", files_written=0, picked_by_last=kept[0].stem)
@@ -56,11 +57,11 @@ def test_an_empty_session_is_never_written_listed_or_picked(fake_server, home):
 
 def test_continue_flag_resumes_the_newest_session_with_a_turn(fake_server, home):
     fake_server.script(text("one"), text("two"), text("three"))
-    chat(home, fake_server.base_url, ["older question"])
+    chat_here(home, fake_server.base_url, ["older question"])
     time.sleep(0.02)  # distinct modification times
-    chat(home, fake_server.base_url, ["newer question"])
-    chat(home, fake_server.base_url, [])  # empty: not a candidate
-    result = chat(home, fake_server.base_url, ["follow-up"], "-c")
+    chat_here(home, fake_server.base_url, ["newer question"])
+    chat_here(home, fake_server.base_url, [])  # empty: not a candidate
+    result = chat_here(home, fake_server.base_url, ["follow-up"], "-c")
     assert result.returncode == 0, result.stderr
     assert users_sent(fake_server) == ["newer question", "follow-up"]
     assert "newer question" in result.stdout  # the recap of the last turn
@@ -89,9 +90,9 @@ def test_continue_in_a_terminal_shows_the_last_turns(repl_factory, fake_server):
 
 def test_resume_without_a_value_opens_a_picker(repl_factory, fake_server, home):
     fake_server.script(text("alpha answer"), text("beta answer"), text("picked it"))
-    chat(home, fake_server.base_url, ["alpha question"])
+    chat_here(home, fake_server.base_url, ["alpha question"])
     time.sleep(0.02)
-    chat(home, fake_server.base_url, ["beta question"])
+    chat_here(home, fake_server.base_url, ["beta question"])
     picker = repl_factory("--resume")
     picker.expect("alpha question")  # the last row: the whole list is drawn
     shown = picker.screen()
@@ -111,7 +112,7 @@ def test_resume_without_a_value_opens_a_picker(repl_factory, fake_server, home):
 
 def test_slash_resume_opens_the_picker_and_sessions_lists(repl_factory, fake_server, home):
     fake_server.script(text("saved answer"), text("back in it"))
-    chat(home, fake_server.base_url, ["saved question"])
+    chat_here(home, fake_server.base_url, ["saved question"])
     repl = repl_factory()
     repl.say("/sessions")
     repl.expect("first message")
@@ -151,16 +152,16 @@ def test_reset_starts_a_new_session_and_keeps_the_old_one(repl_factory, fake_ser
     assert len(journals(home)) == 2 and len(traces(home)) == 2
     old = [p for p in journals(home) if p.stem == old_id]
     assert old, "the old session's journal is gone"
-    resumed = chat(home, fake_server.base_url, ["still there?"], "--resume", old_id)
+    resumed = chat_here(home, fake_server.base_url, ["still there?"], "--resume", old_id)
     assert resumed.returncode == 0, resumed.stderr
     assert users_sent(fake_server) == ["first conversation", "still there?"]
 
 
 def test_one_session_one_trace_with_continuing_turn_numbers(fake_server, home):
     fake_server.script(text("a1"), text("a2"), text("a3"))
-    first = chat(home, fake_server.base_url, ["q1", "q2"])
+    first = chat_here(home, fake_server.base_url, ["q1", "q2"])
     session_id = first.stdout.split("glassloop --resume ")[-1].split()[0]
-    chat(home, fake_server.base_url, ["q3", "/trace all"], "--resume", session_id)
+    chat_here(home, fake_server.base_url, ["q3", "/trace all"], "--resume", session_id)
     assert [p.stem for p in traces(home)] == [session_id]
     records = [json.loads(line) for line in traces(home)[0].read_text(encoding="utf-8").splitlines()]
     started = [(r["turn"], r["user_text"]) for r in records if r["type"] == "turn_started"]

@@ -146,7 +146,7 @@ ANSWER = "".join(f"Paragraph {i}: the quick brown fox number {i} jumps over the 
 
 
 def test_resizing_while_streaming_leaves_no_duplicated_lines(sized_repl, fake_server):
-    fake_server.script(slow_chunks(0.25, text(ANSWER, chunk_size=40)))
+    fake_server.script(slow_chunks(0.1, text(ANSWER, chunk_size=40)))  # ~2.5 s of streaming
     repl = sized_repl(cols=100, rows=24)
     log = io.StringIO()
     repl.child.logfile_read = log
@@ -154,6 +154,7 @@ def test_resizing_while_streaming_leaves_no_duplicated_lines(sized_repl, fake_se
     repl.child.expect("Paragraph 3")
     repl.child.expect(pexpect.TIMEOUT, timeout=0.1)  # what was drawn at 100 columns is read
     resized_at = len(log.getvalue())
+    assert "Paragraph 8" not in log.getvalue()  # the resize comes while the answer streams
     repl.child.setwinsize(24, 60)
     repl.child.expect(r"turn 1[^\r\n]*answer")
     repl.ready()

@@ -49,6 +49,7 @@ def test_keys_typed_while_streaming_do_not_answer(repl_factory, fake_server, hom
     repl.child.send("yes\r")
     repl.expect("Allow")
     streamed_s = time.monotonic() - typed_at
+    assert streamed_s > 0.1, streamed_s  # the keys went in well before the dialog was there
     assert _still_waiting(repl), "a key typed before the dialog answered it"
     assert todos.read_bytes() == before
     repl.child.send("n")  # pressed once the dialog is visible: it counts

@@ -31,7 +31,9 @@ def run(args: list[str | bytes], env: dict[str, str], cwd: Path, stdin: bytes = 
     started = time.monotonic()
     result = subprocess.run([sys.executable, "-m", "repl.cli", *args], env=env, cwd=cwd, input=stdin,
                             capture_output=True, timeout=60)
-    record("unicode", args=len(args), seconds=round(time.monotonic() - started, 2))
+    seconds = time.monotonic() - started
+    record("unicode", args=len(args), seconds=round(seconds, 2))
+    assert seconds < 20, seconds  # the run's timeout is 60 s
     return result.returncode, result.stdout.decode("utf-8"), result.stderr.decode("utf-8")
 
 

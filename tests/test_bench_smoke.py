@@ -1,4 +1,5 @@
-"""The benchmark harness runs end to end with tiny counts (figures are not checked: CI is noisy)."""
+"""The benchmark harness runs end to end with tiny counts. CI is noisy, so a figure may miss its
+target, but never by more than ``SLACK`` times (a target that is a count, not a time, must be met)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ import json
 import math
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,6 +29,26 @@ EXPECTED_TARGETS = {
 }
 
 
+SLACK = 3.0
+
+
+@cache
+def quick(name: str) -> dict[str, Any]:
+    """``run_one(name, quick=True)``, once per worker (several tests read the same run)."""
+    return bench_main.run_one(name, quick=True)
+
+
+def near_target(target: dict[str, Any]) -> bool:
+    """The figure is within ``SLACK`` of its limit, on the side its text names (``>=``, ``<=``,
+    ``<``, "slower than"); any other target (``= 100%``, "within 10 points") must be met."""
+    text, value, limit = target["text"], target["value"], target["limit"]
+    if ">=" in text:
+        return bool(value >= limit / SLACK)
+    if "<" in text or "slower than" in text:
+        return bool(value <= limit * SLACK)
+    return bool(target["met"])
+
+
 def check_shape(result: dict, name: str) -> None:
     assert result["name"] == name
     assert result["quick"] is True
@@ -36,12 +59,13 @@ def check_shape(result: dict, name: str) -> None:
     for target in result["targets"].values():
         assert {"value", "limit", "met", "text"} <= set(target)
         assert isinstance(target["met"], bool)
+        assert near_target(target), (name, target)
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("name", sorted(EXPECTED_TARGETS))
 def test_each_benchmark_runs_quick(name: str) -> None:
-    result = bench_main.run_one(name, quick=True)
+    result = quick(name)
     check_shape(result, name)
     assert set(result["targets"]) == EXPECTED_TARGETS[name]
     assert result["rows"], "a benchmark with no rows measured nothing"
@@ -50,13 +74,12 @@ def test_each_benchmark_runs_quick(name: str) -> None:
 
 def test_parallel_tools_quick_is_faster_than_serial() -> None:
     """The one figure robust enough for CI: 4 concurrent sleeps beat 4 serial ones."""
-    result = bench_main.run_one("parallel_tools", quick=True)
-    samples = result["samples"]
+    samples = quick("parallel_tools")["samples"]
     assert max(samples["concurrent"]) < min(samples["serial"])
 
 
 def test_memory_resume_reports_the_journal() -> None:
-    result = bench_main.run_one("memory_resume", quick=True)
+    result = quick("memory_resume")
     rows = {r["what"]: r for r in result["rows"]}
     assert rows["journal size"]["value"] > 0
     assert len(result["rss_curve"]) == 10, "RSS is sampled ten times along the session"
@@ -68,7 +91,7 @@ def test_other_benchmarks_are_dispatched() -> None:
     assert local.get("skipped")  # minutes of CPU: never part of a quick run
     for name in ("render_stream", "context_window"):  # written alongside this harness
         if importlib.util.find_spec(f"bench.{name}") is not None:
-            check_shape(bench_main.run_one(name, quick=True), name)
+            check_shape(quick(name), name)
 
 
 def test_command_line_writes_json_and_prints_the_table(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -21,7 +21,7 @@ import pytest
 
 from tests.fakeserver import call, fault_status, text, tool_calls
 from tests.reliability.helpers import record, trace_records
-from tests.support import glassloop
+from tests.support import glassloop_here
 
 SLOW_TOOL = """import time
 
@@ -43,7 +43,7 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def chat(env: dict[str, str], base_url: str, lines: list[str], *extra: str):
-    return glassloop("--base-url", base_url, *extra, env=env, stdin="".join(f"{line}\n" for line in lines))
+    return glassloop_here("--base-url", base_url, *extra, env=env, stdin="".join(f"{line}\n" for line in lines))
 
 
 def trace_folder(env: dict[str, str]) -> Path:
@@ -193,11 +193,11 @@ def test_glassloop_trace_raw_of_a_saved_session(fake_server, home):
     fake_server.script(tool_calls(call("list_todos", {})), text("first"), text("second"))
     result = chat(home, fake_server.base_url, ["what is open?", "and now?"])
     session_id = result.stdout.split("glassloop --resume ")[-1].split()[0]
-    as_json = glassloop("trace", session_id, "--raw", "--turn", "1", "--json", env=home)
+    as_json = glassloop_here("trace", session_id, "--raw", "--turn", "1", "--json", env=home)
     assert as_json.returncode == 0, as_json.stderr
     calls = json.loads(as_json.stdout)
     assert [c["request"] for c in calls] == [r.body for r in fake_server.chat_requests()[:2]]
-    shown = glassloop("trace", session_id, "--raw", "--turn", "2", env=home)
+    shown = glassloop_here("trace", session_id, "--raw", "--turn", "2", env=home)
     sections = re.split(r"^── .*$", shown.stdout, flags=re.M)
     assert re.findall(r"^── (.*)$", shown.stdout, flags=re.M) == [
         "turn 2 · model call 1 · request, as sent", "turn 2 · model call 1 · response, as assembled from the stream"]
@@ -261,7 +261,7 @@ def test_html_page_holds_every_turn_call_and_result(fake_server, home, tmp_path)
     assert result.returncode == 0, result.stderr
     session_id = result.stdout.split("glassloop --resume ")[-1].split()[0]
     page = tmp_path / "trace.html"
-    made = glassloop("trace", session_id, "--html", str(page), env=home)
+    made = glassloop_here("trace", session_id, "--html", str(page), env=home)
     assert made.returncode == 0 and "wrote 2 turns" in made.stdout, made
     parsed = PageParser()
     started = time.monotonic()

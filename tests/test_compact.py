@@ -17,7 +17,6 @@ from repl.cost import Cost, SessionBudget, price_for, usd
 from repl.events import EventLog, GuardTripped, ModelUsage, Usage
 from repl.history import History, check
 from repl.journal import load
-from repl.providers.chat import ChatProvider
 from repl.session import ChatSession
 from tests.fakeserver import call, text, tool_calls
 from tests.support import SEED_TODOS, StubUI, glassloop
@@ -134,16 +133,14 @@ def test_session_budget_stops_a_turn_before_the_next_request(fake_server, sessio
     assert session.history.messages[-1]["role"] == "tool"  # the unanswered question was not kept
 
 
-def test_currency_budget_in_the_agent_loop(fake_server, tmp_path):
-    provider = ChatProvider(name="t", model="m", base_url=fake_server.base_url, api_key="k", max_retries=0)
+def test_currency_budget_in_the_agent_loop(scripted, tmp_path):
     budget = SessionBudget(max_usd=0.05, max_tokens=0, spent_tokens=0, spent_usd=0.04,
                            price=ModelPrice(1000.0, 1000.0, 1000.0))  # $0.001 a token
-    fake_server.script(tool_calls(call("nothing_here", {}), usage=(20, 5, 0)), text("unreached"))
+    scripted.script(tool_calls(call("nothing_here", {}), usage=(20, 5, 0)), text("unreached"))
     log = EventLog()
-    finished = run_turn(History("sys"), "go", provider=provider, registry=Registry([]),
+    finished = run_turn(History("sys"), "go", provider=scripted, registry=Registry([]),
                         approver=Approver("auto"), limits=Limits(), emit=log, budget=budget)
-    provider.close()
-    assert finished.stopped_by == "budget" and len(fake_server.chat_requests()) == 1
+    assert finished.stopped_by == "budget" and len(scripted.chat_requests()) == 1
     assert "$0.05" in log.of(GuardTripped)[0].detail and len(log.of(ModelUsage)) == 1
 
 

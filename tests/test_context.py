@@ -18,6 +18,7 @@ from repl.prompts import system_prompt
 from repl.providers.chat import ChatProvider
 from repl.providers.responses import ResponsesProvider
 from tests.fakeserver import FakeServer, call, prompt_bytes, text, tool_calls
+from tests.scripted_provider import ScriptedProvider
 from tools import build_tools
 from tools.registry import Registry, tool
 
@@ -204,19 +205,17 @@ def fetch(page: int) -> dict:
 
 def test_200_turns_stay_inside_a_small_window_with_a_valid_history():
     window, turns = 2000, 200
-    with FakeServer(prefix_cache=True) as server:
-        for i in range(turns):
-            server.script(tool_calls(call("fetch", {"page": i})), text(f"Page {i} is about lorem ipsum. " * 4))
-        provider = ChatProvider(name="t", model="m", base_url=server.base_url, api_key="k",
-                                max_retries=0, context_window=window, max_tokens=256)
-        history, context, log = History("You are a test assistant."), ContextWindow(), EventLog()
-        for i in range(turns):
-            finished = run_turn(history, f"What does page {i} say?", provider=provider,
-                                registry=Registry([tool(fetch)]), approver=Approver("auto"),
-                                limits=Limits(max_tool_result_chars=1500), emit=log, turn=i + 1,
-                                context=context)
-            assert finished.stopped_by == "answer", finished
-        provider.close()
+    # the loop's windowing is the subject: the in-process scripted provider (prefix cache as the server's)
+    server = ScriptedProvider(context_window=window, max_tokens=256, prefix_cache=True)
+    for i in range(turns):
+        server.script(tool_calls(call("fetch", {"page": i})), text(f"Page {i} is about lorem ipsum. " * 4))
+    history, context, log = History("You are a test assistant."), ContextWindow(), EventLog()
+    for i in range(turns):
+        finished = run_turn(history, f"What does page {i} say?", provider=server,
+                            registry=Registry([tool(fetch)]), approver=Approver("auto"),
+                            limits=Limits(max_tool_result_chars=1500), emit=log, turn=i + 1,
+                            context=context)
+        assert finished.stopped_by == "answer", finished
     requests = server.chat_requests()
     assert len(requests) == 2 * turns and server.unscripted == 0
     assert server.history_errors == []  # the server checked every request's history

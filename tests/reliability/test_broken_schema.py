@@ -25,10 +25,10 @@ from repl.approval import Approver
 from repl.config import load_settings
 from repl.events import EventLog, ToolCallFinished
 from repl.history import History, check
-from repl.providers.chat import ChatProvider
 from repl.runtime import build_registry, start_mcp
 from tests.fakeserver import FakeServer, call, text, tool_calls
 from tests.reliability.helpers import record, scaled
+from tests.scripted_provider import ScriptedProvider
 from tests.support import glassloop
 from tools.registry import Registry, Tool
 
@@ -53,7 +53,7 @@ def echo(**arguments: Any) -> dict[str, Any]:
 
 # ---- the real MCP server ---------------------------------------------------------------
 
-def test_mcp_tool_with_a_dangling_ref_is_refused_and_the_others_load(fake_server: FakeServer, tmp_path: Path,
+def test_mcp_tool_with_a_dangling_ref_is_refused_and_the_others_load(scripted: ScriptedProvider, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME"):
         monkeypatch.setenv(var, str(tmp_path / var.lower()))
@@ -61,27 +61,24 @@ def test_mcp_tool_with_a_dangling_ref_is_refused_and_the_others_load(fake_server
     registry = build_registry(settings)
     notices: list[str] = []
     manager = start_mcp(settings, registry, notices.append)
-    provider = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
-                            max_retries=0, timeout_s=10)
     try:
         assert manager.wait_ready(30)
         assert len(notices) == 1 and "\n" not in notices[0], notices
         assert "t__broken_ref" in notices[0] and "#/$defs/Missing" in notices[0]
         assert "t__broken_ref" not in registry.names() and "t__lookup" in registry.names()
         # a model that calls it anyway gets a structured error; the other tool still works
-        fake_server.script(tool_calls(call("t__broken_ref", {"value": "x"}), call("t__lookup", {"country": "France"})),
-                           text("done"))
+        scripted.script(tool_calls(call("t__broken_ref", {"value": "x"}), call("t__lookup", {"country": "France"})),
+                        text("done"))
         log = EventLog()
         history = History("test")
-        finished = run_turn(history, "go", provider=provider, registry=registry, approver=Approver("auto"),
+        finished = run_turn(history, "go", provider=scripted, registry=registry, approver=Approver("auto"),
                             limits=Limits(), emit=log)
         results = {e.name: e for e in log.events if isinstance(e, ToolCallFinished)}
         assert results["t__broken_ref"].error_type == "unknown_tool"
         assert results["t__lookup"].ok and "Paris" in json.dumps(results["t__lookup"].result)
         assert finished.stopped_by == "answer" and check(history.messages) == []
-        assert fake_server.history_errors == []
+        assert scripted.history_errors == []
     finally:
-        provider.close()
         manager.close()
 
 

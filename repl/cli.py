@@ -216,7 +216,7 @@ def _chat_trust() -> str:
 
 
 def _run_chat(settings: Settings, resume: str | None, first: str = "", step: bool = False) -> None:
-    from repl.session import run_chat
+    from repl.chat import run_chat
 
     raise typer.Exit(run_chat(settings, resume=resume, first=first, step=step))
 

@@ -14,15 +14,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repl.config import ProviderSettings, Settings
-from repl.providers.base import Provider, ProviderError
 from repl.redact import redactor_for
-from repl.trace import JsonlWriter, Trace, WireLog, wire_path
-from tools import build_tools
-from tools.registry import Registry
-from tools.store import StoreWrite
+
+if TYPE_CHECKING:  # the REPL imports this module before its prompt: the rest is imported where used
+    from repl.providers.base import Provider
+    from repl.trace import Trace
+    from tools.registry import Registry
+    from tools.store import StoreWrite
 
 MCP_READY_WAIT_S = 10.0  # how long a turn waits for MCP servers still connecting
 MCP_ASK_WAIT_S = 1.0  # `ask`: at most this for servers still connecting (GLASSLOOP_MCP_ASK_WAIT_S); later tools join at the next step
@@ -34,6 +35,9 @@ def new_id() -> str:
 
 def build_registry(settings: Settings, on_write: Callable[[StoreWrite], None] | None = None) -> Registry:
     """The built-in tools; ``on_write`` is told of each store write a call makes (for ``/undo``)."""
+    from tools import build_tools
+    from tools.registry import Registry
+
     return Registry(build_tools(
         todos_path=settings.todos_file,
         notes_path=settings.notes_file,
@@ -52,6 +56,8 @@ def open_trace(settings: Settings, session_id: str, path: Path | None = None) ->
 
     The session's own file (no ``path``) is made by its first turn; a ``path`` asked for
     by name is opened now."""
+    from repl.trace import JsonlWriter, Trace, WireLog, wire_path
+
     if path is None and not settings.trace_enabled:
         return None
     writer = JsonlWriter(path or settings.trace_dir / f"{session_id}.jsonl", redactor_for(settings),
@@ -67,6 +73,7 @@ def make_provider(profile: ProviderSettings, settings: Settings,
     ``status`` receives progress text while a local model is prepared and
     started (None when done).
     """
+    from repl.providers.base import ProviderError
     from repl.providers.chat import ChatProvider  # imports openai: keep off start-up
     from repl.providers.responses import ResponsesProvider
 
@@ -115,6 +122,7 @@ def local_problem(profile: ProviderSettings) -> str | None:
 
 def _start_local(profile: ProviderSettings, settings: Settings,
                  status: Callable[[str | None], None]) -> Any:
+    from repl.providers.base import ProviderError
     from repl.providers.local import LocalServer, LocalServerError
     from repl.providers.weights import BUNDLED, MissingExtra, ModelIntegrityError, ensure_model
 

@@ -8,9 +8,8 @@ waits for the openai SDK import or a local model.
 
 from __future__ import annotations
 
-import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -40,14 +39,13 @@ from repl.runtime import (
     MCP_READY_WAIT_S,
     LazyProvider,
     build_registry,
-    local_problem,
     make_provider,
     new_id,
     not_saved,
     open_trace,
     start_mcp,
 )
-from repl.stepping import STEP_ON, Stepper, Stepping
+from repl.stepping import Stepper, Stepping
 from repl.user_tools import UserTools
 from tools import store
 
@@ -56,7 +54,6 @@ if TYPE_CHECKING:
     from tools.mcp_client import McpManager
 
 EXIT_WINDOW_S = 2.0
-PICK = ""  # --resume without a value: pick a session
 USER_TOOLS_WAIT_S = 30.0  # how long the first turn waits for the user's tool files to load
 
 
@@ -518,8 +515,10 @@ class ChatSession:
             self.journal.note_undo()
 
     # ---- the read loop -----------------------------------------------------
-    def loop(self, first: str = "") -> int:
-        """Read and run lines until exit; ``first`` runs as if typed (``glassloop "question"``)."""
+    def loop(self, first: str = "", typed: Callable[[], str] | None = None) -> int:
+        """Read and run lines until exit; ``first`` runs as if typed (``glassloop "question"``).
+        ``typed``: the first read, made already (the first prompt is drawn before the session is
+        built): it gives the line or raises what the read raised."""
         last_interrupt = 0.0
         while True:
             try:
@@ -527,7 +526,8 @@ class ChatSession:
                     line, first = first, ""
                     self.ui.echo(line)
                 else:
-                    line = self.ui.read()
+                    read, typed = typed or self.ui.read, None
+                    line = read()
             except KeyboardInterrupt:
                 now = time.monotonic()
                 if now - last_interrupt < EXIT_WINDOW_S:
@@ -563,44 +563,3 @@ class ChatSession:
                                    f"{self.settings.guards.max_steps} more steps?")):
             finished = self.run_turn("Continue where you stopped.")
 
-
-def run_chat(settings: Settings, *, resume: str | None = None, first: str = "", step: bool = False) -> int:
-    from repl.ui.terminal import Terminal
-
-    interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    holder: list[ChatSession] = []
-    ui = Terminal.create(settings, interactive=interactive, commands=commands.table().specs(lambda: holder[0]))
-    session = ChatSession(settings, ui, interactive)
-    holder.append(session)
-    ui.attach(session)
-    try:
-        if resume == PICK:
-            resume = session.pick()
-            if resume is None and not interactive:
-                return 1
-        if resume:
-            if not session.resume(resume, show=False):
-                return 1
-        else:
-            session.open_journal()
-        ui.header(settings.active.name, settings.active.model, settings.approval, session.session_id)
-        if resume:
-            session.show_resumed()
-        if step and session.set_step(True):
-            ui.info(STEP_ON)
-        if settings.provider_auto and settings.active.name == "local":
-            session.emit(Notice("no API key or base URL configured: using the embedded local model "
-                                "(set OPENAI_API_KEY or pass --provider/--base-url for a hosted one)"))
-        if settings.active.embedded and (problem := local_problem(settings.active)):
-            ui.error(problem)  # now, not after the first question
-        # The SDK import and the tool loading hold the GIL for a while: drawing the prompt
-        # first keeps them from slowing it; a first message from the command line cannot wait.
-        if first:
-            session.start_background()
-        else:
-            ui.when_prompt_shown(session.start_background)
-        code = session.loop(first)
-        ui.goodbye(session)
-        return code
-    finally:
-        session.close()

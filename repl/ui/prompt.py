@@ -8,6 +8,7 @@ what they mean.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,21 +27,30 @@ from repl.ui.escape import clean
 ArgCompleter = Callable[[str], list[str]]
 EDIT_COMMAND = "/edit"  # what Esc Esc at an empty prompt sends
 CommandSpec = tuple[str, str, "ArgCompleter | None"]  # name, help, argument completer
+COMMANDS_WAIT_S = 10.0  # the most a completion waits for commands not known yet
 
 
 class SlashCompleter(Completer):
-    """Completes ``/command`` names (with their help) and then the command's arguments."""
+    """Completes ``/command`` names (with their help) and then the command's arguments.
 
-    def __init__(self, commands: Iterable[CommandSpec] = ()) -> None:
-        self.set_commands(commands)
+    ``commands`` None: not known yet (the first prompt is drawn while the session that
+    holds them is built); a completion asked for before ``set_commands`` waits for it."""
+
+    def __init__(self, commands: Iterable[CommandSpec] | None = ()) -> None:
+        self.commands: dict[str, tuple[str, ArgCompleter | None]] = {}
+        self._known = threading.Event()
+        if commands is not None:
+            self.set_commands(commands)
 
     def set_commands(self, commands: Iterable[CommandSpec]) -> None:
         self.commands = {name.lstrip("/"): (help_text, args) for name, help_text, args in commands}
+        self._known.set()
 
     def get_completions(self, document: Document, event: CompleteEvent) -> Iterator[Completion]:
         text = document.text_before_cursor
         if not text.startswith("/") or "\n" in text:
             return
+        self._known.wait(COMMANDS_WAIT_S)
         name, space, rest = text[1:].partition(" ")
         if not space:
             for candidate in sorted(self.commands):
@@ -88,7 +98,7 @@ class PromptInput:
     def __init__(
         self,
         history_path: Path | str | None = None,
-        commands: Sequence[CommandSpec] = (),
+        commands: Sequence[CommandSpec] | None = (),  # None: set later (``set_commands``)
         toolbar: Callable[[int], str] | None = None,  # the text for a width in columns
         *,
         message: str = "> ",

@@ -13,14 +13,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from repl.approval import ApprovalRequest, UserChoice
 from repl.config import Settings
-from repl.cost import context_window_for, price_for, usd
+from repl.cost import Cost, context_window_for, price_for, usd
 from repl.events import Event, Usage
 from repl.redact import redactor_for
 from repl.unicode import valid_text
 
 if TYPE_CHECKING:
+    from repl.approval import ApprovalRequest, UserChoice
     from repl.session import ChatSession
     from repl.ui.approval_dialog import ApprovalDialog
 
@@ -74,7 +74,9 @@ class Terminal:
         self.session: ChatSession | None = None
 
     @classmethod
-    def create(cls, settings: Settings, *, interactive: bool, commands: list[CommandSpec]) -> Terminal:
+    def create(cls, settings: Settings, *, interactive: bool, commands: Sequence[CommandSpec] | None = None) -> Terminal:
+        """The renderer, and on a terminal the prompt; ``commands``: completed at it (None: known
+        later, see ``set_commands``). The approval dialog is made when first asked for."""
         from rich.console import Console
 
         from repl.ui.render import Renderer
@@ -87,10 +89,8 @@ class Terminal:
         terminal.renderer = Renderer(console, price=terminal.cost, escape_stops=interactive,
                                      show_reasoning=settings.show_reasoning)
         if interactive:
-            from repl.ui.approval_dialog import ApprovalDialog
             from repl.ui.prompt import PromptInput
 
-            terminal.dialog = ApprovalDialog(console)
             terminal.prompt = PromptInput(
                 history_path=settings.data_dir / "input_history",
                 commands=commands,
@@ -101,6 +101,11 @@ class Terminal:
 
     def attach(self, session: ChatSession) -> None:
         self.session = session
+
+    def set_commands(self, commands: list[CommandSpec]) -> None:
+        """The slash commands completed at the prompt (no-op without one)."""
+        if self.prompt is not None:
+            self.prompt.set_commands(commands)
 
     def when_prompt_shown(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` once the prompt is on the screen; at once when there is no prompt."""
@@ -139,16 +144,27 @@ class Terminal:
             raise EOFError
         return valid_text(line.rstrip("\n"))
 
+    def _dialog(self) -> ApprovalDialog | None:
+        """The approval dialog, made on first use; None without a terminal."""
+        if self.dialog is None and self.prompt is not None:
+            from repl.ui.approval_dialog import ApprovalDialog
+
+            self.dialog = ApprovalDialog(self.renderer.console)
+        return self.dialog
+
     def asker(self) -> _Asker | None:
-        return _Asker(self, self.dialog) if self.dialog is not None else None
+        dialog = self._dialog()
+        return _Asker(self, dialog) if dialog is not None else None
 
     def stepper(self) -> _Stepper | None:
         """Step mode's pauses; None without a terminal to pause in."""
-        return _Stepper(self, self.dialog) if self.dialog is not None else None
+        dialog = self._dialog()
+        return _Stepper(self, dialog) if dialog is not None else None
 
     def confirm(self, question: str) -> bool:
+        dialog = self._dialog()
         with self.renderer.suspended():
-            return self.dialog.confirm(question) if self.dialog else False
+            return dialog.confirm(question) if dialog else False
 
     # ---- output --------------------------------------------------------------
     def render(self, event: Event) -> None:
@@ -225,17 +241,20 @@ class Terminal:
 
     def toolbar(self, width: int = 0) -> str:
         """'openai · gpt-4o-mini · approvals ask · 1,234 tokens · context 3% · $0.01' (the banner's
-        words); narrower than ``width`` columns by dropping whole fields, least important first."""
+        words); narrower than ``width`` columns by dropping whole fields, least important first.
+        Before the session is attached (the first prompt is drawn while it is built), a new
+        session's figures from the settings."""
         s = self.session
-        if s is None:
-            return ""
-        active = s.settings.active
-        window = context_window_for(s.settings)
-        fields = [(active.name, 3), (active.model, 5), (f"approvals {s.approver.mode}", 4),
-                  ("step mode" if s.stepping.stepper is not None else "", 4),
-                  (f"{s.usage.total:,} tokens", 0),
-                  (f"context {100 * s.last_prompt_tokens / window:.0f}%" if window else "", 2),
-                  (s.cost.text(), 1)]
+        settings = s.settings if s is not None else self.settings
+        mode, stepping = (s.approver.mode, s.stepping.stepper is not None) if s is not None else (settings.approval, False)
+        usage, prompt_tokens, cost = (s.usage, s.last_prompt_tokens, s.cost) if s is not None else (Usage(), 0, Cost())
+        active = settings.active
+        window = context_window_for(settings)
+        fields = [(active.name, 3), (active.model, 5), (f"approvals {mode}", 4),
+                  ("step mode" if stepping else "", 4),
+                  (f"{usage.total:,} tokens", 0),
+                  (f"context {100 * prompt_tokens / window:.0f}%" if window else "", 2),
+                  (cost.text(), 1)]
         return fit_fields([f for f in fields if f[0]], width)
 
     def goodbye(self, session: ChatSession) -> None:

@@ -20,7 +20,7 @@ import pexpect
 from repl.config import load_settings
 from tests.fakeserver import FakeServer, call, text, tool_calls
 from tests.reliability.helpers import record
-from tests.support import SECRET, glassloop
+from tests.support import SECRET, glassloop, glassloop_here
 from tests.terminal import READY
 
 OTHER_SECRET = "other-secret-MUST-STAY-HOME-42"
@@ -48,7 +48,7 @@ def test_untrusted_mcp_command_never_runs_until_trusted(fake_server, home, tmp_p
     project, marker = mcp_marker_project(tmp_path)
     fake_server.script(text("one"), text("two"), text("three"))
     asked = glassloop("ask", "hi", "--base-url", fake_server.base_url, env=home, cwd=project)
-    piped = glassloop("--base-url", fake_server.base_url, env=home, cwd=project, stdin="hi\n")
+    piped = glassloop_here("--base-url", fake_server.base_url, env=home, cwd=project, stdin="hi\n")
     for result in (asked, piped):
         assert result.returncode == 0, result.stderr
         assert not marker.exists(), "an untrusted project file started its MCP command"
@@ -57,7 +57,7 @@ def test_untrusted_mcp_command_never_runs_until_trusted(fake_server, home, tmp_p
         assert "Traceback" not in result.stderr
     assert "one" in asked.stdout and "two" in piped.stdout  # the rest of the session worked
 
-    trusted = glassloop("trust", env=home, cwd=project)
+    trusted = glassloop_here("trust", env=home, cwd=project)
     assert trusted.returncode == 0, trusted.stderr
     assert 'mcp.servers.evil.command = "sh"' in trusted.stdout
     assert list(trust_records(home)) == [str((project / "glassloop.toml").resolve())]
@@ -86,7 +86,7 @@ def test_base_url_and_key_variable_need_trust_and_a_change_voids_it(fake_server,
         assert sent.body["model"] == "repo-model"  # the harmless key applied
         assert "providers.openai.base_url" in before.stderr and "api_key_env" in before.stderr
 
-        assert glassloop("trust", env=env, cwd=project).returncode == 0
+        assert glassloop_here("trust", env=env, cwd=project).returncode == 0
         trusted = glassloop("ask", "hi", env=env, cwd=project)
         assert trusted.returncode == 0 and "repo's endpoint" in trusted.stdout
         assert evil.chat_requests()[-1].headers["authorization"] == f"Bearer {OTHER_SECRET}"
@@ -105,19 +105,19 @@ def test_approval_auto_is_ignored_until_trusted_and_again_after_revoke(fake_serv
     before = todos.read_bytes()
     add = tool_calls(call("add_todo", {"title": "planted by the repo"}))
     fake_server.script(add, text("done?"))
-    untrusted = glassloop("--base-url", fake_server.base_url, env=home, cwd=project, stdin="add it\n")
+    untrusted = glassloop_here("--base-url", fake_server.base_url, env=home, cwd=project, stdin="add it\n")
     assert untrusted.returncode == 0 and todos.read_bytes() == before
     assert "approval" in untrusted.stderr and "not trusted" in untrusted.stderr
 
-    assert glassloop("trust", env=home, cwd=project).returncode == 0
+    assert glassloop_here("trust", env=home, cwd=project).returncode == 0
     fake_server.script(add, text("done."))
-    trusted = glassloop("--base-url", fake_server.base_url, env=home, cwd=project, stdin="add it\n")
+    trusted = glassloop_here("--base-url", fake_server.base_url, env=home, cwd=project, stdin="add it\n")
     assert trusted.returncode == 0 and "planted by the repo" in todos.read_text(encoding="utf-8")
 
-    revoked = glassloop("trust", "--revoke", env=home, cwd=project)
+    revoked = glassloop_here("trust", "--revoke", env=home, cwd=project)
     assert revoked.returncode == 0 and "no longer trusted" in revoked.stdout
     assert trust_records(home) == {}
-    shown = glassloop("config", env=home, cwd=project)
+    shown = glassloop_here("config", env=home, cwd=project)
     row = next(line for line in shown.stdout.splitlines() if line.startswith("approval "))
     assert "ask" in row and "ignored" in shown.stdout and "not trusted" in shown.stdout
 
@@ -206,10 +206,10 @@ def test_what_applies_without_trust(tmp_path, monkeypatch):
 def test_trust_errors_are_one_line(home, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
-    missing = glassloop("trust", env=home, cwd=empty)
+    missing = glassloop_here("trust", env=home, cwd=empty)
     assert missing.returncode == 2 and "no glassloop.toml" in missing.stderr
     broken = project_with(tmp_path, "[mcp.servers.x]\ncommand = 1\n")
-    bad = glassloop("trust", env=home, cwd=broken)
+    bad = glassloop_here("trust", env=home, cwd=broken)
     assert bad.returncode == 2 and "mcp.servers.x.command" in bad.stderr and trust_records(home) == {}
     project, _ = mcp_marker_project(tmp_path / "other")
     records = Path(home["XDG_CONFIG_HOME"]) / "glassloop" / "trusted.json"

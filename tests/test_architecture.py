@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -74,10 +75,16 @@ def imports(path: Path, root: Path = ROOT) -> Iterator[tuple[str, int]]:
                 yield target, node.lineno
 
 
+@cache
+def _imports_of(path: Path, stamp: tuple[int, int]) -> tuple[tuple[str, int], ...]:
+    """``imports(path)``, parsed once per version of the file (``stamp``: mtime and size)."""
+    return tuple(imports(path))
+
+
 def import_table() -> list[tuple[str, str, int]]:
     """(file relative to the repo, imported module, line) for every module of repl/ and tools/."""
-    return [(p.relative_to(ROOT).as_posix(), module, line)
-            for p in source_files() for module, line in imports(p)]
+    return [(p.relative_to(ROOT).as_posix(), module, line) for p in source_files()
+            for module, line in _imports_of(p, (p.stat().st_mtime_ns, p.stat().st_size))]
 
 
 def _top(module: str) -> str:

@@ -11,6 +11,7 @@ records the 1-minute load average it ran under.
     .venv/bin/python bench/local_model.py --collect tests/data/textcall_corpus.json
     .venv/bin/python bench/local_model.py --profile local-large --new-session   # the 1.5B
     .venv/bin/python bench/local_model.py --profile local-large --ask   # glassloop ask, en + zh
+    .venv/bin/python bench/local_model.py --step2   # step 2 of glassloop ask: tool results as JSON vs compact
 
 ``--collect`` records real replies of the model (several prompts, low and high
 temperature, up to three steps each with the real tools run on a fixture) as
@@ -59,6 +60,20 @@ FIXTURE_TODOS = [
     {"id": "todo-004", "title": "Book a dentist appointment", "detail": "",
      "status": "todo", "priority": "low"},
 ]
+# --step2: a store of 8 todos (5 open) and the plain "what is open" questions
+STEP2_TODOS = [
+    {"id": "todo-001", "title": "Buy groceries", "status": "done", "priority": "low"},
+    {"id": "todo-002", "title": "Write the weekly report", "status": "todo", "priority": "high",
+     "due": "2026-12-04", "detail": "Release, incidents, next week's plan."},
+    {"id": "todo-003", "title": "Reply to Alice's email", "status": "todo", "priority": "medium"},
+    {"id": "todo-004", "title": "Renew the passport", "status": "done", "priority": "medium"},
+    {"id": "todo-005", "title": "给妈妈打电话", "status": "todo", "priority": "medium"},
+    {"id": "todo-006", "title": "Book a dentist appointment", "status": "todo", "priority": "low"},
+    {"id": "todo-007", "title": "交电费", "status": "done", "priority": "high"},
+    {"id": "todo-008", "title": "整理发票", "status": "todo", "priority": "low", "due": "2026-12-01"},
+]
+STEP2_QUESTIONS = (("en", "What's still open on my todo list?"), ("zh", "今天还有哪些没完成？"))
+STEP2_MODES = (("json", 0), ("compact", 1500))  # compact_results of the profile
 DECODE_PROMPT = "Count from 1 to 200, one number per line."
 COLLECT_PROMPTS = [
     QUESTION,
@@ -137,14 +152,18 @@ def raw_turn(url: str, registry: Registry, question: str, *, temperature: float 
 
 
 def cli_turn(model: Path, work: Path, question: str = QUESTION,
-             profile: str = "local") -> dict[str, Any] | None:
-    """``glassloop ask`` on the question over the fixture (server start included)."""
+             profile: str = "local", todos: list[dict[str, Any]] | None = None,
+             profile_lines: str = "") -> dict[str, Any] | None:
+    """``glassloop ask`` on the question over the fixture (server start included);
+    ``todos`` replace the fixture's, ``profile_lines`` are added to the profile's table."""
     exe = shutil.which("glassloop", path=str(Path(sys.executable).parent))
     if exe is None:
         return None
     fixture_registry(work)  # a fresh todos.json
+    if todos is not None:
+        (work / "todos.json").write_text(json.dumps({"version": 1, "todos": todos}), encoding="utf-8")
     config = work / "bench.toml"
-    config.write_text(f"[providers.{profile}]\nmodel_path = {json.dumps(str(model))}\n", "utf-8")
+    config.write_text(f"[providers.{profile}]\nmodel_path = {json.dumps(str(model))}\n{profile_lines}", "utf-8")
     env = {**os.environ, "XDG_DATA_HOME": str(work / "xdg"), "XDG_STATE_HOME": str(work / "xdg"),
            "XDG_CONFIG_HOME": str(work / "xdg"), "XDG_CACHE_HOME": str(work / "xdg"),
            "GLASSLOOP_TODOS_FILE": str(work / "todos.json")}
@@ -319,6 +338,65 @@ def ask_turns(model: Path, work: Path, profile: str) -> dict[str, Any]:
     return figures
 
 
+_PREFIX_HIT = re.compile(r"(\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
+_PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
+_DECODE = re.compile(r"\s eval time =\s*([\d.]+) ms /\s*(\d+) runs")
+
+
+def server_requests(log: Path, offset: int) -> list[dict[str, Any]]:
+    """Each model call in the server log from ``offset``: prompt tokens (reused from the
+    cache + evaluated), prefill seconds, decode tokens and seconds (llama.cpp's timings)."""
+    requests: list[dict[str, Any]] = []
+    reused = 0
+    for line in log.read_bytes()[offset:].decode("utf-8", "replace").splitlines():
+        if hit := _PREFIX_HIT.search(line):
+            reused = int(hit.group(1))
+        elif prompt := _PROMPT_EVAL.search(line):
+            evaluated = int(prompt.group(2))
+            requests.append({"prompt_tokens": reused + evaluated, "prompt_tokens_reused": reused,
+                             "prefill_tokens": evaluated, "prefill_s": float(prompt.group(1)) / 1000})
+            reused = 0
+        elif (decode := _DECODE.search(line)) and requests:
+            requests[-1].update(decode_tokens=int(decode.group(2)), decode_s=float(decode.group(1)) / 1000)
+    return requests
+
+
+def open_todos_listed(answer: str, todos: list[dict[str, Any]]) -> dict[str, int]:
+    """How many open (and done) todos the answer names by title or id."""
+    def named(todo: dict[str, Any]) -> bool:
+        return todo["title"].lower() in answer.lower() or todo["id"] in answer
+    open_todos = [t for t in todos if t["status"] != "done"]
+    return {"open_named": sum(map(named, open_todos)), "open_total": len(open_todos),
+            "done_named": sum(named(t) for t in todos if t["status"] == "done")}
+
+
+def step2_turns(model: Path, work: Path, profile: str, rounds: int = 1) -> dict[str, Any]:
+    """``glassloop ask`` on the todo questions (8 todos), tool results sent as JSON and as
+    compact text: the step-2 prompt (its tokens, how many were evaluated, the prefill time,
+    from the server log), the whole ask, and whether the answer names the open todos.
+    A first ask builds the saved prompt state; the runs then alternate between the modes."""
+    log = work / "xdg" / "glassloop" / "local-server.log"
+    warm = cli_turn(model, work, STEP2_QUESTIONS[0][1], profile, STEP2_TODOS)
+    runs: list[dict[str, Any]] = []
+    for _ in range(rounds):
+        for lang, question in STEP2_QUESTIONS:
+            for mode, chars in STEP2_MODES:
+                offset = log.stat().st_size if log.exists() else 0
+                load = os.getloadavg()[0]
+                done = cli_turn(model, work, question, profile, STEP2_TODOS,
+                                f"compact_results = {chars}\n") or {}
+                calls = server_requests(log, offset) if log.exists() else []
+                answer = (done.get("result") or {}).get("answer", "")
+                row = {"mode": mode, "lang": lang, "load_avg_1m": load, "load_avg_1m_after": os.getloadavg()[0],
+                       "ask_s": done.get("wall_s") or done.get("seconds"),
+                       "steps": (done.get("result") or {}).get("steps"), "model_calls": len(calls),
+                       "step1": calls[0] if calls else None, "step2": calls[1] if len(calls) > 1 else None,
+                       **open_todos_listed(answer, STEP2_TODOS), "answer": answer, "error": done.get("error")}
+                runs.append(row)
+                print(json.dumps(row, ensure_ascii=False), flush=True)
+    return {"warm_up_s": (warm or {}).get("wall_s"), "runs": runs}
+
+
 def collect(model: Path, work: Path, target: Path) -> None:
     records: list[dict[str, Any]] = []
     with LocalServer(model, log_path=work / "server.log", state_dir=work / "state") as server:
@@ -350,6 +428,8 @@ def main() -> None:
                         help="only the new-session first token, without and with the saved state")
     parser.add_argument("--ask", action="store_true",
                         help="only `glassloop ask` on the English and Chinese todo questions")
+    parser.add_argument("--step2", type=int, nargs="?", const=1, default=0, metavar="ROUNDS",
+                        help="only step 2 of `glassloop ask` (8 todos, en + zh): tool results as JSON vs compact")
     parser.add_argument("--profile", default="local", choices=sorted(BUNDLED),
                         help="the embedded model: local (0.5B) or local-large (1.5B, its extra installed)")
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "glassloop-bench")
@@ -358,6 +438,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         if args.collect:
             collect(model, Path(folder), args.collect)
+            return
+        if args.step2:
+            found = step2_turns(model, Path(folder), args.profile, args.step2)
+            print(json.dumps({"profile": args.profile, "step2": found}, indent=1, ensure_ascii=False))
             return
         if args.threads_matrix or args.new_session or args.ask:
             part = "threads_matrix" if args.threads_matrix else "new_session" if args.new_session else "ask"

@@ -262,7 +262,6 @@ class _Turn:
 
     def _loop(self) -> StopReason:
         runner = self.runner
-        tools = request_tools(runner.registry.schemas())
         while True:
             try:
                 self._check_limits()
@@ -271,7 +270,9 @@ class _Turn:
             if self._over_session_budget():
                 return "budget"
             self.steps += 1
-            completed = self._call_model(tools)
+            # Read each step: an MCP server that listed its tools after the first request
+            # (``ask`` does not wait for a slow one) is offered from the next call of the turn.
+            completed = self._call_model(request_tools(runner.registry.schemas()))
             if not completed.tool_calls:
                 return "answer"
             stepping = runner.stepping

@@ -21,6 +21,8 @@ import json
 import os
 import re
 import sys
+import threading
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO
@@ -202,32 +204,59 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
         return EXIT_FAILED
     if notice := getattr(provider, "notice", None):  # the local server's start
         emit(Notice(notice))
+    warming = _warm(provider)
     for line in UserTools(settings, registry, lambda text: None).load().problems:
         emit(Notice(line))
     try:
-        if mcp is not None:  # a server still starting after the bound offers its tools from the next step
-            mcp.wait_ready(_mcp_ask_wait_s())
-        with Runner(provider, registry, Approver(mode), settings.guards, emit,
-                    budget=session_budget(settings, Usage(), Cost())) as runner:
-            finished = runner.run_turn(history, question)
-    finally:
+        return _answer(settings, history, question, provider, registry, mode, emit, log, warming, mcp,
+                       as_json=as_json, assume_yes=assume_yes, streamed=answer is not None,
+                       stdout=stdout, stderr=stderr, progress=progress, redact=redact)
+    finally:  # after the answer is out: a server's stop may take its grace
         provider.close()
-        if mcp is not None:
-            mcp.close()
         if trace:
             trace.close()
+        if mcp is not None:
+            mcp.close()
+
+
+def _answer(settings: Settings, history: History, question: str, provider: Any, registry: Any,
+            mode: ApprovalMode, emit: Any, log: EventLog, warming: threading.Thread, mcp: Any, *,
+            as_json: bool, assume_yes: bool, streamed: bool, stdout: TextIO, stderr: TextIO,
+            progress: Progress, redact: Redactor) -> int:
+    """The turn, its answer printed and flushed; the exit code."""
+    warming.join()
+    if mcp is not None:  # a server still starting after the bound offers its tools from the next step
+        mcp.wait_ready(mcp.started_at + _mcp_ask_wait_s() - time.monotonic())
+    with Runner(provider, registry, Approver(mode), settings.guards, emit,
+                budget=session_budget(settings, Usage(), Cost())) as runner:
+        finished = runner.run_turn(history, question)
     denied = [e for e in log.of(ApprovalDecided) if not e.allowed]
     if denied and not assume_yes and not as_json:
         print(f"note: {len(denied)} side-effecting call(s) denied; rerun with --yes to allow them",
               file=stderr)
     failure = turn_failure(finished, log)
-    if answer is None:  # streamed otherwise
+    if not streamed:
         _print_result(finished, log, as_json, stdout, redact, usd(finished.usage, price_for(settings)), failure)
     if failure and failure[0] == "no_answer" and not as_json:
         progress.say(f"error: {failure[1]}")
+    stdout.flush()
     if finished.stopped_by == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_FAILED if failure else EXIT_OK
+
+
+def _warm(provider: Any) -> threading.Thread:
+    """The provider's SDK imported on a thread, while MCP servers start and user tools load;
+    a failure here is left for the model call to report."""
+    def warm() -> None:
+        try:
+            getattr(provider, "warm", lambda: None)()
+        except Exception:  # noqa: BLE001 - the first model call meets it again and says why
+            pass
+
+    thread = threading.Thread(target=warm, daemon=True, name="glassloop-warm")
+    thread.start()
+    return thread
 
 
 def _mcp_ask_wait_s() -> float:

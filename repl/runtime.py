@@ -26,7 +26,9 @@ if TYPE_CHECKING:  # the REPL imports this module before its prompt: the rest is
     from tools.store import StoreWrite
 
 MCP_READY_WAIT_S = 10.0  # how long a turn waits for MCP servers still connecting
-MCP_ASK_WAIT_S = 1.0  # `ask`: at most this for servers still connecting (GLASSLOOP_MCP_ASK_WAIT_S); later tools join at the next step
+# `ask`: servers still connecting once the SDK is loaded are waited for until this long after their
+# start (GLASSLOOP_MCP_ASK_WAIT_S); a later server's tools join at the next step.
+MCP_ASK_WAIT_S = 0.5
 
 
 def new_id() -> str:

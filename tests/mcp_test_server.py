@@ -8,13 +8,15 @@ show a changed tool list. ``MCP_TEST_BROKEN_SCHEMA=1`` adds ``broken_ref``, whos
 input schema has a ``$ref`` that resolves nowhere (valid JSON Schema otherwise).
 ``--http PORT`` serves streamable HTTP on 127.0.0.1 instead (``/mcp``), where
 ``echo_header`` shows the ``X-Test-Token`` header. ``MCP_TEST_START_DELAY=S`` sleeps S
-seconds before serving; ``MCP_TEST_IGNORE_STDIN_CLOSE=1`` stays up after stdin closes.
+seconds before serving; ``MCP_TEST_IGNORE_STDIN_CLOSE=1`` stays up after stdin closes,
+``MCP_TEST_IGNORE_SIGTERM=1`` ignores SIGTERM (only SIGKILL stops it then).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -99,6 +101,8 @@ if os.environ.get("MCP_TEST_BROKEN_SCHEMA") == "1":
 
 
 if __name__ == "__main__":
+    if os.environ.get("MCP_TEST_IGNORE_SIGTERM") == "1":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     time.sleep(float(os.environ.get("MCP_TEST_START_DELAY", "0")))
     if len(sys.argv) == 3 and sys.argv[1] == "--http":
         server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))

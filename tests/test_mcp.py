@@ -183,16 +183,23 @@ def test_tool_names_are_sanitised_for_the_wire() -> None:
 
 
 def test_results_and_schemas_are_converted() -> None:
+    """From the wire's JSON (the SDK's own models dump to the same shape for HTTP servers)."""
     from mcp.types import CallToolResult, ImageContent, TextContent
 
     mixed = CallToolResult(content=[TextContent(text="a chart"),
                                     ImageContent(data="QUJD" * 10, mime_type="image/png")])
-    assert result_to_data(mixed) == {"ok": True, "content": [
+    wire = mixed.model_dump(mode="json", by_alias=True, exclude_none=True)
+    assert result_to_data(wire) == {"ok": True, "content": [
         "a chart", {"type": "image", "mime_type": "image/png", "bytes": 30}]}
-    lines = CallToolResult(content=[TextContent(text="one"), TextContent(text="two")])
+    lines = {"content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}]}
     assert result_to_data(lines) == {"ok": True, "content": "one\ntwo"}
+    assert result_to_data({"content": [], "structuredContent": {"n": 1}}) == {"ok": True, "content": {"n": 1}}
+    linked = {"content": [{"type": "resource_link", "uri": "file:///a", "name": "a"},
+                          {"type": "resource", "resource": {"uri": "file:///b", "text": "bee"}}, "junk"]}
+    assert result_to_data(linked) == {"ok": True, "content": [
+        {"type": "resource_link", "uri": "file:///a", "name": "a"}, "bee"]}
     with pytest.raises(ToolError) as failed:
-        result_to_data(CallToolResult(content=[], is_error=True))
+        result_to_data({"content": [], "isError": True})
     assert failed.value.type == "mcp_tool_error"
     assert parameters_from({"type": "array"}) == {"type": "object", "properties": {}}
     assert parameters_from({"type": "object", "title": "x"}) == {"type": "object", "properties": {}}

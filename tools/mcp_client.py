@@ -1,8 +1,10 @@
 """MCP servers as tools: connect in the background, register ``SERVER__tool``.
 
-One daemon thread runs an asyncio loop holding every server connection (stdio
-or streamable HTTP, through the official ``mcp`` SDK, imported only in that
-thread). A call from the agent's worker thread is bridged onto the loop with
+One daemon thread runs an asyncio loop holding every server connection: stdio
+through ``tools/mcp_stdio.py`` (no SDK: its import would cost ~0.4 s of the
+start), streamable HTTP through the official ``mcp`` SDK, imported only in that
+thread and only for such a server. Both give the protocol's JSON, which
+``mcp_convert`` reads. A call from the agent's worker thread is bridged onto the loop with
 ``run_coroutine_threadsafe`` and a timeout, and cancelled on the loop when the
 call's cancel signal is set (the turn was interrupted or ran out of time), so
 the worker thread is free at once. Nothing here raises into the
@@ -17,6 +19,7 @@ import asyncio
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import CancelledError as FutureCancelled
 from concurrent.futures import Future
@@ -28,11 +31,11 @@ from typing import Any, Literal
 from tools.cancel import Cancel
 from tools.cancel import current as current_cancel
 from tools.mcp_convert import NAME_OK, one_line, parameters_from, result_to_data, tool_name
+from tools.mcp_stdio import CONNECTION_CLOSED, ConnectionClosed, RpcError, StdioConnection
 from tools.registry import Tool, ToolError
 
 Status = Literal["connecting", "ready", "failed", "lost", "stopped"]
-_CONNECTION_CLOSED = -32000  # JSON-RPC code the SDK uses when the transport closed
-STOP_GRACE_S = 0.5  # a stdio server's time to exit after its stdin closes, and after SIGTERM
+STOP_GRACE_S = 0.2  # a stdio server's time to exit after its stdin closes, after SIGTERM, after SIGKILL
 
 
 @dataclass(frozen=True)
@@ -90,8 +93,8 @@ class ServerState:
     status: Status = "connecting"
     error: str = ""
     tools: list[Tool] = field(default_factory=list)
-    client: Any = None  # mcp.Client while connected
-    scope: Any = None  # anyio.CancelScope around the connection's lifetime
+    client: Any = None  # a StdioConnection or _SdkConnection while connected
+    task: asyncio.Task | None = None  # holds the connection open; cancelled to stop it
     finished: asyncio.Event | None = None  # set when the serving task has unwound
 
 
@@ -111,10 +114,13 @@ class McpManager:
         self.redact = redact  # applied to every line of a server's log (it may echo a key)
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
+        self._settle = threading.Condition()  # notified when a server stops connecting
+        self.started_at = 0.0  # time.monotonic() of start()
 
     # ---- lifecycle (any thread) ----------------------------------------------------
     def start(self) -> McpManager:
         """Start connecting to every server; returns at once."""
+        self.started_at = time.monotonic()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="glassloop-mcp")
         self._thread.start()
         for state in self.servers.values():
@@ -126,13 +132,11 @@ class McpManager:
         return self._submit(self._restart(self.servers[name]))
 
     def wait_ready(self, timeout: float) -> bool:
-        """Wait until no server is still connecting; False when some still is after ``timeout``."""
-        future = self._submit(self._settled())
-        try:
-            return future.result(timeout)
-        except FutureTimeout:
-            future.cancel()
-            return False
+        """Wait until no server is still connecting (the tools of those that connected are
+        registered by then); False when some still is after ``timeout``."""
+        with self._settle:
+            return self._settle.wait_for(
+                lambda: all(s.status != "connecting" for s in self.servers.values()), max(0.0, timeout))
 
     def ping(self, timeout: float = 2.0) -> None:
         """Check the servers marked ready; a dead one becomes ``lost``."""
@@ -181,7 +185,7 @@ class McpManager:
     async def _connect(self, state: ServerState) -> Status:
         state.status, state.error, state.finished = "connecting", "", asyncio.Event()
         ready = asyncio.Event()
-        serving = asyncio.ensure_future(self._serve(state, ready))
+        serving = state.task = asyncio.ensure_future(self._serve(state, ready))
         waiter = asyncio.ensure_future(ready.wait())
         await asyncio.wait({serving, waiter}, timeout=self.connect_timeout_s,
                            return_when=asyncio.FIRST_COMPLETED)
@@ -190,52 +194,43 @@ class McpManager:
             state.status = "stopped"
         elif state.status == "connecting":
             state.status, state.error = "failed", f"no answer within {self.connect_timeout_s:g} s"
-            if state.scope is not None:
-                state.scope.cancel()
+            serving.cancel()
         if state.status == "failed":
             self.on_notice(f"MCP server {state.config.name!r} failed to start: {state.error}")
+        with self._settle:
+            self._settle.notify_all()
         return state.status
 
     async def _serve(self, state: ServerState, ready: asyncio.Event) -> None:
         """Hold one connection open until cancelled (restart or close)."""
-        import anyio
-
-        with anyio.CancelScope() as scope:
-            state.scope = scope
-            try:
-                async with contextlib.AsyncExitStack() as stack:
-                    client = await stack.enter_async_context(await self._client(state.config, stack))
-                    state.tools = self._make_tools(state.config, await _list_tools(client))
-                    state.client, state.status = client, "ready"
-                    self.on_tools(state.config.name, state.tools)
-                    ready.set()
-                    await anyio.sleep_forever()
-            except Exception as exc:  # noqa: BLE001 - a failing server is reported, never raised
-                if state.status == "connecting":
-                    state.status, state.error = "failed", one_line(exc)
-            finally:
-                state.client = None
-                if state.finished is not None:
-                    state.finished.set()
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                client = await self._client(state.config, stack)
+                state.tools = self._make_tools(state.config, await _list_tools(client))
+                state.client = client
+                self.on_tools(state.config.name, state.tools)
+                state.status = "ready"  # after the tools are registered: ``wait_ready`` returns on it
+                ready.set()
+                await asyncio.Event().wait()  # until cancelled
+        except asyncio.CancelledError:
+            pass  # stopped: the exit stack has closed the connection
+        except Exception as exc:  # noqa: BLE001 - a failing server is reported, never raised
+            if state.status == "connecting":
+                state.status, state.error = "failed", one_line(exc)
+        finally:
+            state.client = None
+            if state.finished is not None:
+                state.finished.set()
 
     async def _client(self, cfg: ServerConfig, stack: contextlib.AsyncExitStack) -> Any:
-        from mcp import Client, StdioServerParameters
-        from mcp.client import stdio
-        from mcp.client.stdio import stdio_client
-
-        # The SDK waits 2 s after closing stdin and 2 s more after SIGTERM: too long for an exit.
-        stdio.PROCESS_TERMINATION_TIMEOUT = stdio.FORCE_KILL_TIMEOUT = STOP_GRACE_S
-
+        """A connection to ``cfg``'s server, initialized; the stack closes it."""
         if cfg.url:
-            import httpx2
-            from mcp.client.streamable_http import streamable_http_client
-
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=cfg.headers, timeout=httpx2.Timeout(30.0, read=300.0)))
-            return Client(streamable_http_client(cfg.url, http_client=http))
-        params = StdioServerParameters(command=cfg.command, args=list(cfg.args), env=cfg.env or None,
-                                       cwd=cfg.cwd or None)
-        return Client(stdio_client(params, errlog=stack.enter_context(self._errlog(cfg.name))))
+            return await _SdkConnection.open(cfg, stack)
+        connection = await StdioConnection.open(cfg.command, cfg.args, cfg.env, cfg.cwd,
+                                                stack.enter_context(self._errlog(cfg.name)))
+        stack.push_async_callback(connection.close, STOP_GRACE_S)
+        await connection.initialize()
+        return connection
 
     def _errlog(self, name: str) -> Any:
         """Where a stdio server's stderr goes (never the terminal)."""
@@ -249,25 +244,18 @@ class McpManager:
         return log if self.redact is None else _RedactedLog(log, self.redact)
 
     async def _call(self, state: ServerState, tool: str, arguments: dict[str, Any], timeout: float) -> dict:
-        import anyio
-        from mcp import MCPError
-
         client = state.client
         if client is None:
             raise _unavailable(state)
         try:
-            with anyio.fail_after(timeout):
-                result = await client.call_tool(tool, arguments)
+            result = await asyncio.wait_for(client.call_tool(tool, arguments), timeout)
         except TimeoutError:
             raise ToolError("timeout", f"{tool_name(state.config.name, tool)} did not finish "
                                        f"within {timeout:g} s") from None
-        except MCPError as exc:
-            if exc.error.code != _CONNECTION_CLOSED:
-                raise ToolError("mcp_error", f"{state.config.name}: {exc.error.message}") from None
-            self._lost(state, "the connection closed")
-            raise _unavailable(state) from None
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
-            self._lost(state, one_line(exc))
+        except RpcError as exc:
+            raise ToolError("mcp_error", f"{state.config.name}: {exc.message}") from None
+        except ConnectionClosed as exc:
+            self._lost(state, str(exc) or "the connection closed")
             raise _unavailable(state) from None
         return result_to_data(result)
 
@@ -282,32 +270,26 @@ class McpManager:
         return await self._connect(state)
 
     async def _stop(self, state: ServerState) -> None:
-        if state.scope is not None:
-            state.scope.cancel()
+        if state.task is not None:
+            state.task.cancel()
         if state.finished is not None:
             await state.finished.wait()
-        state.scope, state.client = None, None
+        state.task, state.client = None, None
 
     async def _stop_all(self) -> None:
         await asyncio.gather(*(self._stop(s) for s in self.servers.values()))
         for state in self.servers.values():
             state.status = "stopped"
 
-    async def _settled(self) -> bool:
-        while any(s.status == "connecting" for s in self.servers.values()):
-            await asyncio.sleep(0.02)
-        return True
-
     async def _ping_all(self, timeout: float) -> None:
-        from mcp import MCPError
-
         async def ping(state: ServerState) -> None:
             # ``ping`` left the protocol in 2026-07-28; an uncached tools/list proves life as well.
             try:
-                await asyncio.wait_for(state.client.list_tools(cache_mode="refresh"), timeout)
-            except MCPError as exc:
-                if exc.error.code == _CONNECTION_CLOSED:
-                    self._lost(state, "the connection closed")
+                await asyncio.wait_for(state.client.list_tools(), timeout)
+            except RpcError:
+                pass  # it answered
+            except ConnectionClosed:
+                self._lost(state, "the connection closed")
             except TimeoutError:
                 self._lost(state, f"no answer within {timeout:g} s")
             except Exception as exc:  # noqa: BLE001 - a broken transport means the server is gone
@@ -319,33 +301,76 @@ class McpManager:
     def _make_tools(self, cfg: ServerConfig, listed: list[Any]) -> list[Tool]:
         tools: dict[str, Tool] = {}
         for item in listed:  # names that collide once sanitised: the first one wins
-            made = self._make_tool(cfg, item)
-            tools.setdefault(made.name, made)
+            if isinstance(item, dict) and isinstance(item.get("name"), str):
+                made = self._make_tool(cfg, item)
+                tools.setdefault(made.name, made)
         return list(tools.values())
 
-    def _make_tool(self, cfg: ServerConfig, listed: Any) -> Tool:
-        hints = listed.annotations
-        read_only = bool(hints and hints.read_only_hint) or listed.name in cfg.read_only_tools
-        additive = bool(hints and hints.destructive_hint is False)  # MCP's default: destructive
+    def _make_tool(self, cfg: ServerConfig, listed: dict[str, Any]) -> Tool:
+        name = listed["name"]
+        hints = listed.get("annotations")
+        hints = hints if isinstance(hints, dict) else {}
+        read_only = hints.get("readOnlyHint") is True or name in cfg.read_only_tools
+        additive = hints.get("destructiveHint") is False  # MCP's default: destructive
 
         def run(**arguments: Any) -> dict[str, Any]:  # the keywords are the server's: the signal comes apart
-            return self.call(cfg.name, listed.name, arguments, current_cancel())
+            return self.call(cfg.name, name, arguments, current_cancel())
 
-        return Tool(name=tool_name(cfg.name, listed.name),
-                    description=listed.description or listed.title or listed.name,
-                    parameters=parameters_from(listed.input_schema), fn=run,
+        description = next((str(listed[k]) for k in ("description", "title") if listed.get(k)), name)
+        return Tool(name=tool_name(cfg.name, name), description=description,
+                    parameters=parameters_from(listed.get("inputSchema")), fn=run,
                     side_effects=not read_only, destructive=not read_only and not additive,
                     timeout_s=cfg.timeout_s, source=f"MCP server {cfg.name}")
 
 
+class _SdkConnection:
+    """A streamable HTTP server through the ``mcp`` SDK, answering in the protocol's JSON
+    like ``StdioConnection`` does."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    @classmethod
+    async def open(cls, cfg: ServerConfig, stack: contextlib.AsyncExitStack) -> _SdkConnection:
+        import httpx2
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers=cfg.headers, timeout=httpx2.Timeout(30.0, read=300.0)))
+        return cls(await stack.enter_async_context(Client(streamable_http_client(cfg.url, http_client=http))))
+
+    async def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
+        return await self._json(self.client.list_tools(cursor=cursor, cache_mode="refresh"))
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await self._json(self.client.call_tool(name, arguments))
+
+    @staticmethod
+    async def _json(request: Any) -> dict[str, Any]:
+        import anyio
+        from mcp import MCPError
+
+        try:
+            result = await request
+        except MCPError as exc:
+            if exc.error.code == CONNECTION_CLOSED:
+                raise ConnectionClosed("the connection closed") from None
+            raise RpcError(exc.error.code, exc.error.message) from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as exc:
+            raise ConnectionClosed(one_line(exc)) from None
+        return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
 async def _list_tools(client: Any) -> list[Any]:
     """Every page of ``tools/list`` (bounded)."""
-    tools, cursor = [], None
+    tools: list[Any] = []
+    cursor = None
     for _page in range(100):
-        page = await client.list_tools(cursor=cursor)
-        tools += page.tools
-        cursor = page.next_cursor
-        if not cursor:
+        page = await client.list_tools(cursor)
+        tools += page.get("tools") if isinstance(page.get("tools"), list) else []
+        cursor = page.get("nextCursor")
+        if not isinstance(cursor, str) or not cursor:
             break
     return tools
 

@@ -1,4 +1,4 @@
-"""MCP shapes to glassloop shapes: tool names, input schemas, call results, errors."""
+"""MCP shapes to glassloop shapes: tool names, input schemas, call results (their JSON), errors."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def parameters_from(schema: dict[str, Any] | None) -> dict[str, Any]:
     A broken object schema (invalid, or a ``$ref`` that resolves nowhere) is kept as
     it is: ``Registry.add`` refuses the tool with a line saying why.
     """
-    schema = dict(schema or {})
+    schema = dict(schema) if isinstance(schema, dict) else {}
     schema.pop("title", None)  # noise for the model; the tool name says it
     if schema.get("type") != "object":
         return {"type": "object", "properties": {}}
@@ -38,30 +38,35 @@ def parameters_from(schema: dict[str, Any] | None) -> dict[str, Any]:
     return schema
 
 
-def result_to_data(result: Any) -> dict[str, Any]:
-    """A ``CallToolResult`` as glassloop result data; ``isError`` raises ``ToolError``."""
-    blocks = [_block(b) for b in result.content]
+def result_to_data(result: dict[str, Any]) -> dict[str, Any]:
+    """A ``tools/call`` result (its JSON) as glassloop result data; ``isError`` raises ``ToolError``."""
+    content = result.get("content")
+    blocks = [_block(b) for b in (content if isinstance(content, list) else []) if isinstance(b, dict)]
     text = "\n".join(b for b in blocks if isinstance(b, str))
-    if result.is_error:
+    if result.get("isError") is True:
         raise ToolError("mcp_tool_error", text or "the tool reported an error")
-    if result.structured_content is not None:
-        return {"ok": True, "content": result.structured_content}
+    if result.get("structuredContent") is not None:
+        return {"ok": True, "content": result["structuredContent"]}
     if all(isinstance(b, str) for b in blocks):
         return {"ok": True, "content": text}
     return {"ok": True, "content": blocks}
 
 
-def _block(block: Any) -> str | dict[str, Any]:
+def _block(block: dict[str, Any]) -> str | dict[str, Any]:
     """Text stays text; media is summarised (its bytes would only burn context)."""
-    kind = getattr(block, "type", "")
+    kind = block.get("type") if isinstance(block.get("type"), str) else ""
     if kind == "text":
-        return block.text
+        return str(block.get("text", ""))
     if kind == "resource":
-        inner = block.resource
-        text = getattr(inner, "text", None)
-        return text if text is not None else {"type": "resource", "uri": str(inner.uri)}
+        inner = _dict(block.get("resource"))
+        text = inner.get("text")
+        return text if isinstance(text, str) else {"type": "resource", "uri": str(inner.get("uri", ""))}
     if kind == "resource_link":
-        return {"type": "resource_link", "uri": str(block.uri), "name": block.name}
-    data = getattr(block, "data", "") or ""
-    return {"type": kind or "unknown", "mime_type": getattr(block, "mime_type", ""),
-            "bytes": len(data) * 3 // 4}
+        return {"type": "resource_link", "uri": str(block.get("uri", "")), "name": str(block.get("name", ""))}
+    data = block.get("data")
+    return {"type": kind or "unknown", "mime_type": str(block.get("mimeType") or ""),
+            "bytes": len(data) * 3 // 4 if isinstance(data, str) else 0}
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

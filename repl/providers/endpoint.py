@@ -108,6 +108,10 @@ class SdkEndpoint:
             self._client.close()
             self._client = None
 
+    def warm(self) -> None:
+        """Import the SDK and build the client now (``ask`` does it while MCP servers start)."""
+        self._get_client()
+
     # ---- what each wire adapter supplies -------------------------------------
     def _prepare(self, messages: list[dict[str, Any]],
                  tools: list[dict[str, Any]]) -> tuple[dict[str, Any], Assembly]:

@@ -1,0 +1,121 @@
+"""An MCP stdio server's life around `glassloop ask`: connected without the SDK, a late
+server's tools offered from the next model call, and a bounded stop for a server that
+ignores its stdin closing and SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from repl.agent import Limits, run_turn
+from repl.approval import Approver
+from repl.events import EventLog
+from repl.history import History, check
+from repl.providers.chat import ChatProvider
+from tests.fakeserver import call, text, tool_calls
+from tests.support import Stack, stdio_server
+
+SERVER = Path(__file__).resolve().parent / "mcp_test_server.py"
+pytestmark = pytest.mark.timeout(60)
+
+
+def _pids_with(marker: str) -> list[int]:
+    """Processes whose environment holds ``MCP_TEST_MARK=marker``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                environ = Path(f"/proc/{entry}/environ").read_bytes()
+            except OSError:
+                continue
+            if f"MCP_TEST_MARK={marker}".encode() in environ.split(b"\0"):
+                found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited; its parent reaps it
+
+
+def test_ask_talks_to_a_stdio_server_without_importing_the_mcp_sdk(fake_server, home, tmp_path):
+    """The SDK's import (~0.4 s of pydantic models and server modules) competed with the
+    provider's for the GIL on every `ask`; a stdio server now needs none of it."""
+    config = tmp_path / "mcp.toml"
+    config.write_text(f"[mcp.servers.t]\ncommand = {json.dumps(sys.executable)}\n"
+                      f"args = [{json.dumps(str(SERVER))}]\n", encoding="utf-8")
+    fake_server.script(tool_calls(call("t__lookup", {"country": "France"})),
+                       lambda body: text("got: " + json.loads(body["messages"][-1]["content"])["content"]["result"]))
+    env = {**home, "GLASSLOOP_MCP_ASK_WAIT_S": "30"}  # listed before the first request, however loaded
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "repl.cli", "ask", "capital?", "--yes",
+                             "--config", str(config), "--base-url", fake_server.base_url],
+                            env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "got: The capital of France is Paris."
+    imported = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines()
+                if line.startswith("import time:") and "|" in line}
+    assert not {name for name in imported if name == "mcp" or name.startswith(("mcp.", "mcp_types"))}
+    assert "tools.mcp_client" in imported  # the check sees our modules
+
+
+def test_a_late_servers_tools_are_offered_from_the_next_model_call(fake_server, registry):
+    """The first request goes out without a server still starting; once it has listed its
+    tools, the next request of the same turn offers them and the model can call one."""
+    stack = Stack([stdio_server(env={"MCP_TEST_START_DELAY": "0.3"})])
+    offered: list[list[str]] = []
+
+    def first(body: dict):
+        offered.append([t["function"]["name"] for t in body.get("tools", [])])
+        assert stack.manager.wait_ready(30)  # the server lists its tools while the model "thinks"
+        return tool_calls(call("list_todos", {}))
+
+    def second(body: dict):
+        offered.append([t["function"]["name"] for t in body.get("tools", [])])
+        return tool_calls(call("t__lookup", {"country": "Japan"}))
+
+    fake_server.script(first, second, text("Tokyo"))
+    stack.registry = registry  # the built-in tools, then the server's once listed
+    stack.manager.start()
+    provider = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test-0000",
+                            max_retries=0, timeout_s=10)
+    history = History("test")
+    log = EventLog()
+    try:
+        finished = run_turn(history, "capital of Japan?", provider=provider, registry=stack.registry,
+                            approver=Approver("auto"), limits=Limits(), emit=log)
+    finally:
+        provider.close()
+        stack.manager.close()
+    assert not any(name.startswith("t__") for name in offered[0])  # still starting: not waited for
+    assert "t__lookup" in offered[1] and "list_todos" in offered[1]
+    assert finished.answer == "Tokyo"
+    results = [json.loads(m["content"]) for m in history.messages if m.get("role") == "tool"]
+    assert results[-1]["content"]["result"] == "The capital of Japan is Tokyo."
+    assert check(history.messages) == [] and fake_server.history_errors == []
+
+
+def test_stop_is_bounded_for_a_server_that_ignores_stdin_close_and_sigterm():
+    """Stdin closed, ``STOP_GRACE_S``, SIGTERM, ``STOP_GRACE_S``, SIGKILL: the server is gone
+    within about three graces, 0.42 s here. (The SDK's path waited 0.5 s after closing stdin
+    and 0.5 s after SIGTERM: never under 1.0 s for this server.)"""
+    marker = uuid.uuid4().hex
+    stack = Stack([stdio_server(env={"MCP_TEST_IGNORE_STDIN_CLOSE": "1", "MCP_TEST_IGNORE_SIGTERM": "1",
+                                     "MCP_TEST_MARK": marker})]).start()
+    (pid,) = _pids_with(marker)
+    assert stack.registry.call("t__lookup", {"country": "China"})["ok"] is True
+    started = time.monotonic()
+    stack.manager.close()
+    took = time.monotonic() - started
+    assert not _alive(pid)
+    assert stack.manager.servers["t"].status == "stopped"
+    assert took < 0.9, took  # three graces and room for a loaded machine

@@ -1,0 +1,187 @@
+"""An MCP stdio server without the SDK: newline-delimited JSON-RPC with a child process.
+
+The ``mcp`` SDK costs ~0.4 s of import (its pydantic models and its server stack)
+on the same GIL the provider's import needs at that moment; a stdio server needs
+only the ``initialize`` handshake, ``tools/list``, ``tools/call`` and
+``notifications/cancelled``. Results stay JSON (``mcp_convert`` reads them), so
+nothing here validates more than the envelope. The child runs in its own process
+group with a minimal environment (as the SDK does: no API keys leak to it) and
+stops bounded: stdin closed, ``grace`` to exit, SIGTERM, ``grace``, SIGKILL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+from typing import Any
+
+HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER")  # the SDK's safe set
+LINE_LIMIT = 64 * 1024 * 1024  # one message; tool results can be large
+METHOD_NOT_FOUND = -32601
+CONNECTION_CLOSED = -32000  # the code the SDK uses for a closed transport
+
+
+class RpcError(Exception):
+    """The server answered a request with a JSON-RPC error."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class ConnectionClosed(Exception):
+    """The server's stdout ended (it exited or closed it) or its stdin broke."""
+
+
+def child_env(extra: dict[str, str]) -> dict[str, str]:
+    """The SDK's rule: only the safe variables are inherited (no shell functions), then ``extra``."""
+    env = {k: v for k in INHERITED_ENV if (v := os.environ.get(k)) is not None and not v.startswith("()")}
+    return env | extra
+
+
+class StdioConnection:
+    """One running server. ``open()`` spawns it, ``initialize()`` does the handshake;
+    requests may run concurrently (each waits on its own id)."""
+
+    def __init__(self, process: asyncio.subprocess.Process, client_name: str, client_version: str) -> None:
+        self.process = process
+        self.client_info = {"name": client_name, "version": client_version}
+        self.protocol_version = ""
+        self._next_id = 0
+        self._pending: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._closed: str | None = None  # why the connection ended
+        self._reader = asyncio.ensure_future(self._read())
+
+    @classmethod
+    async def open(cls, command: str, args: tuple[str, ...], env: dict[str, str], cwd: str,
+                   errlog: Any, client_name: str = "glassloop", client_version: str = "1") -> StdioConnection:
+        process = await asyncio.create_subprocess_exec(
+            command, *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errlog,
+            env=child_env(env), cwd=cwd or None, limit=LINE_LIMIT, start_new_session=True)
+        return cls(process, client_name, client_version)
+
+    async def initialize(self) -> None:
+        result = await self.request("initialize", {
+            "protocolVersion": HANDSHAKE_VERSIONS[-1], "capabilities": {}, "clientInfo": self.client_info})
+        version = result.get("protocolVersion")
+        if version not in HANDSHAKE_VERSIONS:
+            raise RpcError(0, f"the server speaks MCP {version!r}, this client {', '.join(HANDSHAKE_VERSIONS)}")
+        self.protocol_version = version
+        await self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    async def list_tools(self, cursor: str | None = None) -> dict[str, Any]:
+        return await self.request("tools/list", {"cursor": cursor} if cursor else {})
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("tools/call", {"name": name, "arguments": arguments})
+
+    async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The result of one request; a cancelled request is cancelled on the server too."""
+        self._next_id += 1
+        request_id = self._next_id
+        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = answer
+        try:
+            await self._send({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+            return await answer
+        except asyncio.CancelledError:
+            if self._closed is None:
+                with contextlib.suppress(ConnectionClosed):
+                    await self._send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                      "params": {"requestId": request_id, "reason": "cancelled by the client"}})
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+
+    async def close(self, grace: float) -> None:
+        """Stop the server, bounded by about ``3 * grace``: stdin closed, then SIGTERM, then SIGKILL
+        (each to its process group), each after ``grace`` without an exit."""
+        stdin = self.process.stdin
+        if stdin is not None and not stdin.is_closing():
+            stdin.close()
+        for sig in (signal.SIGTERM, signal.SIGKILL, None):
+            if await self._exited(grace) or sig is None:
+                break
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, sig)
+        self._reader.cancel()
+        self._end("the connection was closed")
+        transport = getattr(self.process, "_transport", None)  # else it warns at GC while a child holds a pipe
+        if transport is not None:
+            with contextlib.suppress(Exception):
+                transport.close()
+
+    async def _exited(self, timeout: float) -> bool:
+        # Not process.wait(): that also waits for the pipes, which a grandchild may hold open.
+        deadline = asyncio.get_running_loop().time() + timeout
+        while self.process.returncode is None:
+            if asyncio.get_running_loop().time() >= deadline:
+                return False
+            await asyncio.sleep(0.01)
+        return True
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        if self._closed is not None:
+            raise ConnectionClosed(self._closed)
+        stdin = self.process.stdin
+        assert stdin is not None
+        try:
+            stdin.write(json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n")
+            await stdin.drain()
+        except (OSError, RuntimeError) as exc:  # broken pipe, or the transport already closed
+            self._end(f"cannot write to the server ({type(exc).__name__})")
+            raise ConnectionClosed(self._closed) from None
+
+    async def _read(self) -> None:
+        stdout = self.process.stdout
+        assert stdout is not None
+        why = "the server closed its output"
+        try:
+            while line := await stdout.readline():
+                await self._dispatch(line)
+        except (ValueError, asyncio.LimitOverrunError):  # a line over LINE_LIMIT: the stream is lost
+            why = "a message was larger than 64 MiB"
+        except (OSError, ConnectionClosed) as exc:
+            why = str(exc) or type(exc).__name__
+        finally:
+            self._end(why)
+
+    async def _dispatch(self, line: bytes) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return  # not a message (a server printing to stdout): the SDK skips it too
+        if not isinstance(message, dict):
+            return
+        ident, method = message.get("id"), message.get("method")
+        if isinstance(method, str):
+            if ident is not None:  # a request from the server: ping answered, the rest is not offered
+                reply = ({"result": {}} if method == "ping" else
+                         {"error": {"code": METHOD_NOT_FOUND, "message": f"{method} is not supported"}})
+                await self._send({"jsonrpc": "2.0", "id": ident, **reply})
+            return  # notifications (log lines, list changes) are not used
+        answer = self._pending.get(ident) if isinstance(ident, int) else None
+        if answer is None or answer.done():
+            return
+        error = message.get("error")
+        if isinstance(error, dict):
+            answer.set_exception(RpcError(_int(error.get("code")), str(error.get("message") or "error")))
+        elif isinstance(message.get("result"), dict):
+            answer.set_result(message["result"])
+        else:
+            answer.set_exception(RpcError(0, "the server's answer had no result"))
+
+    def _end(self, why: str) -> None:
+        if self._closed is None:
+            self._closed = why
+        for answer in self._pending.values():
+            if not answer.done():
+                answer.set_exception(ConnectionClosed(self._closed))
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -196,7 +196,7 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
         provider = make_provider(settings.active, settings, _phase_printer(progress))
     except ProviderError as exc:
         if mcp is not None:
-            mcp.close()
+            mcp.close(detach=True)
         progress.say(f"error: {exc.message}")
         if as_json:
             _print_json({"answer": "", "stopped_by": "error", "steps": 0,
@@ -211,12 +211,12 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
         return _answer(settings, history, question, provider, registry, mode, emit, log, warming, mcp,
                        as_json=as_json, assume_yes=assume_yes, streamed=answer is not None,
                        stdout=stdout, stderr=stderr, progress=progress, redact=redact)
-    finally:  # after the answer is out: a server's stop may take its grace
+    finally:  # after the answer is out; a server still running is left to stop on its own
         provider.close()
         if trace:
             trace.close()
         if mcp is not None:
-            mcp.close()
+            mcp.close(detach=True)
 
 
 def _answer(settings: Settings, history: History, question: str, provider: Any, registry: Any,

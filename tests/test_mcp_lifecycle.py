@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import time
@@ -48,12 +49,30 @@ def _alive(pid: int) -> bool:
     return state != "Z"  # a zombie has exited; its parent reaps it
 
 
+def _gone_within(pid: int, timeout: float) -> bool:
+    """True once ``pid`` has exited (pidfd: readable at its exit), False after ``timeout``."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], timeout)[0]) or not _alive(pid)
+    finally:
+        os.close(fd)
+
+
+def _config(tmp_path: Path, **env: str) -> Path:
+    path = tmp_path / "mcp.toml"
+    table = ", ".join(f"{key} = {json.dumps(value)}" for key, value in env.items())
+    path.write_text(f"[mcp.servers.t]\ncommand = {json.dumps(sys.executable)}\n"
+                    f"args = [{json.dumps(str(SERVER))}]\nenv = {{ {table} }}\n", encoding="utf-8")
+    return path
+
+
 def test_ask_talks_to_a_stdio_server_without_importing_the_mcp_sdk(fake_server, home, tmp_path):
     """The SDK's import (~0.4 s of pydantic models and server modules) competed with the
     provider's for the GIL on every `ask`; a stdio server now needs none of it."""
-    config = tmp_path / "mcp.toml"
-    config.write_text(f"[mcp.servers.t]\ncommand = {json.dumps(sys.executable)}\n"
-                      f"args = [{json.dumps(str(SERVER))}]\n", encoding="utf-8")
+    config = _config(tmp_path)
     fake_server.script(tool_calls(call("t__lookup", {"country": "France"})),
                        lambda body: text("got: " + json.loads(body["messages"][-1]["content"])["content"]["result"]))
     env = {**home, "GLASSLOOP_MCP_ASK_WAIT_S": "30"}  # listed before the first request, however loaded
@@ -119,3 +138,29 @@ def test_stop_is_bounded_for_a_server_that_ignores_stdin_close_and_sigterm():
     assert not _alive(pid)
     assert stack.manager.servers["t"].status == "stopped"
     assert took < 0.9, took  # three graces and room for a loaded machine
+
+
+def test_ask_exits_without_waiting_for_a_server_that_ignores_stdin_close_and_sigterm(fake_server, home, tmp_path):
+    """Once the answer is out, ``ask`` closes the server's stdin and exits; a reaper sends
+    SIGTERM and then SIGKILL to the server's group, so it does not outlive us for long."""
+    marker = uuid.uuid4().hex
+    config = _config(tmp_path, MCP_TEST_IGNORE_STDIN_CLOSE="1", MCP_TEST_IGNORE_SIGTERM="1", MCP_TEST_MARK=marker)
+    seen: dict = {}
+
+    def answer(body: dict):
+        seen["tools"] = [t["function"]["name"] for t in body.get("tools", [])]
+        seen["at"] = time.monotonic()
+        return text("done")
+
+    fake_server.script(answer)
+    env = {**home, "GLASSLOOP_MCP_ASK_WAIT_S": "30"}
+    result = subprocess.run([sys.executable, "-m", "repl.cli", "ask", "hi", "--config", str(config),
+                             "--base-url", fake_server.base_url],
+                            env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    exited = time.monotonic()
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "done" and "t__lookup" in seen["tools"]
+    # The old exit gave this server 0.5 s after closing its stdin and 0.5 s after SIGTERM.
+    assert exited - seen["at"] < 0.8, exited - seen["at"]
+    for pid in _pids_with(marker):  # still there right after our exit, at most
+        assert _gone_within(pid, 10.0), f"server {pid} outlived its reaper"

@@ -116,6 +116,7 @@ class McpManager:
         self._thread: threading.Thread | None = None
         self._settle = threading.Condition()  # notified when a server stops connecting
         self.started_at = 0.0  # time.monotonic() of start()
+        self._detach = False  # close(): leave a stdio server's stop to a reaper
 
     # ---- lifecycle (any thread) ----------------------------------------------------
     def start(self) -> McpManager:
@@ -143,12 +144,14 @@ class McpManager:
         with contextlib.suppress(FutureTimeout):
             self._submit(self._ping_all(timeout)).result(timeout + 1)
 
-    def close(self, timeout: float = 3.0) -> None:
+    def close(self, timeout: float = 3.0, detach: bool = False) -> None:
         """Stop every server, bounded: each gets its stdin closed, ``STOP_GRACE_S`` to exit,
-        then SIGTERM and SIGKILL ``STOP_GRACE_S`` later, so a server that ignores the close
-        never holds up the exit."""
+        then SIGTERM, and SIGKILL ``STOP_GRACE_S`` later, so a server that ignores the close
+        never holds up the exit. ``detach`` (the process is about to exit): a stdio server's
+        stdin is closed and the rest left to a reaper process, so nothing here waits on it."""
         if self._thread is None or not self._thread.is_alive():
             return
+        self._detach = detach
         with contextlib.suppress(Exception):
             self._submit(self._stop_all()).result(timeout)
         self._loop.call_soon_threadsafe(self._loop.stop)
@@ -228,7 +231,7 @@ class McpManager:
             return await _SdkConnection.open(cfg, stack)
         connection = await StdioConnection.open(cfg.command, cfg.args, cfg.env, cfg.cwd,
                                                 stack.enter_context(self._errlog(cfg.name)))
-        stack.push_async_callback(connection.close, STOP_GRACE_S)
+        stack.push_async_callback(lambda: connection.close(STOP_GRACE_S, detach=self._detach))
         await connection.initialize()
         return connection
 

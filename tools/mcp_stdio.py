@@ -6,7 +6,11 @@ only the ``initialize`` handshake, ``tools/list``, ``tools/call`` and
 ``notifications/cancelled``. Results stay JSON (``mcp_convert`` reads them), so
 nothing here validates more than the envelope. The child runs in its own process
 group with a minimal environment (as the SDK does: no API keys leak to it) and
-stops bounded: stdin closed, ``grace`` to exit, SIGTERM, ``grace``, SIGKILL.
+stops bounded: stdin closed, ``grace`` to exit, SIGTERM, ``grace``, SIGKILL. A
+detached stop (``ask``, once its answer is out) closes stdin and leaves that
+escalation to a ``sh`` that outlives us, so the exit never waits on a server.
+The process is a ``subprocess.Popen`` we own, not asyncio's: its transport kills
+a child still running when it is closed or collected.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 from typing import Any
 
 HANDSHAKE_VERSIONS = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -47,8 +52,9 @@ class StdioConnection:
     """One running server. ``open()`` spawns it, ``initialize()`` does the handshake;
     requests may run concurrently (each waits on its own id)."""
 
-    def __init__(self, process: asyncio.subprocess.Process, client_name: str, client_version: str) -> None:
-        self.process = process
+    def __init__(self, process: subprocess.Popen, stdout: asyncio.StreamReader, stdout_pipe: asyncio.BaseTransport,
+                 stdin: asyncio.StreamWriter, client_name: str, client_version: str) -> None:
+        self.process, self._stdout, self._stdout_pipe, self._stdin = process, stdout, stdout_pipe, stdin
         self.client_info = {"name": client_name, "version": client_version}
         self.protocol_version = ""
         self._next_id = 0
@@ -59,10 +65,19 @@ class StdioConnection:
     @classmethod
     async def open(cls, command: str, args: tuple[str, ...], env: dict[str, str], cwd: str,
                    errlog: Any, client_name: str = "glassloop", client_version: str = "1") -> StdioConnection:
-        process = await asyncio.create_subprocess_exec(
-            command, *args, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=errlog,
-            env=child_env(env), cwd=cwd or None, limit=LINE_LIMIT, start_new_session=True)
-        return cls(process, client_name, client_version)
+        process = subprocess.Popen([command, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog,
+                                   env=child_env(env), cwd=cwd or None, start_new_session=True)
+        assert process.stdin is not None and process.stdout is not None
+        loop = asyncio.get_running_loop()
+        try:
+            stdout = asyncio.StreamReader(limit=LINE_LIMIT)
+            stdout_pipe, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(stdout), process.stdout)
+            transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, process.stdin)
+        except BaseException:
+            process.kill()
+            raise
+        stdin = asyncio.StreamWriter(transport, protocol, None, loop)
+        return cls(process, stdout, stdout_pipe, stdin, client_name, client_version)
 
     async def initialize(self) -> None:
         result = await self.request("initialize", {
@@ -97,28 +112,28 @@ class StdioConnection:
         finally:
             self._pending.pop(request_id, None)
 
-    async def close(self, grace: float) -> None:
+    async def close(self, grace: float, detach: bool = False) -> None:
         """Stop the server, bounded by about ``3 * grace``: stdin closed, then SIGTERM, then SIGKILL
-        (each to its process group), each after ``grace`` without an exit."""
-        stdin = self.process.stdin
-        if stdin is not None and not stdin.is_closing():
-            stdin.close()
-        for sig in (signal.SIGTERM, signal.SIGKILL, None):
-            if await self._exited(grace) or sig is None:
-                break
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.process.pid, sig)
+        (each to its process group), each after ``grace`` without an exit. ``detach``: only close
+        stdin and hand the rest to a reaper that outlives this process."""
+        if not self._stdin.is_closing():
+            self._stdin.close()
+        if detach:
+            if self.process.poll() is None:
+                _reaper(self.process.pid, grace)
+        else:
+            for sig in (signal.SIGTERM, signal.SIGKILL, None):
+                if await self._exited(grace) or sig is None:
+                    break
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.process.pid, sig)
         self._reader.cancel()
+        self._stdout_pipe.close()
         self._end("the connection was closed")
-        transport = getattr(self.process, "_transport", None)  # else it warns at GC while a child holds a pipe
-        if transport is not None:
-            with contextlib.suppress(Exception):
-                transport.close()
 
     async def _exited(self, timeout: float) -> bool:
-        # Not process.wait(): that also waits for the pipes, which a grandchild may hold open.
         deadline = asyncio.get_running_loop().time() + timeout
-        while self.process.returncode is None:
+        while self.process.poll() is None:
             if asyncio.get_running_loop().time() >= deadline:
                 return False
             await asyncio.sleep(0.01)
@@ -127,21 +142,17 @@ class StdioConnection:
     async def _send(self, message: dict[str, Any]) -> None:
         if self._closed is not None:
             raise ConnectionClosed(self._closed)
-        stdin = self.process.stdin
-        assert stdin is not None
         try:
-            stdin.write(json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n")
-            await stdin.drain()
+            self._stdin.write(json.dumps(message, ensure_ascii=False).encode("utf-8") + b"\n")
+            await self._stdin.drain()
         except (OSError, RuntimeError) as exc:  # broken pipe, or the transport already closed
             self._end(f"cannot write to the server ({type(exc).__name__})")
             raise ConnectionClosed(self._closed) from None
 
     async def _read(self) -> None:
-        stdout = self.process.stdout
-        assert stdout is not None
         why = "the server closed its output"
         try:
-            while line := await stdout.readline():
+            while line := await self._stdout.readline():
                 await self._dispatch(line)
         except (ValueError, asyncio.LimitOverrunError):  # a line over LINE_LIMIT: the stream is lost
             why = "a message was larger than 64 MiB"
@@ -181,6 +192,15 @@ class StdioConnection:
         for answer in self._pending.values():
             if not answer.done():
                 answer.set_exception(ConnectionClosed(self._closed))
+
+
+def _reaper(pgid: int, grace: float) -> None:
+    """A ``sh`` in its own session that sends SIGTERM to the group after ``grace`` and SIGKILL
+    after another (quiet when the group is gone by then)."""
+    script = f"sleep {grace:g}; kill -TERM -{pgid} 2>/dev/null || exit 0; sleep {grace:g}; kill -KILL -{pgid} 2>/dev/null"
+    with contextlib.suppress(OSError):
+        subprocess.Popen(["/bin/sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
 
 
 def _int(value: Any) -> int:

@@ -538,12 +538,22 @@ class _Turn:
         timeout = (tool.timeout_s if tool and tool.timeout_s else self.runner.limits.tool_timeout_s)
         until = min(started + timeout, self.deadline)
         try:
-            return future.result(timeout=max(0.0, until - time.monotonic()))
+            # Short slices: a SIGINT that lands between releasing the GIL and blocking in the
+            # wait does not wake it, and would otherwise wait for the whole timeout.
+            while (left := until - time.monotonic()) > _SLICE_S:
+                try:
+                    return future.result(timeout=_SLICE_S)
+                except FutureTimeout:
+                    continue
+            return future.result(timeout=max(0.0, left))
         except FutureTimeout:
             self.runner._overran(future, cancel)
             why = (f"did not finish within {timeout:g} s" if until < self.deadline
                    else f"was stopped after {until - started:.1f} s: the turn's time ran out (turn_timeout_s)")
             return error_result("timeout", f"{call.name} {why}"), time.monotonic()
+
+
+_SLICE_S = 0.1
 
 
 class _Guard(Exception):

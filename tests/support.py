@@ -3,6 +3,8 @@ turn, MCP stacks, a wire adapter's model call. Fixtures live in ``tests/conftest
 
 from __future__ import annotations
 
+import ast
+import gc
 import json
 import os
 import subprocess
@@ -24,6 +26,20 @@ from tools.mcp_client import McpManager, ServerConfig
 from tools.registry import Registry
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def parse_source(path: Path) -> ast.Module:
+    """``path`` parsed with garbage collection off. CPython 3.11 counts the AST conversion's depth
+    per interpreter: a collection during ``ast.parse`` that runs a finalizer (a pending asyncio
+    task's, which logs) can let another parse in, and ``ast.parse`` then fails with
+    "AST constructor recursion depth mismatch"."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"), str(path))
+    finally:
+        if enabled:
+            gc.enable()
 SECRET = "sk-test-DO-NOT-LEAK-1234567890"
 SEED_TODOS = [
     {"id": "todo-001", "title": "买菜", "status": "done", "priority": "low", "detail": "下班路上买鸡蛋、青菜和牛奶。"},

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import parse_source
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("repl", "tools")
 
@@ -59,7 +61,7 @@ def _dynamic_target(node: ast.Call) -> str | None:
 
 def imports(path: Path, root: Path = ROOT) -> Iterator[tuple[str, int]]:
     """(absolute dotted module name, line) of every import in ``path``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    tree = parse_source(path)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             yield from ((alias.name, node.lineno) for alias in node.names)

@@ -13,7 +13,7 @@ from repl.commands import Command, CommandContext
 from repl.config import load_settings
 from repl.session import UI, ChatSession
 from repl.ui.terminal import Terminal
-from tests.support import StubUI
+from tests.support import StubUI, parse_source
 from tools import store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,7 +66,7 @@ def test_the_session_is_a_command_context(session: ChatSession) -> None:
 
 def _context_uses(path: Path) -> set[str]:
     """Every ``ctx.NAME`` read in a command module; handlers and helpers name their context ``ctx``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = parse_source(path)
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.Lambda)) and node.args.args:
             first = node.args.args[0].arg

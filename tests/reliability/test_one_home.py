@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.support import parse_source
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
@@ -21,7 +23,7 @@ def _calls(attrs: set[tuple[str, str]]) -> dict[str, list[int]]:
     """Where ``module.function(...)`` is called, for each (module, function) in ``attrs``."""
     found: dict[str, list[int]] = {}
     for path in source_files():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse_source(path)):
             func = node.func if isinstance(node, ast.Call) else None
             if isinstance(func, ast.Attribute) and (getattr(func.value, "id", None), func.attr) in attrs:
                 found.setdefault(path.relative_to(ROOT).as_posix(), []).append(node.lineno)
@@ -31,7 +33,7 @@ def _calls(attrs: set[tuple[str, str]]) -> dict[str, list[int]]:
 def _fstrings(predicate) -> list[str]:
     out = []
     for path in source_files():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse_source(path)):
             if isinstance(node, ast.JoinedStr) and predicate(node):
                 out.append(f"{path.relative_to(ROOT).as_posix()}:{node.lineno}")
     return out
@@ -60,7 +62,7 @@ def test_a_cost_is_written_in_one_place() -> None:
 
 def test_turns_are_chosen_in_one_place() -> None:
     defined = [f"{p.relative_to(ROOT).as_posix()}:{n.name}" for p in source_files()
-               for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+               for n in ast.walk(parse_source(p))
                if isinstance(n, ast.FunctionDef) and "pick_turns" in n.name]
     assert defined == ["repl/timeline.py:pick_turns"], defined
 
@@ -69,7 +71,7 @@ def test_brackets_are_balanced_by_one_scanner() -> None:
     """A scanner keeps a depth or a stack of open brackets: only ``tools.registry.JsonScan`` does."""
     scanners = []
     for path in source_files():
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse_source(path)):
             if isinstance(node, ast.Compare) and any(isinstance(c, ast.Constant) and c.value in ("{", "{[")
                                                     for c in node.comparators):
                 scanners.append(f"{path.relative_to(ROOT).as_posix()}:{node.lineno}")
@@ -77,7 +79,7 @@ def test_brackets_are_balanced_by_one_scanner() -> None:
 
 
 def _imported(path: Path) -> set[str]:
-    return {n.module or "" for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+    return {n.module or "" for n in ast.walk(parse_source(path))
             if isinstance(n, ast.ImportFrom)}
 
 

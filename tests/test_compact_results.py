@@ -86,6 +86,9 @@ def test_errors_stay_explicit(registry: Registry) -> None:
                           LIMIT) == "error (http): 503; status=503"
     assert compact_result('{"ok": false, "error": "disk full"}', LIMIT) == "error: disk full"
     assert compact_result('{"ok": false}', LIMIT) == "error"
+    assert compact_result('{"error": {"type": "x", "message": "y"}}', LIMIT) == "error (x): y"  # no ok key
+    # a successful result with a field named error is not a failure
+    assert compact_result('{"ok": true, "error": {"message": "none"}}', LIMIT) == "error: {message=none}"
 
 
 def test_other_shapes_user_and_mcp_tools_return() -> None:

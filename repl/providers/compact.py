@@ -46,7 +46,8 @@ def _render(value: Any) -> str:
         return "\n".join(_field("result", value)) if _present(value) else "(empty result)"
     lines: list[str] = []
     error = value.get("error")
-    if value.get("ok") is False or (isinstance(error, dict) and "message" in error):
+    if value.get("ok") is False or (value.get("ok") is not True and isinstance(error, dict)
+                                    and "message" in error):
         lines.append(_error_line(error))
         value = {k: v for k, v in value.items() if k not in ("ok", "error")}
     elif value.get("ok") is True:

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 EXPECTED_TARGETS = {
     "time_to_prompt": {"prompt", "prompt_tools"},
+    "mcp_ask": {"mcp", "slow"},
     "loop_overhead": {"ratio", "ratio_fresh"},
     "parallel_tools": {"turn"},
     "memory_resume": {"growth", "resume"},

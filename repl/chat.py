@@ -113,8 +113,8 @@ def _open(settings: Settings, ui: Terminal, interactive: bool, session_id: str |
 
 
 def _announce(settings: Settings, ui: Terminal) -> list[Notice]:
-    """Before the first prompt: the embedded model chosen for want of a key, or what it lacks.
-    Returns the notices shown, for the session's trace."""
+    """Before the first prompt: the embedded model chosen for want of a key, or what an
+    embedded profile lacks. Returns the notices shown, for the session's trace."""
     notices = []
     if settings.provider_auto and settings.active.name == "local":
         from repl.events import Notice
@@ -122,7 +122,7 @@ def _announce(settings: Settings, ui: Terminal) -> list[Notice]:
         notices.append(Notice("no API key or base URL configured: using the embedded local model "
                               "(set OPENAI_API_KEY or pass --provider/--base-url for a hosted one)"))
         ui.render(notices[-1])
-    if settings.active.name == "local":
+    if settings.active.embedded:
         from repl.runtime import local_problem
 
         if problem := local_problem(settings.active):

@@ -82,12 +82,20 @@ def _prompt_first(settings: Settings, ui: Terminal) -> int:
         else:
             built.set_result(session)
 
-    ui.when_prompt_shown(lambda: threading.Thread(target=build, daemon=True, name="glassloop-session").start())
+    started: list[threading.Thread] = []
+
+    def start() -> None:
+        if not started:
+            started.append(threading.Thread(target=build, daemon=True, name="glassloop-session"))
+            started[0].start()
+
+    ui.when_prompt_shown(start)
     line, caught = "", None
     try:
         line = ui.read()
     except (EOFError, KeyboardInterrupt) as exc:  # the session's loop decides what they mean
         caught = exc
+    start()  # in case the read ended before the prompt was drawn
 
     def typed() -> str:
         if caught is not None:

@@ -26,6 +26,7 @@ import os
 import platform
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -322,6 +323,8 @@ def benchmark(model: Path, work: Path, threads: int = 0, with_cli: bool = True) 
         # a second `glassloop ask`: the first one saved the prompt state in the same cache dir
         figures["glassloop_ask_with_state"] = {"load_avg_1m": os.getloadavg()[0],
                                                **(cli_turn(model, work / "cli") or {})}
+        (work / "step2").mkdir()
+        figures["step2"] = step2_turns(model, work / "step2", "local")
     figures["load_avg_1m_after"] = os.getloadavg()[0]
     return figures
 
@@ -394,7 +397,25 @@ def step2_turns(model: Path, work: Path, profile: str, rounds: int = 1) -> dict[
                        **open_todos_listed(answer, STEP2_TODOS), "answer": answer, "error": done.get("error")}
                 runs.append(row)
                 print(json.dumps(row, ensure_ascii=False), flush=True)
-    return {"warm_up_s": (warm or {}).get("wall_s"), "runs": runs}
+    return {"warm_up_s": (warm or {}).get("wall_s"), "summary": step2_summary(runs), "runs": runs}
+
+
+def step2_summary(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Per question language and result form: medians of the step-2 figures and the ask,
+    and the open todos named (the report's rows; the runs keep every figure)."""
+    summary: dict[str, dict[str, float]] = {}
+    for lang, _ in STEP2_QUESTIONS:
+        for mode, _ in STEP2_MODES:
+            rows = [r for r in runs if r["lang"] == lang and r["mode"] == mode]
+            step2 = [r["step2"] for r in rows if r["step2"]]
+            figures = {"step2_prompt_tokens": [s["prompt_tokens"] for s in step2],
+                       "step2_prefill_tokens": [s["prefill_tokens"] for s in step2],
+                       "step2_prefill_s": [s["prefill_s"] for s in step2],
+                       "ask_s": [r["ask_s"] for r in rows if r["ask_s"] is not None],
+                       "model_calls": [r["model_calls"] for r in rows],
+                       "open_todos_named": [r["open_named"] for r in rows]}
+            summary[f"{lang} {mode}"] = {k: statistics.median(v) for k, v in figures.items() if v}
+    return summary
 
 
 def collect(model: Path, work: Path, target: Path) -> None:

@@ -16,6 +16,10 @@ controls answered without a call, final answers in the question's language, and
 seconds per question. Every run records the machine's load (``uptime``) before
 and after.
 
+The full run also measures the grammar's cost per generated token (``--grammar-cost``
+alone): greedy first steps with and without it, prompt prefix cached, for both sampling
+orders of the embedded server (target: at most +30%).
+
 ``--quick`` runs four questions against the scripted server (no model): it checks
 the harness, not the model. ``python -m bench.tool_use --help`` has the options
 used to compare variants (no grammar, one temperature, a subset).
@@ -332,6 +336,84 @@ def evaluate(temperatures: tuple[float, ...], cases: list[Case], grammar: bool =
     return runs
 
 
+COST_CASES = ("todos-open", "percent", "weather", "hello")  # calls and answers, both languages
+
+
+def grammar_cost(cases: list[Case], rounds: int = 2, data_dir: Path | None = None,
+                 profile: str = "local") -> dict[str, Any]:
+    """Seconds per generated token with and without the grammar on the first step, greedy
+    (temperature 0: the same text either way, checked) with the prompt prefix cached, for the
+    two orders of sampling: the grammar checked on the sampled token only (llama.cpp's own
+    order, glassloop's default) and over the whole vocabulary first (llama-cpp-python's,
+    ``GLASSLOOP_GRAMMAR_FIRST=1``). One server per order; requests alternate with and without."""
+    import httpx
+
+    from repl.providers.grammar import tool_grammar
+    from repl.providers.local import LocalServer
+    from repl.providers.weights import BUNDLED, ensure_model
+
+    model = ensure_model(data_dir or Path(tempfile.gettempdir()) / "glassloop-bench", spec=BUNDLED[profile])
+    out: dict[str, Any] = {"load_before": load()}
+    with scratch("grammar-cost") as work, patched_environ(isolated_env(work / "xdg")):
+        tools = fixture(work / "fixture").schemas()
+        grammar = tool_grammar(tools)
+        for order in ("last", "first"):
+            os.environ["GLASSLOOP_GRAMMAR_FIRST"] = "1" if order == "first" else "0"
+            server = LocalServer(model, log_path=work / f"server-{order}.log", state_dir=work / "state")
+            seconds = {"with": 0.0, "without": 0.0}
+            tokens = {"with": 0, "without": 0}
+            same = []
+            try:
+                url = server.start()
+                with httpx.Client(timeout=600, trust_env=False) as client:
+                    _first_step(client, url, cases[0].text, tools, None)  # evaluates the fixed prefix: not timed
+                    for number in range(rounds):
+                        for case in cases:
+                            replies = {}
+                            for kind in (("with", "without") if number % 2 else ("without", "with")):
+                                text, count, spent = _first_step(client, url, case.text, tools,
+                                                                 grammar if kind == "with" else None)
+                                replies[kind], seconds[kind], tokens[kind] = (
+                                    text, seconds[kind] + spent, tokens[kind] + count)
+                            same.append(replies["with"] == replies["without"])
+            finally:
+                server.stop()
+            per_token = {kind: seconds[kind] / max(tokens[kind], 1) for kind in seconds}
+            out[order] = {"s_per_token_with": per_token["with"], "s_per_token_without": per_token["without"],
+                          "cost_pct": 100.0 * (per_token["with"] / per_token["without"] - 1),
+                          "identical": f"{sum(same)} of {len(same)}", "tokens": tokens["with"]}
+        os.environ.pop("GLASSLOOP_GRAMMAR_FIRST", None)
+    out["load_after"] = load()
+    return out
+
+
+def _first_step(client: Any, url: str, text: str, tools: list[dict[str, Any]],
+                grammar: str | None) -> tuple[str, int, float]:
+    """One greedy first step (not streamed: the server counts the tokens): reply, tokens, seconds."""
+    from repl.prompts import system_prompt
+    from repl.providers import textcalls
+
+    messages = [{"role": "system", "content": system_prompt(compact=True)}, {"role": "user", "content": text}]
+    body = {"model": "local", "messages": textcalls.to_text_messages(messages, tools), "temperature": 0.0,
+            "max_tokens": 80, **({"grammar": grammar} if grammar else {})}
+    started = time.perf_counter()
+    reply = client.post(f"{url}/chat/completions", json=body).json()
+    return (reply["choices"][0]["message"]["content"], reply["usage"]["completion_tokens"],
+            time.perf_counter() - started)
+
+
+def _cost_rows(cost: dict[str, Any]) -> list[dict[str, Any]]:
+    note = f"load {cost['load_before']} -> {cost['load_after']}"
+    rows = []
+    for order, what in (("last", "grammar on the sampled token (default)"),
+                        ("first", "grammar over the whole vocabulary first")):
+        part = cost[order]
+        rows += [row(f"{what}: cost per generated token", part["cost_pct"], "%",
+                     f"{part['s_per_token_with']:.3f} vs {part['s_per_token_without']:.3f} s/token, "
+                     f"identical {part['identical']}; {note}")]
+    return rows
+
+
 def _targets(runs: dict[str, Any]) -> dict[str, Any]:
     targets = {}
     for label, run in runs.items():
@@ -402,7 +484,11 @@ def run(quick: bool = False) -> dict[str, Any]:
     if problem:
         return {"name": "tool_use", "rows": [], "targets": {}, "skipped": problem}
     runs = evaluate(TEMPERATURES, CASES)
-    return {"name": "tool_use", "rows": _rows(runs), "targets": _targets(runs), "runs": runs}
+    cost = grammar_cost([c for c in CASES if c.id in COST_CASES])
+    targets = {**_targets(runs), "grammar_cost": target(cost["last"]["cost_pct"], 30,
+                                                        "grammar cost <= +30% per generated token")}
+    return {"name": "tool_use", "rows": _rows(runs) + _cost_rows(cost), "targets": targets, "runs": runs,
+            "grammar_cost": cost}
 
 
 def main() -> None:
@@ -416,8 +502,15 @@ def main() -> None:
     parser.add_argument("--profile", default="local", choices=EMBEDDED_PROFILES,
                         help="the embedded model: local (0.5B) or local-large (1.5B, its extra installed)")
     parser.add_argument("--data-dir", type=Path, help="where the model file is assembled (default: a temp folder)")
+    parser.add_argument("--grammar-cost", action="store_true",
+                        help="only measure the grammar's cost per generated token (both sampling orders)")
     args = parser.parse_args()
     cases = [c for c in CASES if not args.only or c.id in args.only.split(",")]
+    if args.grammar_cost:
+        cost = grammar_cost([c for c in cases if c.id in COST_CASES] if not args.only else cases,
+                            data_dir=args.data_dir, profile=args.profile)
+        print(json.dumps(cost, indent=1, ensure_ascii=False))
+        return
     temps = tuple(float(t) for t in args.temperatures.split(","))
     runs = evaluate(temps, cases, grammar=not args.no_grammar, data_dir=args.data_dir, profile=args.profile)
     summary = {label: {k: v for k, v in run.items() if k != "results"} for label, run in runs.items()}

@@ -54,3 +54,43 @@ def test_every_call_the_model_makes_under_the_grammar_is_schema_valid(tmp_path: 
     assert calls, "the model made no call at all: nothing was checked"
     invalid = [call for call in calls if not schema_valid(call[1], call[2], schemas)]
     assert invalid == []
+
+
+def _greedy_first_steps(model: Path, tmp_path: Path, grammar_first: bool) -> tuple[list[str], str]:
+    """The replies of a server to the first step of QUESTIONS (temperature 0, the tool grammar),
+    and its log."""
+    import httpx
+
+    from repl.providers import textcalls
+    from repl.providers.grammar import tool_grammar
+    from repl.providers.local import LocalServer
+
+    tools = [s for s in fixture(tmp_path / "tools").schemas() if s["name"] in TOOLS]
+    log = tmp_path / f"server-{grammar_first}.log"
+    env = {**isolated_env(tmp_path / "xdg"), "GLASSLOOP_GRAMMAR_FIRST": "1" if grammar_first else "0"}
+    with patched_environ(env), LocalServer(model, n_ctx=2048, log_path=log, state_dir=tmp_path / "state") as server:
+        replies = []
+        with httpx.Client(timeout=300, trust_env=False) as client:
+            for case in QUESTIONS:
+                messages = [{"role": "system", "content": system_prompt(compact=True)},
+                            {"role": "user", "content": case.text}]
+                body = {"model": "local", "messages": textcalls.to_text_messages(messages, tools),
+                        "temperature": 0.0, "max_tokens": 60, "grammar": tool_grammar(tools)}
+                reply = client.post(f"{server.base_url}/chat/completions", json=body).json()
+                replies.append(reply["choices"][0]["message"]["content"])
+    return replies, log.read_text("utf-8", "replace")
+
+
+@pytest.mark.timeout(900)
+def test_the_grammar_checked_on_the_sampled_token_decodes_what_the_whole_vocabulary_check_does(tmp_path: Path) -> None:
+    """The server checks the grammar on the sampled token only, and over the whole vocabulary
+    only when that token is refused (llama.cpp's own order, much cheaper per token); greedy
+    decoding then gives the very text llama-cpp-python's order gives."""
+    model = ensure_model(tmp_path / "data")
+    checked, log = _greedy_first_steps(model, tmp_path, grammar_first=False)
+    whole, old_log = _greedy_first_steps(model, tmp_path, grammar_first=True)
+    assert "glassloop sampler: grammar checked on the sampled token" in log
+    assert "glassloop sampler" not in old_log  # GLASSLOOP_GRAMMAR_FIRST=1: llama-cpp-python's order
+    assert checked == whole
+    assert any(reply.lstrip().startswith(("{", "```json")) for reply in checked)  # calls were decoded
+    assert any(not reply.lstrip().startswith(("{", "```")) for reply in checked)  # and a text answer

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from repl.config import Settings
 from repl.cost import Cost, context_window_for, price_for, usd
@@ -21,10 +21,41 @@ from repl.unicode import valid_text
 
 if TYPE_CHECKING:
     from repl.approval import ApprovalRequest, UserChoice
-    from repl.session import ChatSession
     from repl.ui.approval_dialog import ApprovalDialog
 
 CommandSpec = tuple[str, str, Callable[[str], list[str]] | None]  # name, help, argument completer
+
+
+class _Mode(Protocol):
+    @property
+    def mode(self) -> str: ...
+
+
+class _Stepping(Protocol):
+    @property
+    def stepper(self) -> object: ...
+
+
+class SessionView(Protocol):
+    """What the toolbar and the goodbye line read back from the session (the UI never imports it)."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def approver(self) -> _Mode: ...
+    @property
+    def stepping(self) -> _Stepping: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def cost(self) -> Cost: ...
+    @property
+    def last_prompt_tokens(self) -> int: ...
+    @property
+    def session_id(self) -> str: ...
+    @property
+    def saved(self) -> bool: ...
+    def turn_count(self) -> int: ...
 
 
 class _Asker:
@@ -71,7 +102,7 @@ class Terminal:
         self.renderer = renderer
         self.prompt = prompt
         self.dialog = dialog
-        self.session: ChatSession | None = None
+        self.session: SessionView | None = None
 
     @classmethod
     def create(cls, settings: Settings, *, interactive: bool, commands: Sequence[CommandSpec] | None = None) -> Terminal:
@@ -99,7 +130,7 @@ class Terminal:
             )
         return terminal
 
-    def attach(self, session: ChatSession) -> None:
+    def attach(self, session: SessionView) -> None:
         self.session = session
 
     def set_commands(self, commands: list[CommandSpec]) -> None:
@@ -257,7 +288,7 @@ class Terminal:
                   (cost.text(), 1)]
         return fit_fields([f for f in fields if f[0]], width)
 
-    def goodbye(self, session: ChatSession) -> None:
+    def goodbye(self, session: SessionView) -> None:
         if not session.saved:  # a session without a turn is not kept: nothing to name
             self.renderer.notice("no turns: nothing saved")
             return

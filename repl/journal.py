@@ -56,14 +56,16 @@ class Journal:
         """``/undo`` took the last turn back: its numbers stay spent, marked undone."""
         self._write({"kind": "undo"})
 
-    def adopt(self, history: History) -> None:
+    def adopt(self, history: History, stored: list[Any] | None = None) -> None:
         """Mark the messages of a resumed history that the file already holds as written.
 
         A repair ``History.from_json`` made on loading (answers to unanswered
         calls, a placeholder answer) is not in the file yet: the next ``sync``
         writes it, so a later resume does not replay a broken history.
+        ``stored``: the file's messages as written (``Loaded.stored``), read again when None.
         """
-        stored = _replay(self.path)[1] if self.path.exists() else []  # as written, damage included
+        if stored is None:
+            stored = _replay(self.path)[1] if self.path.exists() else []  # as written, damage included
         keep = 0
         while keep < min(len(stored), len(history.messages)) and history.messages[keep] == stored[keep]:
             keep += 1
@@ -99,6 +101,8 @@ class Loaded:
     meta: dict[str, Any]
     messages: list[dict[str, Any]]  # valid: ``History.from_json`` may only need to close the last turn
     notes: list[str] = field(default_factory=list)  # what was skipped or repaired, for the user
+    stored: list[Any] = field(default_factory=list)  # the messages as written, damage included (``adopt``)
+    turns: list[dict[str, Any]] = field(default_factory=list)  # the ``turn`` records, ``undone`` set by ``undo`` ones
 
 
 def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -114,7 +118,8 @@ def load_checked(path: Path) -> Loaded:
     ends) or is over MAX_JOURNAL_BYTES raises ``tools.store.StoreError`` naming it.
     """
     check_regular(path, MAX_JOURNAL_BYTES)
-    meta, raw, skipped = _replay(path)
+    turns: list[dict[str, Any]] = []
+    meta, raw, skipped = _replay(path, turns)
     messages, fixes = repair(raw)
     if not meta:
         skipped["no meta record: the default system prompt is used"] = 1
@@ -122,12 +127,13 @@ def load_checked(path: Path) -> Loaded:
         skipped["ignored a system prompt that is not text"] = 1
         meta = {k: v for k, v in meta.items() if k != "system_prompt"}
     notes = [f"{what} ({n})" if what.startswith("skipped") else what for what, n in skipped.items()]
-    return Loaded(meta, messages, notes + fixes)
+    return Loaded(meta, messages, notes + fixes, raw, turns)
 
 
-def _replay(path: Path) -> tuple[dict[str, Any], list[Any], dict[str, int]]:
+def _replay(path: Path, turns: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], list[Any], dict[str, int]]:
     """(meta, the messages as written, skipped records by reason): the file's own
-    arithmetic, so ``truncate`` lengths count what the writer counted."""
+    arithmetic, so ``truncate`` lengths count what the writer counted. ``turns``, when
+    given, collects the ``turn`` records in the same pass (see ``_note``)."""
     meta: dict[str, Any] = {}
     messages: list[Any] = []
     skipped: dict[str, int] = {}
@@ -151,35 +157,23 @@ def _replay(path: Path) -> tuple[dict[str, Any], list[Any], dict[str, int]]:
                 messages.append(record["message"])
             elif kind == "truncate" and type(record.get("length")) is int and 0 <= record["length"] <= len(messages):
                 del messages[record["length"] :]
-            elif kind in ("turn", "undo"):  # numbers, read by turn_records()
-                continue
+            elif kind in ("turn", "undo"):  # numbers: usage, cost, context share
+                if turns is not None:
+                    _note(turns, record)
             else:
                 skip("records that make no sense" if kind in ("meta", "message", "truncate")
                      else "lines that are not journal records")
     return meta, messages, skipped
 
 
-def turn_records(path: Path) -> list[dict[str, Any]]:
-    """The ``turn`` records of a journal in order, each with ``undone`` set when an
-    ``undo`` record took it back; records that are not objects are skipped."""
-    out: list[dict[str, Any]] = []
-    with open(path, encoding="utf-8", errors="replace") as file:
-        for line in file:
-            if '"turn"' not in line and '"undo"' not in line:  # most lines are messages
-                continue
-            try:
-                record = json.loads(line)
-            except (ValueError, RecursionError):
-                continue
-            if not isinstance(record, dict):
-                continue
-            if record.get("kind") == "turn":
-                out.append({**record, "undone": False})
-            elif record.get("kind") == "undo":
-                last = next((r for r in reversed(out) if not r["undone"]), None)
-                if last is not None:
-                    last["undone"] = True
-    return out
+def _note(turns: list[dict[str, Any]], record: dict[str, Any]) -> None:
+    """A ``turn`` record appended to ``turns``; an ``undo`` marks the last one not undone."""
+    if record.get("kind") == "turn":
+        turns.append({**record, "undone": False})
+    elif record.get("kind") == "undo":
+        last = next((r for r in reversed(turns) if not r["undone"]), None)
+        if last is not None:
+            last["undone"] = True
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,6 @@ from repl.journal import (
     load_checked,
     recap,
     recent_sessions,
-    turn_records,
 )
 from repl.prompts import system_prompt
 from repl.providers.base import Provider, ProviderError
@@ -226,7 +225,9 @@ class ChatSession:
         self.open_journal()
         return old
 
-    def open_journal(self, path: Path | None = None) -> None:
+    def open_journal(self, path: Path | None = None, stored: list[Any] | None = None) -> None:
+        """A new session's journal, or a resumed one's at ``path`` (``stored``: its messages as
+        written, when they were read already)."""
         folder = self.settings.data_dir / "sessions"
         try:
             if path is None:
@@ -236,7 +237,7 @@ class ChatSession:
                                        lazy=True)
             else:
                 self.journal = Journal(path, redactor_for(self.settings), lazy=True)
-                self.journal.adopt(self.history)
+                self.journal.adopt(self.history, stored)
         except OSError as exc:
             self.journal = None
             self.ui.info(not_saved("this session (no journal, no --resume)", path.parent if path else folder, exc))
@@ -273,10 +274,10 @@ class ChatSession:
         self.history = History.from_json({"system_prompt": loaded.meta.get("system_prompt") or self._system_prompt(),
                                           "messages": loaded.messages})
         self.turns.clear()
-        self._continue_numbers(path)
+        self._continue_numbers(loaded.turns)
         self.context = ContextWindow()
         self._open_trace()
-        self.open_journal(path)
+        self.open_journal(path, loaded.stored)
         if self.journal:
             self.journal.sync(self.history)  # records the repair of a turn cut off mid-way
         if loaded.notes:
@@ -294,12 +295,8 @@ class ChatSession:
         self.ui.info(f"resumed session {self.session_id}: {users} turn{'' if users == 1 else 's'}, "
                      f"{len(self.history.messages)} messages")
 
-    def _continue_numbers(self, path: Path) -> None:
+    def _continue_numbers(self, notes: list[dict[str, Any]]) -> None:
         """Usage, cost, context share and turn numbers go on from the journal's turn records."""
-        try:
-            notes = turn_records(path)
-        except OSError:
-            notes = []
         self.ledger = [t for t in map(TurnRecord.from_note, notes) if t is not None]
         self.usage = sum((t.finished.usage for t in self.ledger), Usage())
         self.cost = sum((t.cost for t in self.ledger), Cost())

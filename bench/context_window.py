@@ -38,11 +38,11 @@ def fetch(page: int) -> dict:
 
 def conversation(turns: int, window: int, refill: float | None) -> dict[str, Any]:
     """Run the conversation; ``refill`` None = no management. Per-request figures."""
-    from repl.agent import Limits, run_turn
-    from repl.approval import Approver
-    from repl.context import ContextWindow
-    from repl.events import EventLog, ModelUsage, Notice
-    from repl.history import History, check
+    from repl.loop.agent import Limits, run_turn
+    from repl.loop.approval import Approver
+    from repl.loop.context import ContextWindow
+    from repl.loop.events import EventLog, ModelUsage, Notice
+    from repl.loop.history import History, check
     from repl.providers.chat import ChatProvider
     from tests.fakeserver import FakeServer, call, text, tool_calls
     from tools.registry import Registry, tool

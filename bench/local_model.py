@@ -39,7 +39,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from repl.prompts import system_prompt  # noqa: E402
+from repl.loop.prompts import system_prompt  # noqa: E402
 from repl.providers.local import LocalServer  # noqa: E402
 from repl.providers.textcalls import parse_text_calls, to_text_messages  # noqa: E402
 from repl.providers.weights import BUNDLED, ensure_model  # noqa: E402

@@ -1,4 +1,4 @@
-"""Memory and resume: a scripted 1,000-turn session through ``repl.session.ChatSession``.
+"""Memory and resume: a scripted 1,000-turn session through ``repl.session.chat.ChatSession``.
 
 Every turn is answered with ~700 characters of Markdown; every 4th turn first
 calls ``list_todos``. The session runs as the REPL runs it (journal, trace,
@@ -30,7 +30,7 @@ WARMUP = 10
 
 
 class StubUI:
-    """The session's ``UI`` (``repl.session.UI``) with every method a no-op (events are counted)."""
+    """The session's ``UI`` (``repl.session.chat.UI``) with every method a no-op (events are counted)."""
 
     width = 80
 
@@ -68,7 +68,7 @@ def script(turns: int) -> list[dict[str, Any]]:
 
 
 def _settings(folder: Path, base_url: str) -> Any:
-    from repl.config import load_settings
+    from repl.config.load import load_settings
 
     config = folder / "bench.toml"
     config.write_text("[providers.openai]\ncontext_window = 16000\n", encoding="utf-8")
@@ -86,9 +86,9 @@ def _run_session(session: Any, first: int, count: int, curve: list[tuple[int, fl
 
 
 def _resume_times(settings: Any, journal: Path, repeats: int) -> tuple[list[float], list[float]]:
-    from repl.history import History
-    from repl.journal import load
-    from repl.session import ChatSession
+    from repl.loop.history import History
+    from repl.session.chat import ChatSession
+    from repl.session.journal import load
 
     load_times, session_times = [], []
     for _ in range(repeats):
@@ -106,7 +106,7 @@ def _resume_times(settings: Any, journal: Path, repeats: int) -> tuple[list[floa
 
 
 def run(quick: bool) -> dict[str, Any]:
-    from repl.session import ChatSession
+    from repl.session.chat import ChatSession
 
     turns = 20 if quick else 1000
     curve: list[tuple[int, float]] = []

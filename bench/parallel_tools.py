@@ -34,10 +34,10 @@ def make_tool(seconds: float, side_effects: bool) -> Any:
 
 
 def one_turn(server: Any, provider: Any, seconds: float, side_effects: bool) -> float:
-    from repl.agent import Limits, run_turn
-    from repl.approval import Approver
-    from repl.events import EventLog
-    from repl.history import History
+    from repl.loop.agent import Limits, run_turn
+    from repl.loop.approval import Approver
+    from repl.loop.events import EventLog
+    from repl.loop.history import History
     from tests.fakeserver import call, text, tool_calls
     from tools.registry import Registry
 

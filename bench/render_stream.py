@@ -37,7 +37,7 @@ from rich.console import Console  # noqa: E402
 from rich.live import Live  # noqa: E402
 from rich.markdown import Markdown  # noqa: E402
 
-from repl.events import ModelRequest, ModelUsage, TextDelta, TurnFinished, TurnStarted, Usage  # noqa: E402
+from repl.loop.events import ModelRequest, ModelUsage, TextDelta, TurnFinished, TurnStarted, Usage  # noqa: E402
 from repl.ui import mdstream  # noqa: E402
 from repl.ui.render import Renderer  # noqa: E402
 

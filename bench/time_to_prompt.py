@@ -145,10 +145,10 @@ def write_long_session(env: dict[str, str], turns: int) -> str:
     """A journal of ``turns`` turns where ``glassloop --resume`` looks for it; returns its id."""
     from bench import patched_environ
     from bench.memory_resume import ANSWER as LONG_ANSWER
-    from repl.config import load_settings
-    from repl.history import History
-    from repl.journal import Journal
-    from repl.redact import Redactor
+    from repl.config.load import load_settings
+    from repl.config.redact import Redactor
+    from repl.loop.history import History
+    from repl.session.journal import Journal
 
     with patched_environ(env):
         folder = load_settings({"provider": "openai"}).data_dir / "sessions"

@@ -233,12 +233,12 @@ def schema_valid(name: str, arguments: str, schemas: dict[str, dict[str, Any]]) 
 
 def ask(case: Case, provider: Any, folder: Path) -> dict[str, Any]:
     """One question through the real loop; what the model wrote and how it scored."""
-    from repl.agent import run_turn
-    from repl.approval import Approver
-    from repl.events import ModelUsage, WireRecord
-    from repl.history import History
-    from repl.prompts import system_prompt
-    from repl.settings import Limits
+    from repl.config.settings import Limits
+    from repl.loop.agent import run_turn
+    from repl.loop.approval import Approver
+    from repl.loop.events import ModelUsage, WireRecord
+    from repl.loop.history import History
+    from repl.loop.prompts import system_prompt
 
     registry = fixture(folder)
     schemas = {s["name"]: s.get("parameters") or {} for s in registry.schemas()}
@@ -303,8 +303,8 @@ def run_cases(provider: Any, cases: list[Case], work: Path, label: str) -> list[
 
 def local_provider(temperature: float, model: Path, work: Path, grammar: bool = True,
                    profile: str = "local") -> Any:
-    from repl.config import load_settings
-    from repl.runtime import make_provider
+    from repl.config.load import load_settings
+    from repl.session.runtime import make_provider
 
     config = work / "bench.toml"
     config.write_text(f"[providers.{profile}]\nmodel_path = {json.dumps(str(model))}\n"
@@ -390,7 +390,7 @@ def grammar_cost(cases: list[Case], rounds: int = 2, data_dir: Path | None = Non
 def _first_step(client: Any, url: str, text: str, tools: list[dict[str, Any]],
                 grammar: str | None) -> tuple[str, int, float]:
     """One greedy first step (not streamed: the server counts the tokens): reply, tokens, seconds."""
-    from repl.prompts import system_prompt
+    from repl.loop.prompts import system_prompt
     from repl.providers import textcalls
 
     messages = [{"role": "system", "content": system_prompt(compact=True)}, {"role": "user", "content": text}]
@@ -446,9 +446,9 @@ def _rows(runs: dict[str, Any]) -> list[dict[str, Any]]:
 
 def quick_run() -> dict[str, Any]:
     """The harness over the scripted server: a reference call and an answer per question."""
+    from repl.config.settings import ProviderSettings
     from repl.providers.chat import ChatProvider
     from repl.providers.grammar import tool_grammar
-    from repl.settings import ProviderSettings
 
     cases = [c for c in CASES if c.id in QUICK_CASES]
     script: list[dict[str, Any]] = []
@@ -492,7 +492,7 @@ def run(quick: bool = False) -> dict[str, Any]:
 
 
 def main() -> None:
-    from repl.settings import EMBEDDED_PROFILES
+    from repl.config.settings import EMBEDDED_PROFILES
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--temperatures", default="0.1,0.7")

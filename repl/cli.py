@@ -20,10 +20,10 @@ import typer
 from typer.core import TyperGroup
 
 from repl import __version__
-from repl.config import PROJECT_FILE, ConfigError, Settings, load_settings
-from repl.config_schema import CLI_OPTIONS, Spec
-from repl.trust import ProjectTrust, ToolsTrust
-from repl.unicode import valid_text
+from repl.config.load import PROJECT_FILE, ConfigError, Settings, load_settings
+from repl.config.schema import CLI_OPTIONS, Spec
+from repl.config.trust import ProjectTrust, ToolsTrust
+from repl.loop.unicode import valid_text
 
 FIRST_MESSAGE = "first_message"  # ctx.meta key: `glassloop "question"` starts the REPL with it
 PIPED_MAX_CHARS = 200_000  # the most piped text `ask` sends with a question
@@ -76,7 +76,7 @@ def _option(name: str, spec: Spec) -> inspect.Parameter:
 
 def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Gives ``command`` an option, after ``--config``, for each setting declared with ``cli``
-    help in ``repl.settings``; their values arrive in its ``**flags``."""
+    help in ``repl.config.settings``; their values arrive in its ``**flags``."""
     signature = inspect.signature(command, eval_str=True)
     params = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
     at = next(i for i, p in enumerate(params) if p.name == "config") + 1
@@ -105,13 +105,13 @@ def _project_file(given: dict, config: Path | None, untrusted: str) -> Settings:
     if project is None or not project.ignored or untrusted == "quiet":
         return settings
     if untrusted == "ask" and _confirm_trust(project):
-        from repl.trust import record
+        from repl.config.trust import record
 
         record(project)
         settings = load_settings(given, config_file=config)  # the file may have changed since
         project = settings.project
     if project is not None and project.ignored:
-        from repl.trust import notice
+        from repl.config.trust import notice
 
         typer.echo(notice(project), err=True)
     return settings
@@ -129,7 +129,7 @@ def _project_tools(settings: Settings, untrusted: str) -> Settings:
     tools = settings.project_tools
     if tools is None or tools.trusted or untrusted == "quiet":
         return settings
-    from repl.trust import record, tools_notice
+    from repl.config.trust import record, tools_notice
 
     if untrusted == "ask" and _confirm_tools(tools):
         record(tools)
@@ -139,7 +139,7 @@ def _project_tools(settings: Settings, untrusted: str) -> Settings:
 
 
 def _confirm_tools(tools: ToolsTrust) -> bool:
-    from repl.config_schema import printable
+    from repl.config.schema import printable
 
     typer.echo(f"{printable(str(tools.path))} holds tool files that run as Python code in glassloop: "
                f"{printable(', '.join(tools.files))}", err=True)
@@ -157,8 +157,8 @@ def _ask_yes(question: str) -> bool:
 
 
 def _confirm_trust(project: ProjectTrust) -> bool:
-    from repl.config_schema import printable
-    from repl.trust import details
+    from repl.config.schema import printable
+    from repl.config.trust import details
 
     lines = details(project)
     typer.echo(f"{printable(str(project.path))} sets what can run programs, send your keys "
@@ -216,7 +216,7 @@ def _chat_trust() -> str:
 
 
 def _run_chat(settings: Settings, resume: str | None, first: str = "", step: bool = False) -> None:
-    from repl.chat import run_chat
+    from repl.session.start import run_chat
 
     raise typer.Exit(run_chat(settings, resume=resume, first=first, step=step))
 
@@ -252,7 +252,7 @@ def ask(
         typer.echo("error: the question is empty", err=True)
         raise typer.Exit(2)
     settings = _settings(config, flags, yes, "tell", tools)
-    from repl.oneshot import run_ask
+    from repl.session.oneshot import run_ask
 
     code = run_ask(settings, question.strip(), as_json=as_json, assume_yes=yes, trace_file=trace_file)
     raise typer.Exit(code)
@@ -282,7 +282,7 @@ def _with_piped(question: str, piped: str) -> str:
 @setting_options
 def show_config(config: ConfigOpt = None, yes: YesOpt = False, **flags: Any) -> None:
     """Show the effective configuration and where each value came from (keys redacted)."""
-    from repl.config_show import describe
+    from repl.config.show import describe
 
     settings = _settings(config, flags, yes)
     rows = describe(settings)
@@ -302,9 +302,9 @@ def trust_project(
 
     The trust holds for the exact content: any change makes it untrusted again.
     """
-    from repl.config_schema import printable
-    from repl.trust import PROJECT_TOOLS, details, record, trust_key
-    from repl.trust import revoke as forget
+    from repl.config.schema import printable
+    from repl.config.trust import PROJECT_TOOLS, details, record, trust_key
+    from repl.config.trust import revoke as forget
 
     folder = (folder or Path.cwd()).absolute()
     if folder.name == PROJECT_FILE and not folder.is_dir():
@@ -351,7 +351,7 @@ def show_trace(
     config: ConfigOpt = None,
 ) -> None:
     """Show the timeline of a saved session's turns."""
-    from repl.timeline import chosen_turns, select_turns, trace_path
+    from repl.tracing.timeline import chosen_turns, select_turns, trace_path
 
     settings = _settings(config, {})
     path = trace_path(settings.trace_dir, session)
@@ -378,7 +378,7 @@ def show_trace(
 
 
 def _write_html(path: Path, groups: list, target: Path) -> None:
-    from repl.trace_html import trace_page
+    from repl.tracing.trace_html import trace_page
     from repl.ui.escape import clean
 
     try:
@@ -390,8 +390,8 @@ def _write_html(path: Path, groups: list, target: Path) -> None:
 
 
 def _print_raw(path: Path, groups: list, as_json: bool) -> None:
-    from repl.timeline import missing_raw, raw_calls, raw_sections
-    from repl.trace import read_wire, wire_path
+    from repl.tracing.timeline import missing_raw, raw_calls, raw_sections
+    from repl.tracing.trace import read_wire, wire_path
     from repl.ui.escape import json_display
 
     wire, dropped = read_wire(wire_path(path))

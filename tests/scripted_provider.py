@@ -24,7 +24,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
-from repl.events import Usage
+from repl.loop.events import Usage
 from repl.providers.base import (
     Completed,
     Part,

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from repl.agent import Limits, run_turn
-from repl.approval import Approver
-from repl.events import EventLog
-from repl.history import History
+from repl.loop.agent import Limits, run_turn
+from repl.loop.approval import Approver
+from repl.loop.events import EventLog
+from repl.loop.history import History
 from repl.providers.base import Completed, ProviderError, RequestSent
 from repl.providers.chat import ChatProvider
 from repl.providers.responses import ResponsesProvider
@@ -75,7 +75,7 @@ def glassloop_here(*args: str, env: dict[str, str], cwd: Path | None = None,
     as a subprocess would print it. ``env`` replaces the environment for the run. It saves the
     interpreter's start (~0.8 s a run), ``cwd`` the working folder: for tests whose subject is not the process (its signals,
     its exit, its standard streams' encoding, what it leaves behind). Not for ``ask``: its
-    output streams are bound when ``repl.oneshot`` is imported."""
+    output streams are bound when ``repl.session.oneshot`` is imported."""
     from typer.testing import CliRunner
 
     from repl.cli import app

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from repl.agent import Limits
-from repl.events import (
+from repl.loop.agent import Limits
+from repl.loop.events import (
     ApprovalDecided,
     GuardTripped,
     ModelUsage,
@@ -18,7 +18,7 @@ from repl.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from repl.history import History, check
+from repl.loop.history import History, check
 from tests.fakeserver import call, cut_stream_after, fault_status, text, tool_calls
 from tests.support import turn
 from tools.registry import Registry, tool

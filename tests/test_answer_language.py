@@ -44,7 +44,7 @@ def test_the_embedded_models_advice_follows_the_tool_block_and_is_shared_across_
     last thing the model reads before the date, and part of the prefix every day shares."""
     import datetime as dt
 
-    from repl.prompts import ADVICE_MARK, system_prompt
+    from repl.loop.prompts import ADVICE_MARK, system_prompt
 
     def wire_system(day: dt.date, extra: str = "") -> str:
         history = [{"role": "system", "content": system_prompt(day, extra, compact=True)},

@@ -11,7 +11,7 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from repl.approval import ApprovalRequest, PendingCall, UserChoice
+from repl.loop.approval import ApprovalRequest, PendingCall, UserChoice
 from repl.ui.approval_dialog import ApprovalDialog, check_arguments
 from tests.terminal import BACKSPACES, ESC_ENTER
 

@@ -188,3 +188,69 @@ def test_every_package_is_installed() -> None:
     found = {str(init.parent.relative_to(ROOT)).replace("/", ".")
              for top in ("repl", "tools") for init in (ROOT / top).rglob("__init__.py")}
     assert found == listed
+
+
+# The packages of repl/ and what of ours each may import: a module or a package, with everything
+# under it; a package's own modules are always allowed. Bottom up: tools/ (never imports repl/),
+# config, loop (with the providers behind the Provider protocol), tracing, ui, session, cli.
+MAY_IMPORT: dict[str, tuple[str, ...]] = {
+    "repl.config": ("tools",),  # settings and where their values come from: nothing else of ours
+    # the loop sees a provider through its protocol only (providers/base.py), never an adapter
+    "repl.loop": ("repl.config", "repl.providers.base", "tools"),
+    # an adapter uses the loop's data (events, prompts), never its machinery
+    "repl.providers": ("repl.config", "repl.loop.events", "repl.loop.prompts", "tools"),
+    "repl.tracing": ("repl.config", "repl.loop", "repl.ui.escape", "tools"),  # escape: pure, no Rich
+    # the terminal draws events and answers the loop's questions: no providers, tools or session
+    "repl.ui": ("repl.config", "repl.loop"),
+    "repl.session": ("repl.config", "repl.loop", "repl.providers", "repl.tracing", "repl.ui", "tools"),
+    "repl.cli": ("repl", "repl.config", "repl.loop", "repl.session", "repl.tracing", "repl.ui"),
+}
+# (file, module) imports against those directions, each with its reason; the list only shrinks
+CROSSINGS: dict[tuple[str, str], str] = {}
+
+
+def _package(name: str) -> str:
+    """``repl/loop/agent.py`` or ``repl.loop.agent`` -> ``repl.loop``; ``repl/cli.py`` -> ``repl.cli``."""
+    parts = name.removesuffix(".py").replace("/", ".").split(".")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return "tools" if parts[0] == "tools" else ".".join(parts[:2])
+
+
+def _ours(module: str) -> bool:
+    return _top(module) in PACKAGES
+
+
+def test_the_top_of_repl_holds_only_the_command_line_and_packages() -> None:
+    """A directory listing of repl/ is its architecture: every module lives in a package by concept."""
+    top = sorted(p.name for p in (ROOT / "repl").glob("*.py"))
+    assert top == ["__init__.py", "cli.py"], f"move {sorted(set(top) - {'__init__.py', 'cli.py'})} into a package"
+    packages = {f"repl.{p.parent.name}" for p in (ROOT / "repl").glob("*/__init__.py")}
+    assert packages | {"repl.cli"} == set(MAY_IMPORT), "each package of repl/ has its row in MAY_IMPORT"
+
+
+def test_packages_import_each_other_only_downwards() -> None:
+    strays = []
+    for path, module, line in import_table():
+        if not path.startswith("repl/") or not _ours(module):
+            continue
+        source, target = _package(path), _package(module)
+        allowed = MAY_IMPORT.get(source, ())
+        if (target == source or any(module == a or module.startswith(a + ".") for a in allowed)
+                or (path, module) in CROSSINGS):
+            continue
+        strays.append(f"{path}:{line} imports {module}")
+    assert strays == [], "see MAY_IMPORT in tests/test_architecture.py (and docs/DESIGN.md, Packages)"
+
+
+def test_each_crossing_is_still_needed() -> None:
+    table = {(path, module) for path, module, _ in import_table()}
+    assert [c for c in CROSSINGS if c not in table] == [], "that crossing is gone: drop it from CROSSINGS"
+
+
+def test_the_direction_rules_see_every_package() -> None:
+    """Guards the rule against holding vacuously: each package is found importing something of ours."""
+    sources = {_package(path) for path, module, _ in import_table() if path.startswith("repl/") and _ours(module)}
+    assert set(MAY_IMPORT) <= sources
+    assert _package("repl/loop/agent.py") == _package("repl.loop.agent") == "repl.loop"
+    assert _package("repl/cli.py") == "repl.cli" and _package("tools.store") == "tools"

@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from repl import commands
-from repl.agent import Limits, run_turn
-from repl.approval import Approver
-from repl.compaction import SUMMARY_HEADING, SUMMARY_REQUEST
-from repl.config import ModelPrice, load_settings
-from repl.cost import Cost, SessionBudget, price_for, usd
-from repl.events import EventLog, GuardTripped, ModelUsage, Usage
-from repl.history import History, check
-from repl.journal import load
-from repl.session import ChatSession
+from repl.config.load import ModelPrice, load_settings
+from repl.loop.agent import Limits, run_turn
+from repl.loop.approval import Approver
+from repl.loop.compaction import SUMMARY_HEADING, SUMMARY_REQUEST
+from repl.loop.cost import Cost, SessionBudget, price_for, usd
+from repl.loop.events import EventLog, GuardTripped, ModelUsage, Usage
+from repl.loop.history import History, check
+from repl.session import commands
+from repl.session.chat import ChatSession
+from repl.session.journal import load
 from tests.fakeserver import call, text, tool_calls
 from tests.support import SEED_TODOS, StubUI, glassloop
 from tools.registry import Registry

@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from repl.agent import Limits, run_turn
-from repl.approval import Approver
-from repl.config import load_settings
-from repl.events import EventLog, ToolCallFinished
-from repl.history import History
+from repl.config.load import load_settings
+from repl.config.settings import EMBEDDED_PROFILES
+from repl.loop.agent import Limits, run_turn
+from repl.loop.approval import Approver
+from repl.loop.events import EventLog, ToolCallFinished
+from repl.loop.history import History
 from repl.providers.chat import ChatProvider
 from repl.providers.compact import compact_result
 from repl.providers.textcalls import RESULT_CLOSE, RESULT_OPEN, to_text_messages
-from repl.settings import EMBEDDED_PROFILES
 from tests.fakeserver import FakeServer, text
 from tools.registry import Registry
 

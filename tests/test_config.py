@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from repl import config, config_schema
-from repl.config import ConfigError, load_settings, with_overrides
-from repl.config_show import describe
-from repl.redact import masked_key
-from repl.settings import Limits
+from repl.config import load as config
+from repl.config import schema as config_schema
+from repl.config.load import ConfigError, load_settings, with_overrides
+from repl.config.redact import masked_key
+from repl.config.settings import Limits
+from repl.config.show import describe
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "sk-test-0123456789abcdefWXYZ"
@@ -89,7 +90,7 @@ def test_settings_are_frozen(home: Path) -> None:
 
 
 def test_packaged_defaults_equal_documented_file() -> None:
-    packaged = ROOT / "repl" / "default_config.toml"
+    packaged = ROOT / "repl" / "config" / "default_config.toml"
     assert packaged.read_bytes() == (ROOT / "config.toml").read_bytes()
     assert config.DEFAULT_FILE == packaged
 
@@ -398,7 +399,7 @@ def test_pricing_layers_merge_per_key_and_cached_defaults_to_input(home: Path) -
 
 
 def test_price_lookup_order(home: Path) -> None:
-    from repl.cost import price_for
+    from repl.loop.cost import price_for
 
     s = load(home, env={"OPENAI_API_KEY": SECRET})
     assert price_for(s) == s.pricing["gpt-4o-mini"]  # the table wins over the profile's keys
@@ -477,7 +478,7 @@ def test_import_stays_light() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, repl.config; heavy = {'rich', 'openai', 'typer', 'prompt_toolkit', "
+    code = ("import sys, repl.config.load; heavy = {'rich', 'openai', 'typer', 'prompt_toolkit', "
             "'httpx', 'jsonschema', 'difflib'}; print(sorted(heavy & {m.split('.')[0] for m in sys.modules}))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True)

@@ -9,12 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from repl.agent import Limits, request_tools, run_turn
-from repl.approval import Approver
-from repl.context import ContextWindow, messages_tokens, tools_tokens
-from repl.events import EventLog, ModelUsage, Notice, Usage
-from repl.history import History, check
-from repl.prompts import system_prompt
+from repl.loop.agent import Limits, request_tools, run_turn
+from repl.loop.approval import Approver
+from repl.loop.context import ContextWindow, messages_tokens, tools_tokens
+from repl.loop.events import EventLog, ModelUsage, Notice, Usage
+from repl.loop.history import History, check
+from repl.loop.prompts import system_prompt
 from repl.providers.chat import ChatProvider
 from repl.providers.responses import ResponsesProvider
 from tests.fakeserver import FakeServer, call, prompt_bytes, text, tool_calls

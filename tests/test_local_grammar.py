@@ -16,7 +16,7 @@ import pytest
 
 from bench import isolated_env, patched_environ
 from bench.tool_use import CASES, fixture, local_provider, schema_valid
-from repl.prompts import system_prompt
+from repl.loop.prompts import system_prompt
 from repl.providers.base import Completed, RequestSent
 from repl.providers.weights import ensure_model
 

@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from repl.config import load_settings
-from repl.config_show import describe
+from repl.config.load import load_settings
+from repl.config.settings import EMBEDDED_PROFILES
+from repl.config.show import describe
 from repl.providers.local import LocalServer, missing_extra_message
 from repl.providers.weights import (
     BUNDLED,
@@ -32,8 +33,7 @@ from repl.providers.weights import (
     find_parts,
     model_digest,
 )
-from repl.runtime import local_problem
-from repl.settings import EMBEDDED_PROFILES
+from repl.session.runtime import local_problem
 
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from repl.prompts import system_prompt
+from repl.loop.prompts import system_prompt
 from repl.providers.textcalls import to_text_messages
 from repl.providers.weights import ensure_model
 from tools import build_tools

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from repl import commands
-from repl.agent import Limits, run_turn
-from repl.approval import Approver
-from repl.config import load_settings
-from repl.events import ApprovalDecided, EventLog, ToolCallFinished, ToolCallStarted
-from repl.history import History, check
+from repl.config.load import load_settings
+from repl.loop.agent import Limits, run_turn
+from repl.loop.approval import Approver
+from repl.loop.events import ApprovalDecided, EventLog, ToolCallFinished, ToolCallStarted
+from repl.loop.history import History, check
 from repl.providers.chat import ChatProvider
-from repl.runtime import build_registry, start_mcp
+from repl.session import commands
+from repl.session.runtime import build_registry, start_mcp
 from tests.fakeserver import call, text, tool_calls
 from tests.support import Stack, StubUI, stdio_server
 from tools.mcp_client import McpManager, ServerConfig
@@ -315,7 +315,7 @@ def test_run_turn_calls_mcp_tools_like_local_ones(fake_server, settings, tmp_pat
 
 
 def test_no_servers_means_no_manager_and_no_sdk_import(tmp_path: Path) -> None:
-    code = ("import sys; from repl import session, commands, runtime; "
+    code = ("import sys; from repl.session import chat as session, commands, runtime; "
             "print('mcp' in sys.modules, 'tools.mcp_client' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]

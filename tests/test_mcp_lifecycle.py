@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from repl.agent import Limits, run_turn
-from repl.approval import Approver
-from repl.events import EventLog
-from repl.history import History, check
+from repl.loop.agent import Limits, run_turn
+from repl.loop.approval import Approver
+from repl.loop.events import EventLog
+from repl.loop.history import History, check
 from repl.providers.chat import ChatProvider
 from tests.fakeserver import call, text, tool_calls
 from tests.support import Stack, stdio_server

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 from rich.markdown import Markdown
 
-from repl.events import ModelRequest, TextDelta, TurnFinished, TurnStarted, Usage
+from repl.loop.events import ModelRequest, TextDelta, TurnFinished, TurnStarted, Usage
 from repl.ui import mdstream
 from repl.ui.mdstream import MarkdownStream, top_level_blocks
 from repl.ui.render import Renderer

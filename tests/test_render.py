@@ -12,7 +12,7 @@ import time
 import pytest
 from rich.console import Console
 
-from repl.events import (
+from repl.loop.events import (
     ApprovalDecided,
     ApprovalRequested,
     ModelRequest,

@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from repl import commands
-from repl.commands import Command, CommandContext
-from repl.config import load_settings
-from repl.session import UI, ChatSession
+from repl.config.load import load_settings
+from repl.session import commands
+from repl.session.chat import UI, ChatSession
+from repl.session.commands import Command, CommandContext
 from repl.ui.terminal import Terminal
 from tests.support import StubUI, parse_source
 from tools import store
 
 ROOT = Path(__file__).resolve().parent.parent
-COMMAND_MODULES = sorted((ROOT / "repl" / "commands").glob("*.py"))
+COMMAND_MODULES = sorted((ROOT / "repl" / "session" / "commands").glob("*.py"))
 
 
 def _members(protocol: type) -> set[str]:
@@ -90,7 +90,7 @@ def test_the_table_lists_every_command_once_and_nothing_registers_itself() -> No
     for path in COMMAND_MODULES:
         if path.stem == "__init__":
             continue
-        module = __import__(f"repl.commands.{path.stem}", fromlist=["_"])
+        module = __import__(f"repl.session.commands.{path.stem}", fromlist=["_"])
         defined |= {value.name for value in vars(module).values() if isinstance(value, Command)}
     assert defined == set(names)
     assert commands.table() is table  # built once, by the call

@@ -30,10 +30,12 @@ THIRD_PARTY = {"prompt_toolkit", "rich", "typer", "click", "shellingham", "annot
 # start that draws the prompt before the session exists. The session, its commands, the loop,
 # the tools, the trace and the journal are imported on the thread that builds the session.
 OURS = {
-    "repl", "repl.chat", "repl.cli", "repl.config", "repl.config_schema", "repl.cost", "repl.events",
-    "repl.redact", "repl.runtime", "repl.settings", "repl.trust", "repl.ui", "repl.ui.escape",
+    "repl", "repl.cli", "repl.config", "repl.config.load", "repl.config.redact",
+    "repl.config.schema", "repl.config.settings", "repl.config.trust", "repl.loop",
+    "repl.loop.cost", "repl.loop.events", "repl.loop.unicode", "repl.session",
+    "repl.session.runtime", "repl.session.start", "repl.ui", "repl.ui.escape",
     "repl.ui.event_views", "repl.ui.live", "repl.ui.mdstream", "repl.ui.prompt", "repl.ui.render",
-    "repl.ui.terminal", "repl.unicode",
+    "repl.ui.terminal",
 }
 
 PROBE = textwrap.dedent("""

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from repl.events import (
+from repl.loop.events import (
     ErrorEvent,
     GuardTripped,
     Notice,

@@ -290,9 +290,9 @@ def test_project_tools_run_only_when_trusted(fake_server, home, tmp_path):
 
 def loaded_names(project: Path) -> list[str]:
     """The user tools a session in ``project`` registers (the real loading, in-process)."""
-    from repl.config import load_settings
-    from repl.runtime import build_registry
-    from repl.user_tools import UserTools
+    from repl.config.load import load_settings
+    from repl.session.runtime import build_registry
+    from repl.session.user_tools import UserTools
 
     settings = load_settings({"provider": "openai"}, cwd=project)
     registry = build_registry(settings)

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from repl.agent import Limits, run_turn
-from repl.approval import Approver
-from repl.events import (
+from repl.loop.agent import Limits, run_turn
+from repl.loop.approval import Approver
+from repl.loop.events import (
     ApprovalDecided,
     EventLog,
     GuardTripped,
@@ -24,7 +24,7 @@ from repl.events import (
     ToolCallFinished,
     ToolCallStarted,
 )
-from repl.history import History, check
+from repl.loop.history import History, check
 from tests.fakeserver import FakeServer, call, text, tool_calls
 from tests.support import ADAPTERS, glassloop
 from tools.registry import Registry

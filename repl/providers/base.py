@@ -1,7 +1,7 @@
 """Provider-neutral types: what every wire adapter yields and raises.
 
 The agent loop sees only these. History messages are neutral dicts (see
-``repl/history.py``); each adapter converts them to its wire format.
+``repl/loop/history.py``); each adapter converts them to its wire format.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from repl.events import Usage
+from repl.loop.events import Usage
 
 ErrorKind = Literal[
     "unreachable", "auth", "not_found", "rate_limit", "server", "bad_request",

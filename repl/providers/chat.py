@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from repl.config.settings import ProviderSettings
 from repl.providers.base import (
     Part,
     ReasoningPart,
@@ -25,7 +26,6 @@ from repl.providers.base import (
     wire_field,
 )
 from repl.providers.endpoint import Assembly, SdkEndpoint
-from repl.settings import ProviderSettings
 
 
 def to_wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -21,7 +21,8 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from repl.events import Usage
+from repl.config.settings import ProviderSettings
+from repl.loop.events import Usage
 from repl.providers.base import (
     BadShape,
     Completed,
@@ -41,7 +42,6 @@ from repl.providers.errors import (
     retry_delay,
     retry_reason,
 )
-from repl.settings import ProviderSettings
 
 NO_KEY = "no-key"  # sent when no key is configured, so the SDK never reads OPENAI_API_KEY
 _IN_CODE = ProviderSettings(name="", temperature=None, max_tokens=None)

@@ -14,8 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from repl.config.redact import Redactor, mask_url, url_secrets
 from repl.providers.base import ErrorKind, ProviderError
-from repl.redact import Redactor, mask_url, url_secrets
 
 RETRY_COUNT_HEADER = "x-stainless-retry-count"  # the retries before this attempt, on every request
 # The SDK's own retry policy, applied by the adapters so that each wait is an event.

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from repl.config.settings import ProviderSettings
 from repl.providers.base import (
     BadShape,
     Part,
@@ -37,7 +38,6 @@ from repl.providers.base import (
 )
 from repl.providers.endpoint import Assembly, SdkEndpoint
 from repl.providers.errors import make_error
-from repl.settings import ProviderSettings
 
 TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
 _NOT_STRICT_KEYWORDS = ("default",)  # accepted by plain JSON Schema, refused in strict mode

@@ -61,7 +61,7 @@ LARGE_MODEL = ModelSpec(
     extra="local-large",
 )
 INSTALL_HINT = EMBEDDED_MODEL.install_hint
-# The weights each embedded profile (repl.settings.EMBEDDED_PROFILES) runs when its
+# The weights each embedded profile (repl.config.settings.EMBEDDED_PROFILES) runs when its
 # model_path is "", by the profile's name, which is also the name of the extra.
 BUNDLED = {spec.extra: spec for spec in (EMBEDDED_MODEL, LARGE_MODEL)}
 

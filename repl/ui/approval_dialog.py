@@ -35,7 +35,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from repl.approval import ApprovalRequest, PendingCall, UserChoice
+from repl.loop.approval import ApprovalRequest, PendingCall, UserChoice
 from repl.ui.escape import clean
 from repl.ui.event_views import arguments_text
 

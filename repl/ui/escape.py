@@ -17,7 +17,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from repl.unicode import valid_text
+from repl.loop.unicode import valid_text
 
 if TYPE_CHECKING:
     from rich.text import Text

@@ -15,8 +15,14 @@ from rich.panel import Panel
 from rich.spinner import Spinner
 from rich.text import Text
 
-from repl.cost import format_usd
-from repl.events import ApprovalDecided, ModelUsage, ToolCallFinished, ToolCallStarted, TurnFinished
+from repl.loop.cost import format_usd
+from repl.loop.events import (
+    ApprovalDecided,
+    ModelUsage,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+)
 from repl.ui.escape import clean, json_text, one_line
 
 ARG_LINES = 12  # tallest argument display in a tool panel

@@ -21,7 +21,7 @@ from rich.console import Console, Group, RenderableType
 from rich.spinner import Spinner
 from rich.text import Text
 
-from repl.events import (
+from repl.loop.events import (
     ApprovalDecided,
     ApprovalRequested,
     ErrorEvent,

@@ -20,7 +20,7 @@ from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.text import Text
 
-from repl.stepping import (
+from repl.loop.stepping import (
     BeforeCall,
     CallView,
     Continue,

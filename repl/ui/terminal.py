@@ -1,6 +1,6 @@
 """The session's terminal: renderer, input and approval dialog behind one object.
 
-It implements the session's ``UI`` protocol (``repl.session.UI``): the session
+It implements the session's ``UI`` protocol (``repl.session.chat.UI``): the session
 talks to it through that only, so it never imports rich or prompt_toolkit;
 ``toolbar`` and ``goodbye`` read the session back. Without a terminal (pipes) input is read line by line and no
 one is asked for approval.
@@ -13,14 +13,14 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from repl.config import Settings
-from repl.cost import Cost, context_window_for, price_for, usd
-from repl.events import Event, Usage
-from repl.redact import redactor_for
-from repl.unicode import valid_text
+from repl.config.load import Settings
+from repl.config.redact import redactor_for
+from repl.loop.cost import Cost, context_window_for, price_for, usd
+from repl.loop.events import Event, Usage
+from repl.loop.unicode import valid_text
 
 if TYPE_CHECKING:
-    from repl.approval import ApprovalRequest, UserChoice
+    from repl.loop.approval import ApprovalRequest, UserChoice
     from repl.ui.approval_dialog import ApprovalDialog
 
 CommandSpec = tuple[str, str, Callable[[str], list[str]] | None]  # name, help, argument completer
@@ -69,7 +69,7 @@ class _Asker:
 
 
 class _Stepper:
-    """Step mode's pauses (``repl.stepping.Stepper``), drawn with the live area stopped."""
+    """Step mode's pauses (``repl.loop.stepping.Stepper``), drawn with the live area stopped."""
 
     def __init__(self, terminal: Terminal, dialog: ApprovalDialog) -> None:
         from repl.ui.step_dialog import StepDialog

@@ -15,10 +15,10 @@ from prompt_toolkit.input import create_pipe_input
 from prompt_toolkit.output import DummyOutput
 from rich.console import Console
 
-from repl.agent import Limits, run_turn
-from repl.approval import Approver
-from repl.events import ApprovalDecided, EventLog
-from repl.history import History
+from repl.loop.agent import Limits, run_turn
+from repl.loop.approval import Approver
+from repl.loop.events import ApprovalDecided, EventLog
+from repl.loop.history import History
 from repl.ui.approval_dialog import ApprovalDialog
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import trace_records

@@ -20,12 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from repl.agent import Limits, run_turn
-from repl.approval import Approver
-from repl.config import load_settings
-from repl.events import EventLog, ToolCallFinished
-from repl.history import History, check
-from repl.runtime import build_registry, start_mcp
+from repl.config.load import load_settings
+from repl.loop.agent import Limits, run_turn
+from repl.loop.approval import Approver
+from repl.loop.events import EventLog, ToolCallFinished
+from repl.loop.history import History, check
+from repl.session.runtime import build_registry, start_mcp
 from tests.fakeserver import FakeServer, call, text, tool_calls
 from tests.reliability.helpers import record, scaled
 from tests.scripted_provider import ScriptedProvider

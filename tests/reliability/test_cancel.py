@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from repl.agent import Limits, run_turn
-from repl.approval import Approver
-from repl.events import EventLog, ToolCallFinished
-from repl.history import History, check
+from repl.loop.agent import Limits, run_turn
+from repl.loop.approval import Approver
+from repl.loop.events import EventLog, ToolCallFinished
+from repl.loop.history import History, check
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record, wait_for
 from tests.scripted_provider import ScriptedProvider

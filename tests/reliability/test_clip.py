@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from repl.agent import Limits
+from repl.loop.agent import Limits
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record, scaled
 from tests.support import turn
@@ -42,7 +42,7 @@ def _is_head_and_tail(clipped: str, full: str) -> bool:
 @settings(max_examples=scaled(5000, 400), deadline=None)
 @given(RESULTS, st.integers(1, 600))
 def test_every_limit_holds(result, limit):
-    from repl.agent import clip_result
+    from repl.loop.agent import clip_result
 
     full = json.dumps(result, ensure_ascii=False)
     clipped = clip_result(result, limit)

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from repl.history import History, check
-from repl.journal import Journal, load
-from repl.redact import Redactor
+from repl.config.redact import Redactor
+from repl.loop.history import History, check
+from repl.session.journal import Journal, load
 from tests.fake_responses import check_input
 from tests.fakeserver import FakeServer, check_history, text
 from tests.reliability.helpers import FULL, record, trace_records

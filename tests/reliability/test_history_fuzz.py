@@ -7,7 +7,7 @@ an end) and random interrupts (Ctrl-C at any event, at an approval, a crash
 that kills the turn), interleaved with undo, context-window changes that force
 trimming, and resumes from the journal. Whatever happens, every request the
 server receives passes its history check, and the history kept between turns
-passes ``repl.history.check``.
+passes ``repl.loop.history.check``.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from repl.agent import Limits, run_turn
-from repl.approval import ApprovalRequest, Approver
-from repl.events import Event, TurnFinished, TurnStarted
-from repl.history import History, check
-from repl.journal import Journal, load
-from repl.redact import Redactor
+from repl.config.redact import Redactor
+from repl.loop.agent import Limits, run_turn
+from repl.loop.approval import ApprovalRequest, Approver
+from repl.loop.events import Event, TurnFinished, TurnStarted
+from repl.loop.history import History, check
+from repl.session.journal import Journal, load
 from tests.fake_responses import check_input
 from tests.fakeserver import (
     FakeServer,

@@ -20,10 +20,10 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from repl.config import load_settings
-from repl.events import ErrorEvent, TurnFinished
-from repl.history import check
-from repl.session import ChatSession
+from repl.config.load import load_settings
+from repl.loop.events import ErrorEvent, TurnFinished
+from repl.loop.history import check
+from repl.session.chat import ChatSession
 from tests.fakeserver import (
     FakeServer,
     Reply,

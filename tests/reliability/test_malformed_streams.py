@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from repl.agent import Limits, run_turn
-from repl.approval import Approver
-from repl.events import ErrorEvent, EventLog
-from repl.history import History, check
+from repl.loop.agent import Limits, run_turn
+from repl.loop.approval import Approver
+from repl.loop.events import ErrorEvent, EventLog
+from repl.loop.history import History, check
 from tests.fakeserver import FakeServer, raw_stream, text
 from tests.reliability.helpers import record
 from tests.support import ADAPTERS, glassloop

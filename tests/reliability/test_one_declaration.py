@@ -1,4 +1,4 @@
-"""Each setting is declared once, in ``repl/settings.py``, and documented once, in ``config.toml``.
+"""Each setting is declared once, in ``repl/config/settings.py``, and documented once, in ``config.toml``.
 
 The proof is the change a newcomer would make: a copy of the program gets one new
 guard (one field in ``Limits`` and its default in ``config.toml``, nothing else),
@@ -19,9 +19,9 @@ import sys
 import tomllib
 from pathlib import Path
 
-from repl import config_schema
-from repl.config_schema import ENV_KEYS, SCHEMA, Spec, declared
-from repl.settings import EMBEDDED_PROFILES, Limits, ProviderSettings, Settings
+from repl.config import schema as config_schema
+from repl.config.schema import ENV_KEYS, SCHEMA, Spec, declared
+from repl.config.settings import EMBEDDED_PROFILES, Limits, ProviderSettings, Settings
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DOCUMENTED = tomllib.loads((ROOT / "config.toml").read_text(encoding="utf-8"))
@@ -37,11 +37,11 @@ PROBE = r"""
 import json, os, sys
 from pathlib import Path
 from typer.testing import CliRunner
-from repl import config_schema
+from repl.config import schema as config_schema
 from repl.cli import app
-from repl.config import load_settings
-from repl.config_show import describe
-from repl.settings import Limits
+from repl.config.load import load_settings
+from repl.config.show import describe
+from repl.config.settings import Limits
 
 work = Path(sys.argv[1])
 (work / "glassloop.toml").write_text("[guards]\nmax_tool_calls = 8\n", encoding="utf-8")
@@ -82,7 +82,7 @@ def _copy_with_new_guard(tmp: Path) -> Path:
                         ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(ROOT / "config.toml", copy / "config.toml")
     shutil.copy2(ROOT / "glassloop_tools.py", copy / "glassloop_tools.py")
-    for path, after, new in ((copy / "repl" / "settings.py", FIELD_AFTER, NEW_FIELD),
+    for path, after, new in ((copy / "repl" / "config" / "settings.py", FIELD_AFTER, NEW_FIELD),
                              (copy / "config.toml", TOML_AFTER, NEW_TOML)):
         text = path.read_text(encoding="utf-8")
         assert text.count(after) == 1, f"{path.name} changed: update the anchor of the hypothetical guard"

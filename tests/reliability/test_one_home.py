@@ -57,14 +57,14 @@ def test_a_missing_call_id_is_made_in_one_place() -> None:
 
 def test_a_cost_is_written_in_one_place() -> None:
     written = _fstrings(lambda n: "$" in _text(n) and ".4f" in _text(n))
-    assert [w.split(":")[0] for w in written] == ["repl/cost.py"], written  # format_usd()
+    assert [w.split(":")[0] for w in written] == ["repl/loop/cost.py"], written  # format_usd()
 
 
 def test_turns_are_chosen_in_one_place() -> None:
     defined = [f"{p.relative_to(ROOT).as_posix()}:{n.name}" for p in source_files()
                for n in ast.walk(parse_source(p))
                if isinstance(n, ast.FunctionDef) and "pick_turns" in n.name]
-    assert defined == ["repl/timeline.py:pick_turns"], defined
+    assert defined == ["repl/tracing/timeline.py:pick_turns"], defined
 
 
 def test_brackets_are_balanced_by_one_scanner() -> None:
@@ -85,5 +85,5 @@ def _imported(path: Path) -> set[str]:
 
 def test_the_config_modules_import_no_circle() -> None:
     """``config`` builds Settings, ``config_show`` lists them: neither imports the other."""
-    assert "repl.config_show" not in _imported(ROOT / "repl" / "config.py")
-    assert "repl.config" not in _imported(ROOT / "repl" / "config_show.py")
+    assert "repl.config.show" not in _imported(ROOT / "repl" / "config" / "load.py")
+    assert "repl.config.load" not in _imported(ROOT / "repl" / "config" / "show.py")

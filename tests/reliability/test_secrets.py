@@ -151,8 +151,8 @@ def test_url_credentials_are_masked_in_error_lines_and_trace(keyed, tmp_path):
 
 
 def test_known_secrets_are_every_secret_the_config_holds(tmp_path, monkeypatch):
-    from repl.config import load_settings
-    from repl.redact import redactor_for  # what the trace, journal and MCP logs are given
+    from repl.config.load import load_settings
+    from repl.config.redact import redactor_for  # what the trace, journal and MCP logs are given
 
     token, header, password = "ghp_mcpEnvToken0123456789", "headerToken0123456789", "urlPassword99"
     config = tmp_path / "c.toml"

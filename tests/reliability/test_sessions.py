@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from repl import commands
-from repl.config import load_settings
-from repl.session import ChatSession
+from repl.config.load import load_settings
+from repl.session import commands
+from repl.session.chat import ChatSession
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record
 from tests.support import StubUI, chat, chat_here, glassloop
@@ -220,7 +220,7 @@ def test_undo_keeps_usage_toolbar_and_context_consistent(fake_server, session):
 
 
 def test_recent_sessions_skip_sessions_without_a_turn(tmp_path):
-    from repl.journal import recent_sessions
+    from repl.session.journal import recent_sessions
 
     folder = tmp_path / "sessions"
     folder.mkdir()

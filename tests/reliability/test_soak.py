@@ -20,15 +20,15 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from repl.agent import Limits, run_turn
-from repl.approval import Approver
-from repl.context import ContextWindow
-from repl.events import Event
-from repl.history import History, check
-from repl.journal import Journal, load
+from repl.config.redact import Redactor
+from repl.loop.agent import Limits, run_turn
+from repl.loop.approval import Approver
+from repl.loop.context import ContextWindow
+from repl.loop.events import Event
+from repl.loop.history import History, check
 from repl.providers.chat import ChatProvider
-from repl.redact import Redactor
-from repl.trace import JsonlWriter, Trace
+from repl.session.journal import Journal, load
+from repl.tracing.trace import JsonlWriter, Trace
 from repl.ui.render import Renderer
 from tests.fakeserver import FakeServer, call, text, tool_calls
 from tests.reliability.helpers import open_fds, record, rss_bytes, scaled, thread_count, wait_for

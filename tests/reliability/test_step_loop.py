@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from repl.agent import Limits, run_turn
-from repl.approval import Approver
-from repl.events import EventLog, UserStep
-from repl.history import History, check
-from repl.journal import Journal, load
-from repl.redact import Redactor
-from repl.stepping import Continue, Edit, Stepping, Stop, check_edit, check_result
+from repl.config.redact import Redactor
+from repl.loop.agent import Limits, run_turn
+from repl.loop.approval import Approver
+from repl.loop.events import EventLog, UserStep
+from repl.loop.history import History, check
+from repl.loop.stepping import Continue, Edit, Stepping, Stop, check_edit, check_result
+from repl.session.journal import Journal, load
 from tests.fakeserver import call, text, tool_calls
 from tools import build_tools
 from tools.registry import Registry

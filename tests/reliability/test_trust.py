@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pexpect
 
-from repl.config import load_settings
+from repl.config.load import load_settings
 from tests.fakeserver import FakeServer, call, text, tool_calls
 from tests.reliability.helpers import record
 from tests.support import SECRET, glassloop, glassloop_here

@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from repl.agent import Limits, run_turn
-from repl.approval import Approver
-from repl.events import EventLog, GuardTripped, TextDelta, ToolCallFinished
-from repl.history import History, check
+from repl.loop.agent import Limits, run_turn
+from repl.loop.approval import Approver
+from repl.loop.events import EventLog, GuardTripped, TextDelta, ToolCallFinished
+from repl.loop.history import History, check
 from tests.fakeserver import (
     FakeServer,
     Reply,

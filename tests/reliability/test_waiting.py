@@ -20,13 +20,13 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from repl import events
-from repl.agent import Limits, run_turn
-from repl.approval import Approver
-from repl.history import History
+from repl.loop import events
+from repl.loop.agent import Limits, run_turn
+from repl.loop.approval import Approver
+from repl.loop.history import History
 from repl.providers.chat import ChatProvider
 from repl.providers.responses import ResponsesProvider
-from repl.trace import JsonlWriter, Trace, read_records
+from repl.tracing.trace import JsonlWriter, Trace, read_records
 from tests.fakeserver import fault_status, raw_stream, slow_chunks, slow_first_byte, text
 from tests.reliability.helpers import record
 from tools.registry import Registry
@@ -214,7 +214,7 @@ def test_ask_piped_writes_each_line_as_it_comes(fake_server, home):
 
 def test_the_trace_keeps_the_first_token_time(tmp_path, monkeypatch):
     clock = iter([100.0, 101.0, 102.5, 103.0, 104.0])
-    monkeypatch.setattr("repl.trace.time.time", lambda: next(clock))
+    monkeypatch.setattr("repl.tracing.trace.time.time", lambda: next(clock))
     trace = Trace(JsonlWriter(tmp_path / "t.jsonl"), "s", "r")
     trace(events.TurnStarted(1, "q"))  # 100.0
     trace(events.TextDelta(1, "first "))  # 101.0: the first token

@@ -1,0 +1,196 @@
+"""Every setting, declared once: these dataclasses are the configuration's schema.
+
+A field's type gives the value's TOML type (a ``Literal`` is a closed set of
+values); its ``setting()`` metadata gives the rest: the dotted key, the least
+value, the environment variable and the flag that set it, the option of the
+``glassloop`` command, and what an untrusted project file may do with it. From
+them ``config_schema`` checks every layer and maps the environment and flags,
+``config`` builds ``Settings``, ``config_show`` lists the ``glassloop config``
+rows, ``trust`` screens a project file and ``cli`` makes the command's options.
+The documented values live in ``config.toml`` (= ``repl/config/default_config.toml``);
+the field defaults are the fallbacks for keys a file leaves out, and the tests
+hold the two together. Adding a setting is a field here plus its default and
+comment in ``config.toml``.
+
+Annotations are evaluated (no ``from __future__ import annotations``): the
+schema is read from them. Standard library only: on the start-up path.
+"""
+
+import dataclasses
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from repl.config.trust import ProjectTrust, ToolsTrust
+
+ApprovalMode = Literal["ask", "auto", "read-only"]
+Api = Literal["chat", "responses"]
+ToolCallFormat = Literal["native", "text"]
+Weather = Literal["open-meteo", "sample"]
+# What an untrusted ./glassloop.toml may do with a key: set it, only make it stricter, nothing.
+ProjectRule = Literal["safe", "tighten", "trust"]
+
+
+@dataclass(frozen=True)
+class Meta:
+    """What ``setting()`` records about a field (``field.metadata["setting"]``)."""
+
+    key: str = ""  # the dotted key; "" = the field's name within its table
+    minimum: float | None = None  # numbers: the least value (None: 0)
+    url: bool = False  # a string that is an http(s) URL or ""
+    env: str = ""  # the environment variable that sets it (a profile key: in the active profile)
+    sdk_env: str = ""  # the openai SDK's variable that sets it in the openai profile
+    flag: str = ""  # its name in ``load_settings(flags=...)``, shown as ``flag --name``
+    cli: str = ""  # help text: the flag is also an option of the glassloop command
+    project: ProjectRule = "trust"
+    tighter: str | tuple[Any, ...] = "lower"  # "tighten": "lower", "higher", or values strictest first
+    zero_is_no_limit: bool = False  # "tighten": 0 means no limit, so any other value is stricter
+    # a path (relative to the working directory, ~ expanded); what "" means: ("data", NAME) or
+    # ("state", NAME) under the user's data or state dir, ("cwd",), or ("unset",): stays ""
+    empty: tuple[str, ...] = ()
+    local_only: bool = False  # a profile key of the embedded model only (a --flag sets the local profile)
+    secret: bool = False  # shown redacted
+    named: type | None = None  # a table of user-named tables of this dataclass (for a dict field)
+    quoted: bool = False  # named tables whose names may hold dots (quoted in dotted keys)
+
+
+def setting(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING,
+            repr: bool = True, **meta: Any) -> Any:  # noqa: A002 - dataclasses.field's name
+    """A dataclass field that is a key of the configuration (``Meta`` says what of it)."""
+    info = {"setting": Meta(**meta)}
+    if factory is not dataclasses.MISSING:
+        return field(default_factory=factory, repr=repr, metadata=info)
+    return field(default=default, repr=repr, metadata=info)
+
+
+guard = partial(setting, project="tighten")  # every guard may be tightened by a project file
+safe = partial(setting, project="safe")  # how the model answers: a project file may set it
+
+
+@dataclass(frozen=True)
+class Limits:
+    """``[guards]``: the bounds of each turn (the agent loop's) and of the session."""
+
+    max_steps: int = guard(8, minimum=1, env="GLASSLOOP_MAX_STEPS", flag="max_steps",
+                           cli="Most model calls per turn.")
+    max_turn_tokens: int = guard(60_000, minimum=1)
+    repeat_limit: int = guard(3, minimum=1)  # identical calls (tool + canonical arguments) per turn
+    turn_timeout_s: float = guard(300.0)
+    tool_timeout_s: float = guard(30.0)
+    max_tool_result_chars: int = guard(8_000, minimum=1)
+    session_budget_usd: float = guard(0.0, zero_is_no_limit=True)
+    session_budget_tokens: int = guard(0, zero_is_no_limit=True)
+
+
+# The profiles the embedded llama.cpp server runs; each name is also the extra that
+# installs its weights (repl/providers/weights.py: BUNDLED). "local-large" is opt-in.
+EMBEDDED_PROFILES = ("local", "local-large")
+
+
+@dataclass(frozen=True)
+class ProviderSettings:
+    """``[providers.NAME]``: one endpoint profile, handed as it is to the provider adapter.
+
+    The defaults are the fallbacks for keys a profile leaves out; ``temperature`` and
+    ``max_tokens`` None (an adapter made in code) are not sent.
+    """
+
+    name: str
+    base_url: str = setting("", url=True, env="GLASSLOOP_BASE_URL", sdk_env="OPENAI_BASE_URL",
+                            flag="base_url", cli="OpenAI-compatible base URL (e.g. http://localhost:8000/v1).")
+    api_key_env: str = setting("")
+    api_key: str = field(default="", repr=False)  # resolved from the environment: not a key
+    model: str = safe("", env="GLASSLOOP_MODEL", sdk_env="OPENAI_MODEL", flag="model",
+                      cli="Model name for the active provider.")
+    api: Api = safe("chat", env="GLASSLOOP_API", flag="api", cli="Wire API: chat or responses.")
+    tool_call_format: ToolCallFormat = safe("native")
+    temperature: float | None = safe(0.2)
+    max_tokens: int | None = safe(2048, minimum=1)
+    context_window: int = safe(32768, minimum=1)
+    timeout_s: float = safe(60.0)
+    max_retries: int = safe(2)
+    price_input: float = setting(0.0)  # USD per million tokens; 0 = unknown
+    price_cached_input: float = setting(0.0)
+    price_output: float = setting(0.0)
+    model_path: str = setting("", flag="model_path", local_only=True, empty=("unset",))  # "": bundled
+    n_ctx: int = setting(4096, minimum=1, local_only=True)
+    threads: int = setting(0, local_only=True)  # 0 = auto
+    # text tool calls: results sent as compact text of at most this many chars (0: the stored JSON)
+    compact_results: int = safe(0, local_only=True)
+
+    @property
+    def embedded(self) -> bool:
+        """Served by the embedded llama.cpp server (its ``local_only`` keys apply)."""
+        return self.name in EMBEDDED_PROFILES
+
+
+@dataclass(frozen=True)
+class ModelPrice:
+    """``[pricing."MODEL"]``: USD per million tokens (``cached_input`` defaults to ``input``).
+    A higher price only trips a budget sooner: a project file may raise one."""
+
+    input: float = setting(project="tighten", tighter="higher")
+    cached_input: float = setting(project="tighten", tighter="higher")
+    output: float = setting(project="tighten", tighter="higher")
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """``[mcp.servers.NAME]``: a command (stdio) or a url; ``Settings.mcp_servers`` holds
+    each as a table for ``tools.mcp_client``, the None keys only when set."""
+
+    command: str = setting("")
+    args: list[str] = setting(factory=list)
+    env: dict[str, str] = setting(factory=dict, secret=True)
+    cwd: str = setting("")
+    url: str = setting("", url=True)
+    headers: dict[str, str] = setting(factory=dict, secret=True)
+    read_only_tools: list[str] | None = setting(None)
+    timeout_s: float | None = setting(None)  # None: guards.tool_timeout_s
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings:
+    """Every layer merged, each value with its source. The ``setting()`` fields are the
+    files' keys, in the order ``glassloop config`` lists them; the rest are resolved."""
+
+    provider: str = setting("auto", env="GLASSLOOP_PROVIDER", flag="provider",
+                            cli="Provider profile: openai, deepseek, ollama, vllm, local, or your own.")
+    providers: dict[str, ProviderSettings] = setting(factory=dict)
+    approval: ApprovalMode = setting("ask", env="GLASSLOOP_APPROVAL", flag="approval",
+                                     cli="Approval mode: ask, auto or read-only.",
+                                     project="tighten", tighter=("read-only", "ask", "auto"))
+    system_prompt: str = safe("", flag="system_prompt")
+    show_reasoning: bool = safe(True)  # a reasoning model's thinking, dimmed (/reasoning on|off)
+    guards: Limits = setting(factory=Limits)
+    todos_file: Path = setting(Path(), key="tools.todos_file", env="GLASSLOOP_TODOS_FILE",
+                               flag="todos_file", empty=("data", "todos.json"))
+    notes_file: Path = setting(Path(), key="tools.notes_file", env="GLASSLOOP_NOTES_FILE",
+                               flag="notes_file", empty=("data", "notes.json"))
+    files_root: Path = setting(Path(), key="tools.files_root", env="GLASSLOOP_FILES_ROOT",
+                               flag="files_root", empty=("cwd",))
+    weather: Weather = safe("open-meteo", key="tools.weather", env="GLASSLOOP_WEATHER", flag="weather")
+    trust_project_tools: bool = setting(False, key="tools.trust_project_tools")
+    trace_enabled: bool = setting(True, key="trace.enabled", flag="trace", project="tighten",
+                                  tighter=(True, False))
+    trace_dir: Path = setting(Path(), key="trace.dir", flag="trace_dir", empty=("state", "traces"))
+    trace_raw: bool = setting(True, key="trace.raw")  # each model call's request and response bodies
+    trace_raw_max_kb: int = setting(2048, key="trace.raw_max_kb", minimum=1)  # per session, oldest dropped
+    mcp_servers: dict[str, dict[str, Any]] = setting(factory=dict, key="mcp.servers", named=McpServer)
+    pricing: dict[str, ModelPrice] = setting(factory=dict, quoted=True)  # by model name
+
+    provider_auto: bool = False  # True when provider = "auto" chose it
+    data_dir: Path = Path()
+    state_dir: Path = Path()
+    config_dir: Path = Path()  # the user's: config.toml, trusted.json, tools/
+    sources: dict[str, str] = field(default_factory=dict)  # dotted key -> "default" | file | "env X" | "flag --x"
+    config_files: tuple[Path, ...] = ()  # files read, lowest layer first
+    project: "ProjectTrust | None" = None  # ./glassloop.toml as read, and what it was not allowed to set
+    project_tools: "ToolsTrust | None" = None  # ./.glassloop/tools when it holds tool files
+    tool_files: tuple[Path, ...] = ()  # --tools FILE
+
+    @property
+    def active(self) -> ProviderSettings:
+        return self.providers[self.provider]

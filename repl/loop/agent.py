@@ -1,0 +1,680 @@
+"""The agent loop: model → tools → model, bounded, emitting typed events.
+
+A ``Runner`` holds a turn's collaborators (provider, registry, approver, limits,
+emit, context window, session budget, step mode) and the pool its tool calls
+run in; ``Runner.run_turn()`` runs a turn (``run_turn()``: one turn with a
+runner of its own) and ``Runner.call_model()`` is the one streamed model call.
+
+A turn never touches the terminal. It asks the injected ``Approver``
+before side effects, runs the read-only calls of a step concurrently, appends
+exactly one result per call in call order, and stops on an answer or a
+tripped guard (then one more model call with tools disabled, so the user
+still gets an answer). Ctrl-C ends the turn as ``interrupted`` with a valid
+history; it is the only exception that crosses a tool call.
+
+``turn_timeout_s`` is a deadline, not only a check between steps: a model call
+gets it (the provider drops a stream still open when it passes, even one kept
+alive with keep-alive comments) and a tool call gets at most the time left.
+Time spent waiting for the user's approval moves the deadline on. Each tool
+call gets a cancel signal (``tools.cancel``), set when the call times out or
+the turn ends, so a tool that checks it stops with the turn.
+
+Step mode (``repl.loop.stepping``): a ``Stepping`` with a stepper pauses the loop
+before each model call (continue, edit the message about to be sent, send
+without tools, stop) and before a model's tool calls run (continue, skip, a
+result by hand, stop); the time paused moves the deadline on too.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from repl.config.settings import Limits
+from repl.loop.approval import Allow, ApprovalRequest, Approver, PendingCall
+from repl.loop.context import ContextWindow, cached_estimate, messages_tokens, tools_tokens
+from repl.loop.events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    Emit,
+    ErrorEvent,
+    GuardTripped,
+    ModelRequest,
+    ModelRetry,
+    ModelUsage,
+    Notice,
+    ReasoningDelta,
+    StopReason,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnFinished,
+    TurnStarted,
+    Usage,
+    UserStep,
+    WireRecord,
+)
+from repl.loop.history import History
+from repl.loop.stepping import SKIPPED, CallView, Edit, NoTools, Result, Skip, Stepping, Stop
+from repl.loop.unicode import split_high_surrogate, valid_text
+from repl.providers.base import (
+    Completed,
+    Provider,
+    ProviderError,
+    ReasoningPart,
+    RequestSent,
+    Retrying,
+    TextPart,
+    ToolCall,
+    new_call_id,
+)
+from tools.cancel import Cancel
+from tools.registry import Registry, Tool, ToolError, error_result
+
+UNNAMED = "unnamed_tool"  # stands for a tool call that came without a name
+FINAL_NOTE = (
+    "Stop calling tools now ({reason}). Answer the user with what you have, "
+    "and say briefly what is missing."
+)
+STOPPED_ANSWER = "[stopped by the user in step mode]"
+# The answer asked for after a timeout gets this share of turn_timeout_s (at most the cap).
+FINAL_GRACE_SHARE, FINAL_GRACE_CAP_S = 0.25, 30.0
+
+# Given the turn's usage so far: why the session's budget is spent, or None.
+SessionBudget = Callable[[Usage], "str | None"]
+POOL_WORKERS = 8  # read-only calls of a step run at once, this many at a time
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a model call; ``partial_text`` is what streamed before it (as ProviderError's)."""
+
+    def __init__(self, partial_text: str) -> None:
+        super().__init__()
+        self.partial_text = partial_text
+
+
+def _new_pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max_workers=POOL_WORKERS, thread_name_prefix="glassloop-tool")
+
+
+@dataclass
+class Runner:
+    """The turn's collaborators in one object, the shape of pi's ``agentLoop(context, config,
+    signal)`` and openai-agents' ``RunConfig``: ``run_turn()`` runs a turn with them, and
+    ``call_model()`` is the one streamed model call (``/compact`` makes its call through it).
+
+    The runner owns the pool its tool calls run in. Each call gets a ``Cancel`` that is set
+    when the call times out or its turn ends; a call that overran and still runs keeps its
+    worker in a retired pool (the runner opens a fresh one), so a stuck tool never holds a
+    worker another call needs. ``close()`` cancels every call still running and shuts the
+    pools down without waiting.
+    """
+
+    provider: Provider
+    registry: Registry
+    approver: Approver
+    limits: Limits
+    emit: Emit
+    context: ContextWindow = field(default_factory=ContextWindow)  # request sizes across turns
+    budget: SessionBudget | None = None  # stops a turn before a model call once the session's is spent
+    stepping: Stepping | None = None  # pauses a turn while its stepper is set
+    _pools: list[ThreadPoolExecutor] = field(default_factory=lambda: [_new_pool()], init=False, repr=False)
+    _cancel: Cancel = field(default_factory=Cancel, init=False, repr=False)
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Every tool call still running is told to cancel; the pools shut down without waiting."""
+        self._cancel.cancel()
+        for pool in self._pools:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def run_turn(self, history: History, user_text: str, turn: int = 1) -> TurnFinished:
+        """One turn: ``user_text`` answered on ``history``, every guard applied."""
+        return _Turn(self, history, turn, self._cancel.child()).run(user_text)
+
+    def call_model(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *,
+                   step: int = 1, deadline: float | None = None) -> Completed:
+        """One streamed model call: each part becomes an event as it arrives (text made valid
+        Unicode, a character split across chunks joined), then ``ModelUsage``. The answer's
+        text is valid Unicode; its calls are as the model sent them. Raises ProviderError and,
+        on Ctrl-C, ``Interrupted``, each with the text streamed so far; the stream is closed."""
+        emit = self.emit
+        emit(ModelRequest(step, self.provider.model, bool(tools)))
+        completed: Completed | None = None
+        text: list[str] = []
+        held = ""  # the first half of a character whose second half may be in the next chunk
+        stream = self.provider.stream(messages, tools or None, deadline=deadline)
+        try:
+            for part in stream:
+                if isinstance(part, TextPart):
+                    ready, held = split_high_surrogate(held + part.text)
+                    if ready:
+                        text.append(valid_text(ready))
+                        emit(TextDelta(step, text[-1]))
+                elif isinstance(part, ReasoningPart):
+                    emit(ReasoningDelta(step, valid_text(part.text)))
+                elif isinstance(part, Retrying):
+                    emit(ModelRetry(step, part.attempt, part.attempts, part.delay_s, part.reason))
+                elif isinstance(part, RequestSent):
+                    emit(WireRecord(step, "request", part.body))
+                elif isinstance(part, Completed):
+                    completed = part
+            if held:
+                text.append(valid_text(held))
+                emit(TextDelta(step, text[-1]))
+        except KeyboardInterrupt as stop:
+            raise Interrupted("".join(text)) from stop
+        except ProviderError as exc:
+            exc.partial_text = valid_text(exc.partial_text or "".join(text))
+            raise
+        finally:
+            stream.close()
+        if completed is None:
+            raise ProviderError("stream_cut", "the model's answer ended without a final message", "".join(text))
+        emit(ModelUsage(step, completed.usage, completed.latency_s, completed.finish_reason, completed.retries))
+        if completed.response is not None:
+            emit(WireRecord(step, "response", completed.response))
+        return replace(completed, text=valid_text(completed.text))
+
+    def room(self) -> int:
+        """Tokens a request may fill: the provider's context window less room for the
+        answer (``max_tokens``, at most a quarter of the window); 0 when no window is known."""
+        window = self.provider.context_window
+        if not window or window <= 0:
+            return 0
+        return window - min(self.provider.max_tokens or 2048, window // 4)
+
+    def _start(self, name: str, arguments: Any, cancel: Cancel) -> Future:
+        return self._pools[-1].submit(_timed, self.registry.call, name, arguments, cancel)
+
+    def _overran(self, future: Future, cancel: Cancel) -> None:
+        """A call out of time is told to cancel; one still running keeps its worker in a
+        retired pool (shut down once its calls end) and later calls get a fresh pool."""
+        cancel.cancel()
+        if not future.cancel() and not future.done():
+            self._pools[-1].shutdown(wait=False)
+            self._pools.append(_new_pool())
+
+
+@dataclass
+class _Turn:
+    """One turn's state; the loop's steps are its methods, its collaborators the runner's."""
+
+    runner: Runner
+    history: History
+    number: int
+    cancel: Cancel  # set when the turn ends: a call still running is told to stop
+    started: float = field(default_factory=time.monotonic)
+    steps: int = 0
+    tool_calls: int = 0
+    usage: Usage = field(default_factory=Usage)
+    answer: str = ""
+    seen: Counter[str] = field(default_factory=Counter)
+    deadline: float = math.inf  # time.monotonic() when the turn's time is up
+
+    def time_left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def run(self, user_text: str) -> TurnFinished:
+        runner, history = self.runner, self.history
+        self.deadline = self.started + runner.limits.turn_timeout_s
+        runner.approver.new_turn()
+        history.begin_turn(user_text)
+        runner.emit(TurnStarted(self.number, user_text))
+        stopped_by: StopReason = "answer"
+        try:
+            stopped_by = self._loop()
+        except KeyboardInterrupt:
+            stopped_by = "interrupted"
+        except _StoppedByUser:
+            stopped_by = "user"
+            history.add_assistant(STOPPED_ANSWER)
+        except _OutOfTime as cut:
+            stopped_by = "timeout"
+            runner.emit(GuardTripped(self.steps, "timeout", str(cut)))
+        except ProviderError as exc:
+            stopped_by = "error"
+            if exc.partial_text:
+                history.add_assistant(exc.partial_text + "\n\n[answer cut off]")
+                self.answer = exc.partial_text
+            runner.emit(ErrorEvent(exc.kind, exc.message))
+        finally:
+            self.cancel.cancel()
+            history.end_turn()
+        finished = TurnFinished(
+            self.number, stopped_by, self.steps, self.tool_calls, self.usage,
+            round(time.monotonic() - self.started, 3), self.answer,
+        )
+        runner.emit(finished)
+        return finished
+
+    def _loop(self) -> StopReason:
+        runner = self.runner
+        while True:
+            try:
+                self._check_limits()
+            except _Guard as guard:
+                return self._final_answer(guard)
+            if self._over_session_budget():
+                return "budget"
+            self.steps += 1
+            # Read each step: an MCP server that listed its tools after the first request
+            # (``ask`` does not wait for a slow one) is offered from the next call of the turn.
+            completed = self._call_model(request_tools(runner.registry.schemas()))
+            if not completed.tool_calls:
+                return "answer"
+            stepping = runner.stepping
+            preset, stop = self._pause_before_tools(completed.tool_calls) \
+                if stepping is not None and stepping.stepper is not None else ({}, False)
+            try:
+                self._run_tools(completed.tool_calls, preset)
+            except _Guard as guard:
+                return self._final_answer(guard)
+            if stop:
+                raise _StoppedByUser
+
+    def _over_session_budget(self) -> bool:
+        budget = self.runner.budget
+        reason = budget(self.usage) if budget else None
+        if reason:
+            self.runner.emit(GuardTripped(self.steps, "budget", reason))
+        return bool(reason)
+
+    def _check_limits(self) -> None:
+        limits = self.runner.limits
+        if self.steps >= limits.max_steps:
+            raise _Guard("max_steps", f"reached the limit of {limits.max_steps} steps")
+        if self.usage.total >= limits.max_turn_tokens:
+            raise _Guard("budget", f"used {self.usage.total} of {limits.max_turn_tokens} tokens")
+        if self.time_left() <= 0:
+            raise _Guard("timeout", f"the turn ran over {limits.turn_timeout_s:g} s")
+
+    def _request(self, tools: list[dict[str, Any]] | None, final_note: str) -> list[dict[str, Any]]:
+        messages = self.history.for_request()
+        if final_note and messages[-1]["role"] == "user":
+            messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{final_note}"}
+        elif final_note:
+            messages.append({"role": "user", "content": final_note})
+        return self._windowed(messages, tools)
+
+    def _windowed(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+        """The request cut to the provider's context window, leaving room for the answer."""
+        runner = self.runner
+        room = runner.room()
+        if room <= 0:
+            return messages
+        fitted, actions = runner.context.fit(messages, tools, room)
+        if actions:
+            runner.emit(Notice(f"context window ({runner.provider.context_window} tokens): " + "; ".join(actions)))
+        return fitted
+
+    def _call_model(self, tools: list[dict[str, Any]] | None, final_note: str = "") -> Completed:
+        runner, history, step = self.runner, self.history, self.steps
+        messages = self._request(tools, final_note)
+        if runner.stepping is not None:
+            if runner.stepping.stepper is not None:
+                tools, messages = self._pause_before_call(tools, final_note, messages)
+            runner.stepping.sent(runner.provider, messages, tools)
+        sent = time.monotonic()
+        try:
+            completed = runner.call_model(messages, tools, step=step, deadline=self.deadline)
+        except Interrupted as cut:
+            if cut.partial_text:
+                history.add_assistant(cut.partial_text + "\n\n[interrupted]")
+                self.answer = cut.partial_text
+            self._count_interrupted(messages, tools, cut.partial_text, sent)
+            raise
+        except ProviderError as exc:
+            if self.time_left() <= 0:  # the provider dropped the stream at the deadline
+                self._keep_cut_answer(exc.partial_text)
+                raise _OutOfTime(f"the turn's time ran out during the model's answer (step {step})") from exc
+            raise
+        self.usage += completed.usage
+        runner.context.reported(completed.usage)
+        completed = replace(completed, tool_calls=_replayable(completed.tool_calls, history))
+        calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in completed.tool_calls]
+        history.add_assistant(completed.text, calls)
+        self.answer = completed.text
+        return completed
+
+    def _paused(self, ask: Callable[[Any], Any], view: Any) -> Any:
+        """The stepper's answer; the time the user took does not count against the turn."""
+        asked = time.monotonic()
+        try:
+            return ask(view)
+        finally:
+            self.deadline += time.monotonic() - asked
+
+    def _pause_before_call(self, tools: list[dict[str, Any]] | None, final_note: str,
+                           messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]:
+        """Step mode before a model call: the (tools, messages) to send, or _StoppedByUser."""
+        runner, history, step = self.runner, self.history, self.steps
+        stepping = runner.stepping
+        assert stepping is not None and stepping.stepper is not None
+        while True:
+            view = stepping.view(step, runner.provider, messages, tools, history.messages[-1], final=bool(final_note))
+            choice = self._paused(stepping.stepper.before_model_call, view)
+            if isinstance(choice, Stop):
+                runner.emit(UserStep(step, "stopped_by_user", detail="before the model call"))
+                raise _StoppedByUser
+            if isinstance(choice, NoTools):
+                if tools:
+                    runner.emit(UserStep(step, "tools_disabled_by_user"))
+                    tools = None
+                    messages = self._request(tools, final_note)
+                return tools, messages
+            if not isinstance(choice, Edit):
+                return tools, messages
+            before = history.replace_last(choice.text)
+            runner.emit(UserStep(step, "edited_by_user", detail={"role": view.last_role, "before": before,
+                                                                 "after": history.messages[-1]["content"]}))
+            messages = self._request(tools, final_note)
+
+    def _pause_before_tools(self, calls: list[ToolCall]) -> tuple[dict[str, dict[str, Any]], bool]:
+        """Step mode before tools run: the results the user decided (skipped, made by hand),
+        and whether the user stopped the turn (then every call gets a skipped result)."""
+        runner = self.runner
+        assert runner.stepping is not None and runner.stepping.stepper is not None
+        views = [CallView(n, len(calls), c.id, c.name, _display_args(c.arguments),
+                          bool((tool := runner.registry.get(c.name)) and tool.side_effects))
+                 for n, c in enumerate(calls, 1)]
+        choices = list(self._paused(runner.stepping.stepper.after_model_answer, views))
+        choices += [Skip()] * (len(calls) - len(choices))  # a stepper that answered too few: skip the rest
+        if any(isinstance(c, Stop) for c in choices):
+            runner.emit(UserStep(self.steps, "stopped_by_user", detail="before the tool calls ran"))
+            stopped = error_result(SKIPPED, "the user stopped the turn in step mode; the call did not run")
+            return {c.id: stopped for c in calls}, True
+        preset: dict[str, dict[str, Any]] = {}
+        for call, choice in zip(calls, choices, strict=False):
+            if isinstance(choice, Skip):
+                preset[call.id] = error_result(SKIPPED, "the user skipped this call in step mode; it did not run")
+                runner.emit(UserStep(self.steps, "skipped_by_user", call.id, call.name))
+            elif isinstance(choice, Result):
+                preset[call.id] = choice.result
+                runner.emit(UserStep(self.steps, "result_by_user", call.id, call.name, choice.result))
+        return preset, False
+
+    def _count_interrupted(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                           text: str, sent: float) -> None:
+        """A call stopped mid-way reports no usage, but its request was sent (and is billed):
+        count it as estimated, the answer so far too."""
+        usage = Usage(messages_tokens(messages) + tools_tokens(tools), 0, cached_estimate(text) if text else 0,
+                      estimated=True)
+        self.usage += usage
+        self.runner.emit(ModelUsage(self.steps, usage, round(time.monotonic() - sent, 3), "interrupted"))
+
+    def _keep_cut_answer(self, partial: str) -> None:
+        """The text streamed before the deadline stays the answer, marked; the question keeps an answer."""
+        mark = "[cut off: the turn ran out of time]"
+        self.history.add_assistant(f"{partial}\n\n{mark}" if partial else mark)
+        self.answer = partial
+
+    def _final_answer(self, guard: _Guard) -> StopReason:
+        self.runner.emit(GuardTripped(self.steps, guard.reason, guard.detail))
+        if self._over_session_budget():
+            return "budget"
+        self.steps += 1
+        note = FINAL_NOTE.format(reason=guard.detail)
+        if guard.reason == "timeout":  # a short, bounded last call instead of none at all
+            grace = min(self.runner.limits.turn_timeout_s * FINAL_GRACE_SHARE, FINAL_GRACE_CAP_S)
+            self.deadline = time.monotonic() + grace
+        self._call_model(None, final_note=note)
+        return guard.reason
+
+    def _run_tools(self, calls: list[ToolCall], preset: dict[str, dict[str, Any]]) -> None:
+        """Run one step's calls; results go into the history in call order, whatever happens.
+        ``preset``: results decided in step mode (those calls do not run)."""
+        emit, limits, step = self.runner.emit, self.runner.limits, self.steps
+        results: dict[str, dict[str, Any]] = {}
+        repeated: _Guard | None = None
+        try:
+            runnable = []
+            for call in calls:
+                if call.id in preset:
+                    emit(ToolCallStarted(step, call.id, call.name, _display_args(call.arguments), False))
+                    results[call.id] = preset[call.id]
+                    _emit_finished(emit, step, call, results[call.id], time.monotonic())
+                    continue
+                self.seen[canonical(call.name, call.arguments)] += 1
+                if self.seen[canonical(call.name, call.arguments)] > limits.repeat_limit:
+                    emit(ToolCallStarted(step, call.id, call.name, _display_args(call.arguments), False))
+                    results[call.id] = error_result(
+                        "repeated_call",
+                        f"{call.name} was already called {limits.repeat_limit} times with these arguments")
+                    _emit_finished(emit, step, call, results[call.id], time.monotonic())
+                    repeated = _Guard("repeat", f"{call.name} repeated with identical arguments")
+                else:
+                    runnable.append(call)
+            self.tool_calls += len(calls)
+            self._execute(runnable, results)
+        finally:
+            for call in calls:
+                if call.id in results:
+                    self.history.add_tool_result(call.id, call.name,
+                                                 clip_result(results[call.id], limits.max_tool_result_chars))
+        if repeated:
+            raise repeated
+
+    def _execute(self, calls: list[ToolCall], results: dict[str, dict[str, Any]]) -> None:
+        runner, step = self.runner, self.steps
+        running: list[tuple[ToolCall, Future, float, Cancel]] = []
+        effectful: list[tuple[ToolCall, Tool]] = []  # with the tool as found now (a lost MCP server may drop it)
+        for call in calls:
+            tool = runner.registry.get(call.name)
+            runner.emit(ToolCallStarted(step, call.id, call.name, _display_args(call.arguments),
+                                        bool(tool and tool.side_effects)))
+            if tool is not None and tool.side_effects:
+                effectful.append((call, tool))
+            elif self.time_left() <= 0:
+                results[call.id] = _no_time(call)
+                _emit_finished(runner.emit, step, call, results[call.id], time.monotonic())
+            else:  # read-only and invalid calls run at once, concurrently
+                cancel = self.cancel.child()
+                running.append((call, runner._start(call.name, call.arguments, cancel), time.monotonic(), cancel))
+        # read-only results first: their panels complete before any approval dialog opens
+        for call, future, started, cancel in running:
+            results[call.id], ended = self._wait(call, future, started, cancel)
+            _emit_finished(runner.emit, step, call, results[call.id], started, ended)
+        for index in range(len(effectful)):
+            self._run_effectful(effectful, index, results)
+
+    def _run_effectful(self, effectful: list[tuple[ToolCall, Tool]], index: int,
+                       results: dict[str, dict[str, Any]]) -> None:
+        """The side-effecting call ``effectful[index]``: asked for, then run (or denied)."""
+        runner, step, (call, tool) = self.runner, self.steps, effectful[index]
+        registry = runner.registry
+        started = time.monotonic()
+        arguments, error = registry.parse_arguments(call.name, call.arguments)
+        if error is None:
+            assert arguments is not None  # parse_arguments sets one of the two
+            later = tuple(PendingCall(c.id, c.name, _display_args(c.arguments), t.destructive)
+                          for c, t in effectful[index + 1:])
+            request = ApprovalRequest(step, call.id, call.name, arguments, _preview(tool, arguments), index + 1,
+                                      len(effectful), tool.destructive, later, lambda edited: _preview(tool, edited))
+            runner.emit(ApprovalRequested(step, call.id, call.name, arguments))
+
+            def validate(args: dict[str, Any]) -> str | None:
+                failure = registry.parse_arguments(call.name, args)[1]
+                return failure["error"]["message"] if failure else None
+
+            asked = time.monotonic()
+            decision = runner.approver.decide(request, validate)
+            started = time.monotonic()  # the duration shown is the call's, not the user's
+            self.deadline += started - asked  # the user's time does not count against the turn
+            decided_s = round(started - asked, 3) if decision.by == "user" else 0.0
+            runner.emit(ApprovalDecided(step, call.id, call.name, isinstance(decision, Allow), decision.by,
+                                        getattr(decision, "reason", ""), decided_s))
+            if isinstance(decision, Allow) and self.time_left() <= 0:
+                error = _no_time(call)
+            elif isinstance(decision, Allow):
+                edited = decision.arguments
+                cancel = self.cancel.child()
+                future = runner._start(call.name, edited if edited is not None else arguments, cancel)
+                error, _ = self._wait(call, future, started, cancel)
+                if edited is not None and edited != arguments:
+                    error["arguments_edited_by_user"] = edited
+            else:
+                reason = f": {decision.reason}" if decision.reason else ""
+                error = error_result("denied", f"the call was not allowed{reason}")
+        results[call.id] = error
+        _emit_finished(runner.emit, step, call, error, started)
+
+    def _wait(self, call: ToolCall, future: Future, started: float, cancel: Cancel) -> tuple[dict[str, Any], float]:
+        """The call's result, or a timeout result after min(its timeout, the turn's time left)
+        (the call is then told to cancel)."""
+        tool = self.runner.registry.get(call.name)
+        timeout = (tool.timeout_s if tool and tool.timeout_s else self.runner.limits.tool_timeout_s)
+        until = min(started + timeout, self.deadline)
+        try:
+            # Short slices: a SIGINT that lands between releasing the GIL and blocking in the
+            # wait does not wake it, and would otherwise wait for the whole timeout.
+            while (left := until - time.monotonic()) > _SLICE_S:
+                try:
+                    return future.result(timeout=_SLICE_S)
+                except FutureTimeout:
+                    continue
+            return future.result(timeout=max(0.0, left))
+        except FutureTimeout:
+            self.runner._overran(future, cancel)
+            why = (f"did not finish within {timeout:g} s" if until < self.deadline
+                   else f"was stopped after {until - started:.1f} s: the turn's time ran out (turn_timeout_s)")
+            return error_result("timeout", f"{call.name} {why}"), time.monotonic()
+
+
+_SLICE_S = 0.1
+
+
+class _Guard(Exception):
+    def __init__(self, reason: StopReason, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+
+
+class _OutOfTime(Exception):
+    """The deadline passed during a model call (the stream was dropped)."""
+
+
+class _StoppedByUser(Exception):
+    """``q`` in step mode: the turn ends here, every call answered."""
+
+
+def run_turn(
+    history: History,
+    user_text: str,
+    *,
+    provider: Provider,
+    registry: Registry,
+    approver: Approver,
+    limits: Limits,
+    emit: Emit,
+    turn: int = 1,
+    context: ContextWindow | None = None,
+    budget: SessionBudget | None = None,
+    stepping: Stepping | None = None,
+) -> TurnFinished:
+    """One turn with a runner of its own, closed when the turn ends (see ``Runner``)."""
+    with Runner(provider, registry, approver, limits, emit, context or ContextWindow(), budget, stepping) as runner:
+        return runner.run_turn(history, user_text, turn)
+
+
+def request_tools(schemas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tools in a fixed order, so the request prefix stays byte-identical for prompt caches:
+    local tools as registered, then MCP tools (``server__tool``) by name, whichever
+    server connected or restarted first. An MCP server whose tools arrive after the
+    first request changes the list once (one cache miss), as does ``/mcp restart``
+    when the server's tools changed."""
+    return sorted(schemas, key=lambda s: ("__" in s["name"], s["name"] if "__" in s["name"] else ""))
+
+
+def _replayable(calls: list[ToolCall], history: History) -> list[ToolCall]:
+    """The calls as every wire API accepts them back: some servers repeat an id (within
+    one answer or across answers) or send a call without a name. A repeated or missing
+    id gets a fresh one (each call must get exactly one result); a missing name a
+    placeholder (the call then fails as an unknown tool). Text is made valid Unicode
+    (``valid_text``: the halves of a character streamed apart are joined)."""
+    if not calls:
+        return calls
+    taken, fresh, fixed = history.call_ids(), set(), []
+    for call in calls:
+        call = replace(call, id=valid_text(call.id or ""), name=valid_text(call.name or ""),
+                       arguments=valid_text(call.arguments or ""))
+        if not call.id or call.id in taken or call.id in fresh:
+            call = replace(call, id=new_call_id())
+        if not call.name:
+            call = replace(call, name=UNNAMED)
+        fresh.add(call.id)
+        fixed.append(call)
+    return fixed
+
+
+def canonical(name: str, arguments: str) -> str:
+    """A key under which identical calls collide (argument order and spacing ignored)."""
+    try:
+        return name + json.dumps(json.loads(arguments or "{}"), sort_keys=True, ensure_ascii=False)
+    except (ValueError, TypeError):
+        return name + arguments.strip()
+
+
+def _no_time(call: ToolCall) -> dict[str, Any]:
+    return error_result("timeout", f"{call.name} was not run: the turn's time ran out (turn_timeout_s)")
+
+
+def _timed(fn, *args) -> tuple[dict[str, Any], float]:
+    """Run in a worker: the result and when it was ready (so durations exclude waiting)."""
+    return fn(*args), time.monotonic()
+
+
+def _emit_finished(emit, step, call, result, started, ended: float | None = None) -> None:
+    ok = bool(result.get("ok"))
+    error_type = None if ok else result.get("error", {}).get("type")
+    duration = round((ended or time.monotonic()) - started, 4)
+    emit(ToolCallFinished(step, call.id, call.name, ok, result, duration, error_type))
+
+
+def _preview(tool, arguments) -> dict[str, Any] | None:
+    """``{"before", "after"}`` from the tool; ``{"fails": message}`` when the tool already
+    refuses these arguments (a todo that does not exist): the person is told, not asked blindly."""
+    if tool is None or tool.preview is None:
+        return None
+    try:
+        return tool.preview(arguments)
+    except ToolError as exc:
+        return {"fails": exc.message}
+    except Exception:  # a preview is a courtesy; the call itself reports real errors
+        return None
+
+
+def _display_args(arguments: str) -> Any:
+    try:
+        return json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return arguments
+
+
+def clip_result(result: dict[str, Any], limit: int) -> str:
+    """The result as JSON text, at most ``limit`` (>= 1) chars: head and tail around a marker."""
+    text = json.dumps(result, ensure_ascii=False)
+    if len(text) <= limit:
+        return text
+    room = limit - len(_cut_marker(len(text)))  # the real cut is shorter, so its marker fits
+    if room < 2:  # too small for a marker with both ends: the bare head
+        return text[:max(limit, 0)]
+    head, tail = room - room // 2, room // 2
+    return text[:head] + _cut_marker(len(text) - head - tail) + text[len(text) - tail:]
+
+
+def _cut_marker(cut: int) -> str:
+    return f" …[{cut} characters cut]… "

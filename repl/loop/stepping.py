@@ -1,0 +1,171 @@
+"""Step mode: the loop pauses before each model call and before a model's tool calls run.
+
+The agent loop asks an injected ``Stepper`` (the terminal implements it; the loop
+never reads a key) and carries out the answer so the history stays valid
+whatever it is: an edited message replaces the one about to be sent, a skipped
+call gets a ``skipped_by_user`` result, a hand-made result must look like a
+result, and stopping ends the turn with every call answered. Each change is an
+event (``UserStep``), so the trace marks it (``edited_by_user``,
+``skipped_by_user``, ``result_by_user``, ``tools_disabled_by_user``,
+``stopped_by_user``).
+
+``Stepping`` is the session's: it remembers the last request sent (also while
+step mode is off), so the view before a call shows what that call adds.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from repl.loop.context import messages_tokens, tools_tokens
+
+SKIPPED = "skipped_by_user"
+STEP_ON = ("step mode on: the loop pauses before each model call and before tools run "
+           "(/step off to stop pausing)")
+
+
+@dataclass(frozen=True)
+class RequestView:
+    """What the next model call will send, as the user sees it before it goes."""
+
+    step: int
+    model: str
+    new_messages: tuple[Any, ...]  # what it adds since the previous request, in wire form
+    total_messages: int  # messages (wire items) in the whole request
+    tools: tuple[str, ...]  # the tool names offered; empty when tools are off
+    input_tokens: int  # estimated
+    prefix_tokens: int  # of them, the prefix unchanged since the previous request (cacheable)
+    last_role: str  # the history's last message ("user" or "tool"): what an edit changes
+    last_content: str
+    final: bool = False  # a guard tripped: this is the last call, tools are off already
+
+
+@dataclass(frozen=True)
+class CallView:
+    """A tool call the model just made, before it runs."""
+
+    index: int  # 1-based among the answer's calls
+    count: int
+    call_id: str
+    name: str
+    arguments: Any  # parsed when valid JSON, else the raw text
+    side_effects: bool  # will still ask for approval when it runs
+
+
+@dataclass(frozen=True)
+class Continue:
+    pass
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Send ``text`` instead of the last message (a question, or a tool result as JSON)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class NoTools:
+    pass
+
+
+@dataclass(frozen=True)
+class Stop:
+    pass
+
+
+@dataclass(frozen=True)
+class Skip:
+    pass
+
+
+@dataclass(frozen=True)
+class Result:
+    """A result made by hand (already checked with ``check_result``)."""
+
+    result: dict[str, Any]
+
+
+BeforeCall = Continue | Edit | NoTools | Stop
+ForCall = Continue | Skip | Result | Stop
+
+
+class Stepper(Protocol):
+    def before_model_call(self, view: RequestView) -> BeforeCall: ...
+
+    def after_model_answer(self, calls: list[CallView]) -> list[ForCall]:
+        """One choice per call, in order; a ``Stop`` anywhere stops the turn (no call runs)."""
+        ...
+
+
+@dataclass
+class Stepping:
+    """The session's step mode: the stepper when on, and the last request sent."""
+
+    stepper: Stepper | None = None
+    _messages: list[dict[str, Any]] = field(default_factory=list)  # the last request, as the history has it
+    _wire: list[Any] = field(default_factory=list)  # ... and in wire form
+    _tools: list[dict[str, Any]] | None = None
+
+    def view(self, step: int, provider: Any, messages: list[dict[str, Any]],
+             tools: list[dict[str, Any]] | None, last: dict[str, Any], final: bool = False) -> RequestView:
+        """The view of a request of ``messages``; ``last`` is the history's last message."""
+        wire = wire_messages(provider, messages, tools)
+        shared = _common(wire, self._wire)
+        same = _common(messages, self._messages)
+        total = messages_tokens(messages) + tools_tokens(tools)
+        prefix = (tools_tokens(tools) + messages_tokens(messages[:same])
+                  if same and (tools or None) == (self._tools or None) else 0)
+        return RequestView(step, getattr(provider, "model", ""), tuple(wire[shared:]), len(wire),
+                           tuple(t["name"] for t in tools or ()), total, min(prefix, total),
+                           last.get("role", ""), str(last.get("content") or ""), final)
+
+    def sent(self, provider: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
+        self._messages, self._tools = messages, tools
+        self._wire = wire_messages(provider, messages, tools)
+
+
+def wire_messages(provider: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[Any]:
+    """``messages`` as the provider's wire API carries them (its ``wire_messages``), else as they are."""
+    convert = getattr(provider, "wire_messages", None)
+    if convert is None:
+        return [dict(m) for m in messages]
+    try:
+        return list(convert(messages, tools))
+    except Exception:  # noqa: BLE001 - a display aid: fall back to the neutral form
+        return [dict(m) for m in messages]
+
+
+def _common(now: list[Any], before: list[Any]) -> int:
+    n = 0
+    while n < min(len(now), len(before)) and now[n] == before[n]:
+        n += 1
+    return n
+
+
+def check_result(value: Any) -> str | None:
+    """Why ``value`` is not a tool result (``{"ok": true, ...}`` or ``{"ok": false, "error":
+    {"type": str, "message": str}}``), or None when it is one."""
+    if not isinstance(value, dict):
+        return "a result is a JSON object"
+    if not isinstance(value.get("ok"), bool):
+        return 'a result needs "ok": true or false'
+    if value["ok"]:
+        return None
+    error = value.get("error")
+    if not isinstance(error, dict) or not isinstance(error.get("type"), str) or not isinstance(
+            error.get("message"), str):
+        return 'a failed result needs "error": {"type": "...", "message": "..."}'
+    return None
+
+
+def check_edit(role: str, text: str) -> str | None:
+    """Why ``text`` cannot replace the last message (a tool result must stay a result)."""
+    if role != "tool":
+        return None if text.strip() else "the message is empty"
+    try:
+        return check_result(json.loads(text))
+    except ValueError as exc:
+        return f"not valid JSON: {exc}"

@@ -1,0 +1,214 @@
+"""Commands on the conversation and the session: help, exit, reset, undo, edit, compact,
+save, saved sessions, copy, the system prompt."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from repl.config.redact import redactor_for
+from repl.providers.base import ProviderError
+from repl.session.commands import CommandContext, command, save_text, table
+from repl.session.journal import recent_sessions
+from repl.ui.escape import one_line
+from tools.store import Reverted, StoreError
+
+
+@command("help", help="List the commands and key bindings.", means=("commands", "?", "h", "man"))
+def help_(ctx: CommandContext, args: list[str]) -> None:
+    rows = [(", ".join(f"/{n}" for n in [c.name, *c.aliases]) + f" {c.args}".rstrip(), c.help)
+            for c in table().commands]
+    rows.append(("!COMMAND", "Run a shell command yourself (never the model), see its output, and "
+                 "choose to add it to your next message."))
+    ctx.ui.table("commands", ["command", "what it does"], rows)
+    ctx.ui.info("keys: Enter sends · Alt-Enter or Esc Enter inserts a newline · Esc Esc edits the last "
+                "message (/edit) · Tab completes commands and models · Ctrl-C or Esc stops a turn "
+                "or clears the line · Ctrl-C twice or Ctrl-D exits")
+
+
+@command("exit", help="Leave glassloop.", aliases=("quit",), means=("bye", "q", "logout", "close"))
+def exit_(ctx: CommandContext, args: list[str]) -> str:
+    return "exit"
+
+
+@command("reset", help="Start a new conversation (todos and notes stay).", aliases=("clear",),
+         means=("new", "restart", "fresh", "cls"))
+def reset(ctx: CommandContext, args: list[str]) -> None:
+    old = ctx.new_session()
+    ctx.ui.info(f"new conversation (session {ctx.session_id}); todos and notes are kept; "
+                f"{clear_rules(ctx)}")
+    ctx.ui.info(f"the previous session is kept: /resume {old}" if old else "the previous session had no turn")
+
+
+def clear_rules(ctx: CommandContext) -> str:
+    """Forget the session's approval rules ("always", "rest of step"); says which."""
+    cleared = ctx.approver.clear_rules()
+    return f"approval rules cleared (always: {', '.join(cleared)})" if cleared else "no approval rules to clear"
+
+
+@command("undo", help="Revert the last turn's todo and note changes and remove the turn (or undo /compact).",
+         means=("revert", "rewind", "back", "rollback"))
+def undo(ctx: CommandContext, args: list[str]) -> None:
+    if not ctx.turns:
+        ctx.ui.info("nothing to undo")
+        return
+    if ctx.turns[-1].restore is not None:
+        ctx.undo()
+        ctx.ui.info(f"undid /compact: the conversation has its {len(ctx.history.turn_starts())} turns back")
+        return
+    try:
+        reverted = ctx.undo()
+    except StoreError as exc:
+        ctx.ui.error(exc.message)
+        return
+    ctx.ui.info(f"removed the last turn from the conversation; {undone_text(reverted)}")
+
+
+@command("edit", help="Put your last message back in the prompt to change and resend; its turn is "
+         "undone first, as by /undo (also Esc Esc at an empty prompt).", means=("retry", "amend", "redo", "again"))
+def edit(ctx: CommandContext, args: list[str]) -> None:
+    if not ctx.turns:
+        ctx.ui.info("nothing to edit: no turn yet")
+        return
+    if ctx.turns[-1].restore is not None:
+        ctx.ui.error("the last change was /compact: /undo it first, then /edit")
+        return
+    if not ctx.interactive:
+        ctx.ui.error("/edit needs a terminal to edit in")
+        return
+    starts = ctx.history.turn_starts()
+    text = ctx.history.messages[starts[-1]]["content"] if starts else ""
+    try:
+        reverted = ctx.undo()
+    except StoreError as exc:
+        ctx.ui.error(exc.message)
+        return
+    ctx.ui.prefill(text)
+    ctx.ui.info(f"removed the last turn from the conversation; {undone_text(reverted)}; "
+                "edit your message and press Enter to send it again")
+
+
+def undone_text(reverted: list[Reverted]) -> str:
+    """What an undo did, item by item: "removed todo-007 'call mom'; restored note-003 'x'"."""
+    done = []
+    for r in reverted:
+        if not r.items:
+            done.append(f"restored {r.path.name}")
+        for item in r.items:
+            verb = "removed" if item.before is None else "restored" if item.after is None else "put back"
+            shown = item.before or item.after or {}
+            label = next((shown[k] for k in ("title", "text", "name") if isinstance(shown.get(k), str)), "")
+            fields = ""
+            if item.before is not None and item.after is not None:
+                keys = [k for k in {**item.before, **item.after} if item.before.get(k) != item.after.get(k)]
+                fields = f" ({', '.join(keys)})"
+            done.append(f"{verb} {item.id}" + (f" '{one_line(label, 40)}'" if label else "") + fields)
+        if r.merged:
+            done.append(f"{r.path}: only this turn's items (another process changed it too)")
+    return "; ".join(done) if done else "it changed no todos or notes"
+
+
+@command("compact", args="[instructions]",
+         help="Summarise the older turns into one message to free context (/undo restores them).",
+         means=("summarize", "summarise", "shrink", "condense"))
+def compact(ctx: CommandContext, args: list[str]) -> None:
+    instructions = " ".join(args)
+    ctx.ui.info("summarising the older turns…")
+    try:
+        done = ctx.compact(instructions)
+    except ProviderError as exc:
+        ctx.ui.error(f"/compact failed, nothing changed: {exc.message}")
+        return
+    except KeyboardInterrupt:
+        ctx.ui.info("/compact cancelled, nothing changed")
+        return
+    finally:
+        ctx.ui.stop_live()
+    if done is None:
+        ctx.ui.info("nothing to compact: the conversation has fewer than two turns")
+        return
+    turns = f"{done.turns} turn" + ("" if done.turns == 1 else "s")
+    ctx.ui.info(f"compacted {turns} into a summary: ~{done.before:,} → ~{done.after:,} "
+                "tokens of context (estimated); /undo restores them")
+
+
+@command("save", args="[PATH]", help="Save the transcript as Markdown (.md) or JSON (.json).",
+         means=("export", "write", "transcript"))
+def save(ctx: CommandContext, args: list[str]) -> None:
+    path = Path(args[0]) if args else Path(f"glassloop-{ctx.session_id}.md")
+    if path.suffix == ".json":
+        text = json.dumps(ctx.history.to_json(), ensure_ascii=False, indent=2)
+    else:
+        text = transcript_markdown(ctx.history.messages)
+    if saved := save_text(ctx, path, redactor_for(ctx.settings)(text)):
+        ctx.ui.info(f"saved the transcript to {saved}")
+
+
+def transcript_markdown(messages: list[dict[str, Any]]) -> str:
+    parts = []
+    for m in messages:
+        if m["role"] == "user":
+            parts.append(f"## You\n\n{m['content']}")
+        elif m["role"] == "assistant":
+            calls = "".join(f"\n\n- call `{c['name']}` `{c['arguments']}`" for c in m.get("tool_calls", []))
+            parts.append(f"## glassloop\n\n{m['content']}{calls}".rstrip())
+        elif m["role"] == "tool":
+            parts.append(f"> `{m['name']}` → `{m['content'][:500]}`")
+    return "\n\n".join(parts) + "\n"
+
+
+@command("sessions", help="Saved sessions, newest first: start, turns, model, first message.",
+         means=("history", "conversations", "chats"))
+def sessions(ctx: CommandContext, args: list[str]) -> None:
+    found = recent_sessions(ctx.settings.data_dir / "sessions")
+    if not found:
+        ctx.ui.info("no saved session with a turn yet")
+        return
+    rows = []
+    for info in found:
+        first = " ".join(info.first.split())
+        rows.append((info.id + (" (current)" if info.id == ctx.session_id else ""),
+                     time.strftime("%m-%d %H:%M", time.localtime(info.started)), str(info.turns),
+                     info.model, first if len(first) <= 60 else first[:59] + "…"))
+    ctx.ui.table("sessions, newest first (/resume ID, or /resume to pick)",
+                 ["id", "started", "turns", "model", "first message"], rows, keep=("id", "started"))
+
+
+@command("resume", args="[ID|last]", help="Continue a saved session; without an argument, pick one from a list.",
+         complete=lambda ctx: [s.id for s in recent_sessions(ctx.settings.data_dir / "sessions")],
+         means=("continue", "load", "open"))
+def resume(ctx: CommandContext, args: list[str]) -> None:
+    key = args[0] if args else ctx.pick()
+    if key is not None:
+        ctx.resume(key)
+
+
+OSC52_MAX_CHARS = 100_000  # terminals refuse (or cut) longer clipboard requests
+
+
+@command("copy", help="Copy the last answer to the clipboard (through the terminal: works over SSH).",
+         means=("clipboard", "yank", "cp"))
+def copy(ctx: CommandContext, args: list[str]) -> None:
+    answer = next((m["content"] for m in reversed(ctx.history.messages)
+                   if m["role"] == "assistant" and m.get("content")), "")
+    if not answer:
+        ctx.ui.info("nothing to copy: no answer yet")
+        return
+    if len(answer) > OSC52_MAX_CHARS:
+        ctx.ui.error(f"the last answer has {len(answer):,} characters, too many for the terminal's "
+                     "clipboard; /save PATH writes the transcript to a file")
+        return
+    if not ctx.ui.copy(answer):
+        ctx.ui.error("cannot copy without a terminal; /save PATH writes the transcript to a file")
+        return
+    ctx.ui.info(f"copied the last answer ({len(answer):,} characters) through the terminal (OSC 52); "
+                "if the clipboard did not get it, the terminal does not allow OSC 52 (tmux: "
+                "set -g set-clipboard on): /save PATH writes it to a file")
+
+
+@command("system", help="Show the system prompt.",
+         means=("prompt", "instructions"))
+def system(ctx: CommandContext, args: list[str]) -> None:
+    ctx.ui.lines(ctx.history.system_prompt.splitlines())

@@ -1,0 +1,267 @@
+"""The session journal: an append-only JSONL file that survives crashes.
+
+Records: ``meta`` (first line), ``message`` (one history message, in
+order), ``truncate`` (the history was cut back to ``length`` messages by
+/undo, /reset or a failed turn). Every record is flushed when written, so a
+session killed mid-turn resumes with everything up to its last whole line;
+``History.from_json`` then repairs an unanswered tool call.
+
+A journal edited or damaged by hand is checked on loading (``load_checked``):
+unreadable lines and records that make no sense are skipped, messages are
+repaired (``history.repair``), and what was done comes back as notes for the
+user; the history sent after a resume is always valid.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from repl.config.redact import Redactor
+from repl.loop.history import History, repair
+from repl.tracing.trace import JsonlWriter
+from tools.store import StoreError, check_regular
+
+MAX_JOURNAL_BYTES = 256 * 1024 * 1024  # a bigger journal is refused on resume, not read
+
+
+class Journal:
+    """``lazy``: the file is made when the first message is written (``meta`` first), so
+    a session that never had a turn leaves nothing behind and is never listed."""
+
+    def __init__(self, path: Path, redact: Redactor, meta: dict[str, Any] | None = None,
+                 *, lazy: bool = False) -> None:
+        self.path = path
+        self.writer = JsonlWriter(path, redact, lazy=lazy)
+        self.synced: list[dict[str, Any]] = []  # the history messages already in the file
+        self._meta = {"kind": "meta", "time": round(time.time(), 3), **meta} if meta is not None else None
+        if not lazy and self._meta is not None:
+            self._write({})
+
+    def _write(self, record: dict[str, Any]) -> None:
+        if self._meta is not None:
+            meta, self._meta = self._meta, None
+            self.writer.write(meta)
+        if record:
+            self.writer.write(record)
+
+    def note_turn(self, record: dict[str, Any]) -> None:
+        """A finished turn's numbers (usage, cost, context): a resumed session continues them."""
+        self._write({"kind": "turn", **record})
+
+    def note_undo(self) -> None:
+        """``/undo`` took the last turn back: its numbers stay spent, marked undone."""
+        self._write({"kind": "undo"})
+
+    def adopt(self, history: History, stored: list[Any] | None = None) -> None:
+        """Mark the messages of a resumed history that the file already holds as written.
+
+        A repair ``History.from_json`` made on loading (answers to unanswered
+        calls, a placeholder answer) is not in the file yet: the next ``sync``
+        writes it, so a later resume does not replay a broken history.
+        ``stored``: the file's messages as written (``Loaded.stored``), read again when None.
+        """
+        if stored is None:
+            stored = _replay(self.path)[1] if self.path.exists() else []  # as written, damage included
+        keep = 0
+        while keep < min(len(stored), len(history.messages)) and history.messages[keep] == stored[keep]:
+            keep += 1
+        if keep < len(stored):
+            self._write({"kind": "truncate", "length": keep})
+        self.synced = list(history.messages[:keep])
+
+    def sync(self, history: History) -> None:
+        """Append what changed in ``history`` since the last sync.
+
+        Messages are compared by identity (the references kept here keep ids
+        from being reused): the history only appends new dicts and cuts from
+        the end, so the common prefix is what stays on disk.
+        """
+        messages = history.messages
+        keep = len(self.synced)
+        if keep and (keep > len(messages) or messages[keep - 1] is not self.synced[-1]):
+            keep = 0
+            while keep < min(len(self.synced), len(messages)) and messages[keep] is self.synced[keep]:
+                keep += 1
+            self._write({"kind": "truncate", "length": keep})
+            del self.synced[keep:]
+        for message in messages[keep:]:
+            self._write({"kind": "message", "message": message})
+            self.synced.append(message)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+@dataclass
+class Loaded:
+    meta: dict[str, Any]
+    messages: list[dict[str, Any]]  # valid: ``History.from_json`` may only need to close the last turn
+    notes: list[str] = field(default_factory=list)  # what was skipped or repaired, for the user
+    stored: list[Any] = field(default_factory=list)  # the messages as written, damage included (``adopt``)
+    turns: list[dict[str, Any]] = field(default_factory=list)  # the ``turn`` records, ``undone`` set by ``undo`` ones
+
+
+def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The meta record and the replayed, repaired messages of a journal (see ``load_checked``)."""
+    loaded = load_checked(path)
+    return loaded.meta, loaded.messages
+
+
+def load_checked(path: Path) -> Loaded:
+    """A journal's meta record and messages, with notes on any damage found.
+
+    A journal that is not a regular file (a FIFO would block, ``/dev/zero`` never
+    ends) or is over MAX_JOURNAL_BYTES raises ``tools.store.StoreError`` naming it.
+    """
+    check_regular(path, MAX_JOURNAL_BYTES)
+    turns: list[dict[str, Any]] = []
+    meta, raw, skipped = _replay(path, turns)
+    messages, fixes = repair(raw)
+    if not meta:
+        skipped["no meta record: the default system prompt is used"] = 1
+    elif not isinstance(meta.get("system_prompt", ""), str):
+        skipped["ignored a system prompt that is not text"] = 1
+        meta = {k: v for k, v in meta.items() if k != "system_prompt"}
+    notes = [f"{what} ({n})" if what.startswith("skipped") else what for what, n in skipped.items()]
+    return Loaded(meta, messages, notes + fixes, raw, turns)
+
+
+def _replay(path: Path, turns: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], list[Any], dict[str, int]]:
+    """(meta, the messages as written, skipped records by reason): the file's own
+    arithmetic, so ``truncate`` lengths count what the writer counted. ``turns``, when
+    given, collects the ``turn`` records in the same pass (see ``_note``)."""
+    meta: dict[str, Any] = {}
+    messages: list[Any] = []
+    skipped: dict[str, int] = {}
+
+    def skip(why: str) -> None:
+        skipped[f"skipped {why}"] = skipped.get(f"skipped {why}", 0) + 1
+
+    with open(path, encoding="utf-8", errors="replace") as file:
+        for line in file:
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):  # cut short, not JSON, binary, nested too deep
+                skip("unreadable lines")
+                continue
+            kind = record.get("kind") if isinstance(record, dict) else None
+            if kind == "meta" and not meta:
+                meta = record
+            elif kind == "message" and isinstance(record.get("message"), dict):
+                messages.append(record["message"])
+            elif kind == "truncate" and type(record.get("length")) is int and 0 <= record["length"] <= len(messages):
+                del messages[record["length"] :]
+            elif kind in ("turn", "undo"):  # numbers: usage, cost, context share
+                if turns is not None:
+                    _note(turns, record)
+            else:
+                skip("records that make no sense" if kind in ("meta", "message", "truncate")
+                     else "lines that are not journal records")
+    return meta, messages, skipped
+
+
+def _note(turns: list[dict[str, Any]], record: dict[str, Any]) -> None:
+    """A ``turn`` record appended to ``turns``; an ``undo`` marks the last one not undone."""
+    if record.get("kind") == "turn":
+        turns.append({**record, "undone": False})
+    elif record.get("kind") == "undo":
+        last = next((r for r in reversed(turns) if not r["undone"]), None)
+        if last is not None:
+            last["undone"] = True
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """One saved session as the picker and ``/sessions`` show it."""
+
+    path: Path
+    started: float  # time.time() of the first record
+    turns: int  # questions in the conversation
+    model: str
+    first: str  # the first question
+
+    @property
+    def id(self) -> str:
+        return self.path.stem
+
+
+def session_info(path: Path) -> SessionInfo | None:
+    """What ``path`` holds; None when it cannot be read (not a regular file, too big, gone)."""
+    try:
+        check_regular(path, MAX_JOURNAL_BYTES)
+        meta, messages, _ = _replay(path)
+    except (OSError, StoreError):
+        return None
+    questions = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    first = questions[0].get("content") if questions else ""
+    started = meta.get("time")
+    return SessionInfo(path, started if isinstance(started, (int, float)) else _mtime(path), len(questions),
+                       str(meta.get("model") or ""), first if isinstance(first, str) else "")
+
+
+def recent_sessions(folder: Path, limit: int = 20) -> list[SessionInfo]:
+    """The newest sessions that have at least one turn, newest first."""
+    found: list[SessionInfo] = []
+    for path in reversed(list_sessions(folder)):
+        info = session_info(path)
+        if info is not None and info.turns:
+            found.append(info)
+            if len(found) >= limit:
+                break
+    return found
+
+
+def list_sessions(folder: Path) -> list[Path]:
+    """Journal files, newest last."""
+    if not folder.is_dir():
+        return []
+    return sorted(folder.glob("*.jsonl"), key=_mtime)
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:  # a dangling symlink: listed first, refused when resumed
+        return 0.0
+
+
+def find_session(folder: Path, key: str) -> Path | None:
+    """A session by id (or id prefix); ``last``: the newest one with a turn."""
+    if key == "last":
+        newest = recent_sessions(folder, limit=1)
+        return newest[0].path if newest else None
+    sessions = list_sessions(folder)
+    matches = [p for p in sessions if p.stem == key] or [p for p in sessions if p.stem.startswith(key)]
+    return matches[-1] if matches else None
+
+
+def recap(messages: list[dict[str, Any]], last: int = 3) -> tuple[int, list[dict[str, Any]]]:
+    """The last ``last`` turns as ``{"user", "calls": [(name, arguments, ok)], "answer"}``
+    for showing on resume, and how many turns came before them."""
+    starts = [i for i, m in enumerate(messages) if m.get("role") == "user"]
+    chosen = starts[-last:] if last > 0 else []
+    shown = []
+    for start, end in zip(chosen, [*chosen[1:], len(messages)][: len(chosen)], strict=True):
+        turn = messages[start:end]
+        results = {m.get("tool_call_id"): m.get("content", "") for m in turn if m.get("role") == "tool"}
+        calls = [(c.get("name", ""), c.get("arguments", ""), _ok(results.get(c.get("id"))))
+                 for m in turn if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
+        answers = [m.get("content") or "" for m in turn if m.get("role") == "assistant"]
+        shown.append({"user": messages[start].get("content", ""), "calls": calls,
+                      "answer": answers[-1] if answers else ""})
+    return len(starts) - len(shown), shown
+
+
+def _ok(result: str | None) -> bool | None:
+    """A tool result's ``ok`` (None when there is none, or it is not a JSON object)."""
+    try:
+        value = json.loads(result) if result else None
+    except ValueError:
+        return None
+    return bool(value.get("ok")) if isinstance(value, dict) else None

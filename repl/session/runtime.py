@@ -1,0 +1,215 @@
+"""Building the parts of a session from ``Settings``.
+
+The CLI calls these; the chat session and the one-shot mode share them.
+Providers are built lazily: importing the openai SDK (and starting a local
+model) happens on the first turn or in a background thread, never before the
+prompt is shown.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from repl.config.load import ProviderSettings, Settings
+from repl.config.redact import redactor_for
+
+if TYPE_CHECKING:  # the REPL imports this module before its prompt: the rest is imported where used
+    from repl.providers.base import Provider
+    from repl.tracing.trace import Trace
+    from tools.registry import Registry
+    from tools.store import StoreWrite
+
+MCP_READY_WAIT_S = 10.0  # how long a turn waits for MCP servers still connecting
+# `ask`: servers still connecting once the SDK is loaded are waited for until this long after their
+# start (GLASSLOOP_MCP_ASK_WAIT_S); a later server's tools join at the next step. Below the SDK's
+# import (~0.4 s here), so a server that is not ready costs nothing.
+MCP_ASK_WAIT_S = 0.3
+
+
+def new_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S-") + secrets.token_hex(2)
+
+
+def build_registry(settings: Settings, on_write: Callable[[StoreWrite], None] | None = None) -> Registry:
+    """The built-in tools; ``on_write`` is told of each store write a call makes (for ``/undo``)."""
+    from tools import build_tools
+    from tools.registry import Registry
+
+    return Registry(build_tools(
+        todos_path=settings.todos_file,
+        notes_path=settings.notes_file,
+        files_root=settings.files_root,
+        weather=settings.weather,
+    ), on_write)
+
+
+def not_saved(what: str, folder: Path, exc: OSError) -> str:
+    """The one line shown when ``folder`` cannot be written: the session goes on without ``what``."""
+    return f"{what} will not be saved: cannot write {folder} ({exc.strerror or exc})"
+
+
+def open_trace(settings: Settings, session_id: str, path: Path | None = None) -> Trace | None:
+    """The session's trace; None when tracing is off. OSError when the file cannot be opened.
+
+    The session's own file (no ``path``) is made by its first turn; a ``path`` asked for
+    by name is opened now."""
+    from repl.tracing.trace import JsonlWriter, Trace, WireLog, wire_path
+
+    if path is None and not settings.trace_enabled:
+        return None
+    writer = JsonlWriter(path or settings.trace_dir / f"{session_id}.jsonl", redactor_for(settings),
+                         lazy=path is None)
+    wire = WireLog(wire_path(writer.path), writer.redact, settings.trace_raw_max_kb * 1024) if settings.trace_raw else None
+    return Trace(writer, session_id, new_id(), wire)
+
+
+def make_provider(profile: ProviderSettings, settings: Settings,
+                  status: Callable[[str | None], None] | None = None) -> Provider:
+    """A provider for ``profile``; for an embedded one (``local``, ``local-large``) this starts the model server.
+
+    ``status`` receives progress text while a local model is prepared and
+    started (None when done).
+    """
+    from repl.providers.base import ProviderError
+    from repl.providers.chat import ChatProvider  # imports openai: keep off start-up
+    from repl.providers.responses import ResponsesProvider
+
+    if profile.api == "responses" and profile.tool_call_format != "native":
+        raise ProviderError("other", f"provider '{profile.name}': tool_call_format = "
+                            f"\"{profile.tool_call_format}\" works only with api = \"chat\"")
+    server = _start_local(profile, settings, status or (lambda text: None)) if profile.embedded else None
+    adapter = ResponsesProvider if profile.api == "responses" else ChatProvider
+    provider = adapter(replace(profile, base_url=server.base_url) if server else profile)
+    if server and isinstance(provider, ChatProvider):
+        provider.call_grammar = True  # llama.cpp constrains text calls to the tools' schemas
+    return _WithServer(provider, server) if server else provider
+
+
+class _WithServer:
+    """A provider that owns the local model server it talks to: closing stops both."""
+
+    def __init__(self, provider: Provider, server: Any) -> None:
+        self._provider = provider
+        self._server = server
+
+    def __getattr__(self, name: str) -> Any:  # name, model, context_window, stream, ...
+        return getattr(self._provider, name)
+
+    @property
+    def notice(self) -> str | None:
+        """One line for the user about the server's start (its saved prompt state), or None."""
+        return self._server.notice
+
+    def close(self) -> None:
+        try:
+            self._provider.close()
+        finally:
+            self._server.stop()
+
+
+def local_problem(profile: ProviderSettings) -> str | None:
+    """What an embedded profile lacks (its extra, or its weights when no model_path is
+    given), one line; None when it can start. Imports the local server module."""
+    from repl.providers.local import missing_extra_message
+    from repl.providers.weights import BUNDLED
+
+    problem = missing_extra_message(BUNDLED[profile.name])
+    return None if problem and profile.model_path and "weights" in problem else problem
+
+
+def _start_local(profile: ProviderSettings, settings: Settings,
+                 status: Callable[[str | None], None]) -> Any:
+    from repl.providers.base import ProviderError
+    from repl.providers.local import LocalServer, LocalServerError
+    from repl.providers.weights import BUNDLED, MissingExtra, ModelIntegrityError, ensure_model
+
+    if problem := local_problem(profile):
+        raise ProviderError("missing_extra", problem)
+
+    def assembling(done: int, total: int) -> None:
+        status(f"preparing the model weights (first run)… {100 * done // max(total, 1)}%")
+
+    try:
+        model_path = (Path(profile.model_path).expanduser() if profile.model_path
+                      else ensure_model(settings.data_dir, assembling, spec=BUNDLED[profile.name]))
+        server = LocalServer(model_path, n_ctx=profile.n_ctx, threads=profile.threads,
+                             log_path=settings.state_dir / "local-server.log",
+                             on_wait=lambda s: status(f"starting the local model… {s:.0f} s"))
+        server.start()
+    except (MissingExtra, ModelIntegrityError, LocalServerError, OSError) as exc:
+        raise ProviderError("missing_extra" if isinstance(exc, MissingExtra) else "other",
+                            str(exc).splitlines()[0]) from None
+    return server
+
+
+@dataclass
+class LazyProvider:
+    """Builds the real provider in the background; ``get()`` waits for it."""
+
+    build: Callable[[], Provider]
+    _result: Provider | BaseException | None = None
+    _done: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> LazyProvider:
+        threading.Thread(target=self._run, daemon=True, name="glassloop-provider").start()
+        return self
+
+    def _run(self) -> None:
+        try:
+            self._result = self.build()
+        except BaseException as exc:  # handed to the caller of get()
+            self._result = exc
+        finally:
+            self._done.set()
+
+    def ready(self) -> Provider | None:
+        """The provider if it is built already (never waits); None while building or after a failure."""
+        if self._done.is_set() and not isinstance(self._result, BaseException):
+            return self._result
+        return None
+
+    def close(self) -> None:
+        """Close the provider if it was built; one still building is left to finish on its own."""
+        provider = self.ready()
+        if provider is not None:
+            try:
+                provider.close()
+            except BaseException:  # noqa: BLE001 - closing at the end must not fail the session
+                pass
+
+    def get(self) -> Provider:
+        while not self._done.wait(0.05):  # short waits keep Ctrl-C responsive
+            pass
+        if isinstance(self._result, BaseException):
+            raise self._result
+        assert self._result is not None
+        return self._result
+
+
+def start_mcp(settings: Settings, registry: Registry, notify: Callable[[str], None]) -> Any:
+    """Connect to the configured MCP servers in the background and register their tools
+    as ``SERVER__tool``; returns the ``McpManager`` (None when no server is configured).
+    The mcp SDK is imported on the manager's own thread, never here."""
+    if not settings.mcp_servers:
+        return None
+    from tools.mcp_client import McpManager, ServerConfig
+    from tools.mcp_convert import tool_name
+
+    def register(server: str, tools: list) -> None:
+        registry.remove(tool_name(server, ""))
+        clash = [t.name for t in tools if registry.get(t.name) is not None]
+        if clash:
+            notify(f"MCP server {server!r}: skipped tools whose names are taken: {', '.join(clash)}")
+        for refused in registry.add(t for t in tools if t.name not in clash):
+            notify(f"MCP server {server!r}: {refused}")
+
+    configs = [ServerConfig.from_table(name, table) for name, table in settings.mcp_servers.items()]
+    return McpManager(configs, on_notice=notify, on_tools=register,
+                      call_timeout_s=settings.guards.tool_timeout_s,
+                      log_dir=settings.state_dir / "mcp", redact=redactor_for(settings)).start()

@@ -1,0 +1,150 @@
+"""Starting the REPL: the header and the prompt first, the session built behind them.
+
+Drawing the prompt needs the settings and the terminal only. The session (the
+loop, the tools, the trace, the journal, the commands: most of our modules) is
+imported and built on a thread once the prompt is drawn, and the first line
+typed waits for it. Resuming, a first message from the command line, step mode
+and a session without a terminal need the session before the prompt: it is built
+first there.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
+
+from repl.config.load import Settings
+from repl.session.runtime import new_id
+
+if TYPE_CHECKING:
+    from repl.loop.events import Notice
+    from repl.session.chat import ChatSession
+    from repl.ui.terminal import Terminal
+
+PICK = ""  # --resume without a value: pick a session
+
+
+def run_chat(settings: Settings, *, resume: str | None = None, first: str = "", step: bool = False) -> int:
+    from repl.ui.terminal import Terminal
+
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    ui = Terminal.create(settings, interactive=interactive)
+    if interactive and resume is None and not first and not step:
+        return _prompt_first(settings, ui)
+    session = _open(settings, ui, interactive)
+    try:
+        if resume == PICK:
+            resume = session.pick()
+            if resume is None and not interactive:
+                return 1
+        if resume:
+            if not session.resume(resume, show=False):
+                return 1
+        else:
+            session.open_journal()
+        ui.header(settings.active.name, settings.active.model, settings.approval, session.session_id)
+        if resume:
+            session.show_resumed()
+        if step and session.set_step(True):
+            from repl.loop.stepping import STEP_ON
+
+            ui.info(STEP_ON)
+        _trace(session, _announce(settings, ui))
+        # The SDK import and the tool loading hold the GIL for a while: drawing the prompt
+        # first keeps them from slowing it; a first message from the command line cannot wait.
+        if first:
+            session.start_background()
+        else:
+            ui.when_prompt_shown(session.start_background)
+        return _run(session, ui, first)
+    finally:
+        session.close()
+
+
+def _prompt_first(settings: Settings, ui: Terminal) -> int:
+    session_id = new_id()
+    ui.header(settings.active.name, settings.active.model, settings.approval, session_id)
+    notices = _announce(settings, ui)
+    built: Future[ChatSession] = Future()
+
+    def build() -> None:
+        try:
+            session = _open(settings, ui, True, session_id)
+            session.open_journal()
+            _trace(session, notices)
+            session.start_background()
+        except BaseException as exc:  # handed to the main thread
+            ui.set_commands([])  # a completion waiting for them stops waiting
+            built.set_exception(exc)
+        else:
+            built.set_result(session)
+
+    started: list[threading.Thread] = []
+
+    def start() -> None:
+        if not started:
+            started.append(threading.Thread(target=build, daemon=True, name="glassloop-session"))
+            started[0].start()
+
+    ui.when_prompt_shown(start)
+    line, caught = "", None
+    try:
+        line = ui.read()
+    except (EOFError, KeyboardInterrupt) as exc:  # the session's loop decides what they mean
+        caught = exc
+    start()  # in case the read ended before the prompt was drawn
+
+    def typed() -> str:
+        if caught is not None:
+            raise caught
+        return line
+
+    session = built.result()
+    try:
+        return _run(session, ui, typed=typed)
+    finally:
+        session.close()
+
+
+def _open(settings: Settings, ui: Terminal, interactive: bool, session_id: str | None = None) -> ChatSession:
+    """The session on ``ui``, attached to it, its slash commands completed at the prompt."""
+    from repl.session import commands
+    from repl.session.chat import ChatSession
+
+    session = ChatSession(settings, ui, interactive, session_id or new_id())
+    ui.attach(session)
+    ui.set_commands(commands.table().specs(lambda: session))
+    return session
+
+
+def _announce(settings: Settings, ui: Terminal) -> list[Notice]:
+    """Before the first prompt: the embedded model chosen for want of a key, or what an
+    embedded profile lacks. Returns the notices shown, for the session's trace."""
+    notices = []
+    if settings.provider_auto and settings.active.name == "local":
+        from repl.loop.events import Notice
+
+        notices.append(Notice("no API key or base URL configured: using the embedded local model "
+                              "(set OPENAI_API_KEY or pass --provider/--base-url for a hosted one)"))
+        ui.render(notices[-1])
+    if settings.active.embedded:
+        from repl.session.runtime import local_problem
+
+        if problem := local_problem(settings.active):
+            ui.error(problem)  # now, not after the first question
+    return notices
+
+
+def _trace(session: ChatSession, events: list[Notice]) -> None:
+    for event in events:
+        if session.trace:
+            session.trace(event)
+
+
+def _run(session: ChatSession, ui: Terminal, first: str = "", typed: Callable[[], str] | None = None) -> int:
+    code = session.loop(first, typed)
+    ui.goodbye(session)
+    return code

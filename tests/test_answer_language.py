@@ -6,7 +6,7 @@ language"): after the English nudge it answered most Chinese questions in Englis
 
 from __future__ import annotations
 
-from repl.providers.textcalls import AFTER_RESULTS, AFTER_RESULTS_ZH, to_text_messages
+from repl.providers.textcalls import AFTER_RESULTS, to_text_messages
 
 TOOLS = [{"name": "list_todos", "description": "List todos.", "parameters": {"type": "object", "properties": {}}}]
 
@@ -21,12 +21,12 @@ def _after_results(question: str) -> str:
 
 def test_a_chinese_question_gets_the_nudge_asking_for_a_chinese_answer() -> None:
     last = _after_results("今天还有哪些没完成？")
-    assert last.endswith(AFTER_RESULTS_ZH + " 请用中文回答。")
+    assert last.endswith(AFTER_RESULTS + " 请用中文回答。")
 
 
 def test_other_questions_get_the_nudge_unchanged() -> None:
     for question in ("Which todos are open?", "今日のタスクは何ですか？", "Quels todos restent ?"):
-        assert _after_results(question).endswith(AFTER_RESULTS.replace("{question}", question)), question
+        assert _after_results(question).endswith(AFTER_RESULTS), question
 
 
 def test_the_language_follows_the_latest_question_not_the_first() -> None:
@@ -35,8 +35,7 @@ def test_the_language_follows_the_latest_question_not_the_first() -> None:
                {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "list_todos",
                                                                      "arguments": "{}"}]},
                {"role": "tool", "tool_call_id": "c1", "name": "list_todos", "content": "{}"}]
-    assert to_text_messages(history, TOOLS)[-1]["content"].endswith(
-        AFTER_RESULTS.replace("{question}", "Which todos are open?"))
+    assert to_text_messages(history, TOOLS)[-1]["content"].endswith(AFTER_RESULTS)
 
 
 def test_the_embedded_models_advice_follows_the_tool_block_and_is_shared_across_days() -> None:

@@ -233,8 +233,7 @@ def test_after_tool_results_the_model_is_asked_for_the_answer() -> None:
     ends_with_results = _history()[:4]
     messages = to_text_messages(ends_with_results, TOOLS)
     results = '<tool_response>\n{"ok": true}\n</tool_response>'
-    note = AFTER_RESULTS.replace("{question}", "What is left?")
-    assert messages[-1] == {"role": "user", "content": f"{results}\n\n{note}"}
+    assert messages[-1] == {"role": "user", "content": f"{results}\n\n{AFTER_RESULTS}"}
     assert messages[-2]["role"] == "assistant"
     assert to_text_messages(ends_with_results, TOOLS, after_results=None)[-1]["content"] == results
     assert to_text_messages(_history(), TOOLS)[-1]["role"] == "assistant"  # not after text

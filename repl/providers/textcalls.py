@@ -46,18 +46,12 @@ _NAME_RE = re.compile(r'"(?:name|function|tool)"\s*:\s*"([A-Za-z0-9_.\-]+)"')
 _ARGS_KEY_RE = re.compile(r'"(?:arguments|parameters|args)"\s*:\s*')
 _NON_SPACE = re.compile(r"\S")
 _DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."  # the template's own
-# Wording measured to work (see docs/LOCAL_MODEL.md, "The nudge after tool results"):
-# with the question quoted and one item a line the 0.5B model names the items of a list
-# result; the question alone made it call again, "one item a line" alone did not help.
-# Words like "call another tool if needed" made it list calls to every tool instead.
+# Wording measured to work (see docs/LOCAL_MODEL.md); words like "call another
+# tool if needed" made the model list calls to every tool instead.
 AFTER_RESULTS = (
-    'Answer my question "{question}" using the tool results above, in plain words; '
-    "give each item on its own line. Do not repeat the tool call."
+    "Use the tool results above to answer my question in plain words. "
+    "Do not repeat the tool call."
 )
-QUESTION_CHARS = 200  # a longer question is quoted cut, with "…"
-# After a Chinese question the wording above made the model call the tool again; the
-# earlier one gives an answer (often only a count) and IN_CHINESE is added to it.
-AFTER_RESULTS_ZH = "Use the tool results above to answer my question in plain words. Do not repeat the tool call."
 # After that English nudge the 0.5B model answered most Chinese questions in English;
 # for a question in Chinese (Han characters, no Japanese kana) the nudge ends with this.
 IN_CHINESE = " 请用中文回答。"
@@ -120,10 +114,9 @@ def to_text_messages(
     messages never stand side by side.
 
     When the history ends with tool results, ``after_results`` is added to
-    them (never stored in the history; ``after_results_note``: the question
-    quoted into it): without it the 0.5B model mostly echoes its call and
-    invents a result instead of answering. After a question in Chinese it
-    also asks for the answer in Chinese (IN_CHINESE).
+    them (never stored in the history): without it the 0.5B model mostly
+    echoes its call and invents a result instead of answering. After a
+    question in Chinese it also asks for the answer in Chinese (IN_CHINESE).
 
     ``compact_results`` > 0: each tool result goes as compact text of at most
     that many characters (``compact.compact_result``), not as the stored JSON.
@@ -157,29 +150,12 @@ def to_text_messages(
         fixed, session = split_session_part(system)
         out.insert(0, {"role": "system", "content": fixed + tools_system_block(tools) + session})
     if after_results and messages and messages[-1]["role"] == "tool":
-        _add_user_text(out, after_results_note(messages, after_results))
+        _add_user_text(out, after_results + _language_note(messages))
     return out
 
 
-def after_results_note(messages: list[dict[str, Any]], template: str = AFTER_RESULTS) -> str:
-    """The nudge after tool results: ``template`` with the latest question quoted (one
-    line, at most QUESTION_CHARS) for ``{question}``; after a Chinese question the default
-    template gives way to AFTER_RESULTS_ZH, and IN_CHINESE is added."""
-    chinese = _language_note(messages)
-    if chinese and template == AFTER_RESULTS:
-        template = AFTER_RESULTS_ZH
-    question = " ".join(_question(messages).split())
-    if len(question) > QUESTION_CHARS:
-        question = question[: QUESTION_CHARS - 1].rstrip() + "…"
-    return template.replace("{question}", question) + chinese
-
-
-def _question(messages: list[dict[str, Any]]) -> str:
-    return next((m.get("content") or "" for m in reversed(messages) if m["role"] == "user"), "")
-
-
 def _language_note(messages: list[dict[str, Any]]) -> str:
-    question = _question(messages)
+    question = next((m.get("content") or "" for m in reversed(messages) if m["role"] == "user"), "")
     return IN_CHINESE if _HAN.search(question) and not _KANA.search(question) else ""
 
 

@@ -74,8 +74,7 @@ def glassloop_here(*args: str, env: dict[str, str], cwd: Path | None = None,
     does: exit code, stdout, stderr; an exception that escapes shows as its traceback on stderr,
     as a subprocess would print it. ``env`` replaces the environment for the run. It saves the
     interpreter's start (~0.8 s a run), ``cwd`` the working folder: for tests whose subject is not the process (its signals,
-    its exit, its standard streams' encoding, what it leaves behind). Not for ``ask``: its
-    output streams are bound when ``repl.session.oneshot`` is imported."""
+    its exit, its standard streams' encoding, what it leaves behind)."""
     from typer.testing import CliRunner
 
     from repl.cli import app

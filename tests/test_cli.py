@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakeserver import call, fault_status, text, tool_calls
-from tests.support import SECRET, glassloop
+from tests.support import SECRET, glassloop, glassloop_here
 
 
 def test_ask_json_runs_list_get_answer(fake_server, home, tmp_path):
@@ -105,3 +105,13 @@ def test_version_and_help(home):
     assert glassloop("--version", env=home).stdout.startswith("glassloop ")
     help_text = glassloop("ask", "--help", env=home).stdout
     assert "--json" in help_text and "Exit codes" in help_text
+
+
+def test_ask_writes_to_the_streams_of_its_run_not_those_at_import(fake_server, home):
+    """Twice in one process: each run's answer reaches that run's stdout (the streams were
+    default arguments bound when the module was imported)."""
+    for answer in ("first answer", "second answer"):
+        fake_server.script(text(answer))
+        result = glassloop_here("ask", "hi", "--base-url", fake_server.base_url, env=home)
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == answer

@@ -165,8 +165,9 @@ def _phase_printer(progress: Progress):
 
 
 def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: bool,
-            trace_file: Path | None, stdout: TextIO = sys.stdout,
-            stderr: TextIO = sys.stderr) -> int:
+            trace_file: Path | None, stdout: TextIO | None = None,
+            stderr: TextIO | None = None) -> int:
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr  # this run's streams, not the import's
     session_id = new_id()
     log = EventLog()
     redact = redactor_for(settings)

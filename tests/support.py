@@ -202,6 +202,15 @@ class StubUI:
 MCP_TEST_SERVER = ROOT / "tests" / "mcp_test_server.py"
 
 
+def mcp_config_file(tmp_path: Path, **env: str) -> Path:
+    """A config file with the stdio test server as MCP server ``t``, ``env`` its environment."""
+    path = tmp_path / "mcp.toml"
+    table = ", ".join(f"{key} = {json.dumps(value)}" for key, value in env.items())
+    path.write_text(f"[mcp.servers.t]\ncommand = {json.dumps(sys.executable)}\n"
+                    f"args = [{json.dumps(str(MCP_TEST_SERVER))}]\nenv = {{ {table} }}\n", encoding="utf-8")
+    return path
+
+
 def stdio_server(name: str = "t", **options) -> ServerConfig:
     """A ``ServerConfig`` for the stdio test server (``tests/mcp_test_server.py``)."""
     return ServerConfig(name, command=sys.executable, args=(str(MCP_TEST_SERVER),), **options)

@@ -21,9 +21,8 @@ from repl.loop.events import EventLog
 from repl.loop.history import History, check
 from repl.providers.chat import ChatProvider
 from tests.fakeserver import call, text, tool_calls
-from tests.support import Stack, stdio_server
+from tests.support import Stack, mcp_config_file, stdio_server
 
-SERVER = Path(__file__).resolve().parent / "mcp_test_server.py"
 pytestmark = pytest.mark.timeout(60)
 
 
@@ -61,18 +60,10 @@ def _gone_within(pid: int, timeout: float) -> bool:
         os.close(fd)
 
 
-def _config(tmp_path: Path, **env: str) -> Path:
-    path = tmp_path / "mcp.toml"
-    table = ", ".join(f"{key} = {json.dumps(value)}" for key, value in env.items())
-    path.write_text(f"[mcp.servers.t]\ncommand = {json.dumps(sys.executable)}\n"
-                    f"args = [{json.dumps(str(SERVER))}]\nenv = {{ {table} }}\n", encoding="utf-8")
-    return path
-
-
 def test_ask_talks_to_a_stdio_server_without_importing_the_mcp_sdk(fake_server, home, tmp_path):
     """The SDK's import (~0.4 s of pydantic models and server modules) competed with the
     provider's for the GIL on every `ask`; a stdio server now needs none of it."""
-    config = _config(tmp_path)
+    config = mcp_config_file(tmp_path)
     fake_server.script(tool_calls(call("t__lookup", {"country": "France"})),
                        lambda body: text("got: " + json.loads(body["messages"][-1]["content"])["content"]["result"]))
     env = {**home, "GLASSLOOP_MCP_ASK_WAIT_S": "30"}  # listed before the first request, however loaded
@@ -144,7 +135,7 @@ def test_ask_exits_without_waiting_for_a_server_that_ignores_stdin_close_and_sig
     """Once the answer is out, ``ask`` closes the server's stdin and exits; a reaper sends
     SIGTERM and then SIGKILL to the server's group, so it does not outlive us for long."""
     marker = uuid.uuid4().hex
-    config = _config(tmp_path, MCP_TEST_IGNORE_STDIN_CLOSE="1", MCP_TEST_IGNORE_SIGTERM="1", MCP_TEST_MARK=marker)
+    config = mcp_config_file(tmp_path, MCP_TEST_IGNORE_STDIN_CLOSE="1", MCP_TEST_IGNORE_SIGTERM="1", MCP_TEST_MARK=marker)
     seen: dict = {}
 
     def answer(body: dict):

@@ -3,7 +3,6 @@ request, and the exit is bounded when a server ignores its stdin closing."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
@@ -11,16 +10,7 @@ from pathlib import Path
 
 from tests.fakeserver import text
 from tests.reliability.helpers import record
-
-SERVER = Path(__file__).resolve().parents[1] / "mcp_test_server.py"
-
-
-def _config(tmp_path: Path, **env: str) -> Path:
-    path = tmp_path / "mcp.toml"
-    table = ", ".join(f"{key} = {json.dumps(value)}" for key, value in env.items())
-    path.write_text(f"[mcp.servers.t]\ncommand = {json.dumps(sys.executable)}\n"
-                    f"args = [{json.dumps(str(SERVER))}]\nenv = {{ {table} }}\n", encoding="utf-8")
-    return path
+from tests.support import mcp_config_file
 
 
 def _ask(fake_server, home: dict[str, str], config: Path) -> tuple[subprocess.CompletedProcess, float, float, list[str]]:
@@ -46,7 +36,7 @@ def _ask(fake_server, home: dict[str, str], config: Path) -> tuple[subprocess.Co
 
 def test_slow_mcp_server_does_not_delay_the_first_request(fake_server, home, tmp_path):
     delay = 30.0  # the server needs this long before it answers at all
-    result, first, total, tools = _ask(fake_server, home, _config(tmp_path, MCP_TEST_START_DELAY=str(delay)))
+    result, first, total, tools = _ask(fake_server, home, mcp_config_file(tmp_path, MCP_TEST_START_DELAY=str(delay)))
     record("mcp_start", slow_server_first_request_s=round(first, 2), slow_server_total_s=round(total, 2))
     assert result.stdout.strip() == "done"
     assert not any(name.startswith("t__") for name in tools)  # not listed yet: not waited for
@@ -57,7 +47,7 @@ def test_slow_mcp_server_does_not_delay_the_first_request(fake_server, home, tmp
 
 def test_exit_is_bounded_when_a_server_ignores_stdin_close(fake_server, home, tmp_path):
     home = {**home, "GLASSLOOP_MCP_ASK_WAIT_S": "20"}  # a loaded machine may take a while to start it
-    result, first, total, tools = _ask(fake_server, home, _config(tmp_path, MCP_TEST_IGNORE_STDIN_CLOSE="1"))
+    result, first, total, tools = _ask(fake_server, home, mcp_config_file(tmp_path, MCP_TEST_IGNORE_STDIN_CLOSE="1"))
     record("mcp_start", stubborn_server_exit_s=round(total - first, 2))
     assert "t__lookup" in tools  # a quick server is waited for and offered from the first request
     assert total - first < 1.9  # answer to exit: the old code gave the server 2 s, then SIGTERM

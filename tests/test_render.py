@@ -103,6 +103,20 @@ def test_a_call_with_edited_arguments_shows_the_arguments_it_ran_with() -> None:
     assert '{"title": "4pm"}  → todo-001 4pm (arguments edited)' in text and "3pm" not in text
 
 
+def test_a_repeated_call_gets_a_dim_line_not_a_panel() -> None:
+    out = console()
+    renderer = Renderer(out, refresh_per_second=0)
+    renderer(ToolCallStarted(2, "b", "add_todo", {"title": "[bold]milk"}, True))
+    repeat = {"ok": True, "already_ran": "add_todo already ran …", "earlier_result": {"todo": {"id": "todo-009"}}}
+    renderer(ToolCallFinished(2, "b", "add_todo", True, repeat, 0.0, None, "a"))
+    renderer(ToolCallStarted(3, "c", "add_todo", {"title": "x"}, True))
+    denied = {"ok": False, "error": {"type": "denied", "message": "this identical call was denied earlier …"}}
+    renderer(ToolCallFinished(3, "c", "add_todo", False, denied, 0.0, "denied", "a"))
+    lines = out.export_text().splitlines()
+    assert lines == ['add_todo {"title": "[bold]milk"} · already ran this turn, not run again',
+                     'add_todo {"title": "x"} · denied earlier this turn, not asked again']
+
+
 def test_usage_line() -> None:
     line = usage_line(ModelUsage(1, Usage(310, 256, 42), 0.81, "stop"))
     assert line.plain == "step 1 · in 310 (cached 256) · out 42 · 0.8 s"

@@ -19,6 +19,15 @@ Time spent waiting for the user's approval moves the deadline on. Each tool
 call gets a cancel signal (``tools.cancel``), set when the call times out or
 the turn ends, so a tool that checks it stops with the turn.
 
+A call identical to one that already ran in the turn (same tool, same canonical
+arguments) is not run again nor asked for again (``_Turn.done``): its result says so and
+carries the earlier one, so a model that repeats its call instead of answering (the 0.5B
+local model, issue #13) can still answer. What counts: a call that succeeded, and one that
+was denied (the prompt's "denied, do not retry": the repeat is denied without asking).
+A call that failed otherwise may run again (a timeout may pass); read-only results
+are forgotten once a side effect succeeds (a list after an add must show the add). A
+repeat still counts as a tool call and against ``repeat_limit``.
+
 Step mode (``repl.loop.stepping``): a ``Stepping`` with a stepper pauses the loop
 before each model call (continue, edit the message about to be sent, send
 without tools, stop) and before a model's tool calls run (continue, skip, a
@@ -222,6 +231,7 @@ class _Turn:
     usage: Usage = field(default_factory=Usage)
     answer: str = ""
     seen: Counter[str] = field(default_factory=Counter)
+    done: dict[str, _Done] = field(default_factory=dict)  # canonical call → what an identical call gets
     deadline: float = math.inf  # time.monotonic() when the turn's time is up
 
     def time_left(self) -> float:
@@ -477,6 +487,8 @@ class _Turn:
                                         bool(tool and tool.side_effects)))
             if tool is not None and tool.side_effects:
                 effectful.append((call, tool))
+            elif (earlier := self.done.get(canonical(call.name, call.arguments))) is not None:
+                self._repeat(call, earlier, results)
             elif self.time_left() <= 0:
                 results[call.id] = _no_time(call)
                 _emit_finished(runner.emit, step, call, results[call.id], time.monotonic())
@@ -487,6 +499,7 @@ class _Turn:
         for call, future, started, cancel in running:
             results[call.id], ended = self._wait(call, future, started, cancel)
             _emit_finished(runner.emit, step, call, results[call.id], started, ended)
+            self._remember(call, results[call.id], side_effects=False)
         for index in range(len(effectful)):
             self._run_effectful(effectful, index, results)
 
@@ -494,6 +507,9 @@ class _Turn:
                        results: dict[str, dict[str, Any]]) -> None:
         """The side-effecting call ``effectful[index]``: asked for, then run (or denied)."""
         runner, step, (call, tool) = self.runner, self.steps, effectful[index]
+        if (earlier := self.done.get(canonical(call.name, call.arguments))) is not None:
+            self._repeat(call, earlier, results)  # an earlier step's, or one before it in this step
+            return
         registry = runner.registry
         started = time.monotonic()
         arguments, error = registry.parse_arguments(call.name, call.arguments)
@@ -530,6 +546,33 @@ class _Turn:
                 error = error_result("denied", f"the call was not allowed{reason}")
         results[call.id] = error
         _emit_finished(runner.emit, step, call, error, started)
+        self._remember(call, error, side_effects=True)
+
+    def _remember(self, call: ToolCall, result: dict[str, Any], side_effects: bool) -> None:
+        """A call that succeeded or was denied answers the identical calls after it in the turn."""
+        ok = result.get("ok") is True
+        if not ok and result.get("error", {}).get("type") != "denied":
+            return
+        if ok and side_effects:  # what a read-only call returned may have changed
+            self.done = {key: d for key, d in self.done.items() if d.side_effects}
+        self.done[canonical(call.name, call.arguments)] = _Done(call.id, self.steps, result, side_effects)
+
+    def _repeat(self, call: ToolCall, earlier: _Done, results: dict[str, dict[str, Any]]) -> None:
+        """The result of a call identical to ``earlier``, which is not run (or asked for) again."""
+        if earlier.result.get("ok") is True:
+            results[call.id] = {
+                "ok": True,
+                "already_ran": f"{call.name} already ran with these arguments in this turn (step {earlier.step}) "
+                               "and was not run again. Its result is below: answer the user from it.",
+                "earlier_result": {k: v for k, v in earlier.result.items() if k != "ok"},
+            }
+        else:
+            why = earlier.result.get("error", {}).get("message", "")
+            results[call.id] = error_result(
+                "denied", f"this identical call was denied earlier in this turn ({why}); it was not asked "
+                          "again. Do not retry it: answer the user.")
+        _emit_finished(self.runner.emit, self.steps, call, results[call.id], time.monotonic(),
+                       repeat_of=earlier.call_id)
 
     def _wait(self, call: ToolCall, future: Future, started: float, cancel: Cancel) -> tuple[dict[str, Any], float]:
         """The call's result, or a timeout result after min(its timeout, the turn's time left)
@@ -554,6 +597,16 @@ class _Turn:
 
 
 _SLICE_S = 0.1
+
+
+@dataclass(frozen=True)
+class _Done:
+    """A call that succeeded or was denied in this turn (``_Turn.done``)."""
+
+    call_id: str
+    step: int
+    result: dict[str, Any]
+    side_effects: bool
 
 
 class _Guard(Exception):
@@ -637,11 +690,11 @@ def _timed(fn, *args) -> tuple[dict[str, Any], float]:
     return fn(*args), time.monotonic()
 
 
-def _emit_finished(emit, step, call, result, started, ended: float | None = None) -> None:
+def _emit_finished(emit, step, call, result, started, ended: float | None = None, repeat_of: str = "") -> None:
     ok = bool(result.get("ok"))
     error_type = None if ok else result.get("error", {}).get("type")
     duration = round((ended or time.monotonic()) - started, 4)
-    emit(ToolCallFinished(step, call.id, call.name, ok, result, duration, error_type))
+    emit(ToolCallFinished(step, call.id, call.name, ok, result, duration, error_type, repeat_of))
 
 
 def _preview(tool, arguments) -> dict[str, Any] | None:

@@ -151,6 +151,7 @@ class ToolCallFinished:
     result: dict[str, Any]
     duration_s: float
     error_type: str | None = None
+    repeat_of: str = ""  # the id of the identical earlier call whose outcome this one got (it did not run)
     type: Literal["tool_call_finished"] = "tool_call_finished"
 
 

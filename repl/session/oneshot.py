@@ -92,6 +92,8 @@ def _progress_line(event: Event) -> str | None:
         return f"step {event.step} call {event.name} {args}"
     if isinstance(event, ToolCallFinished):
         status = "ok" if event.ok else f"error {event.error_type}"
+        if event.repeat_of:
+            return f"step {event.step} repeat {event.name} {status}: identical to {event.repeat_of}, not run again"
         return f"step {event.step} done {event.name} {status} {event.duration_s * 1000:.0f} ms"
     if isinstance(event, ApprovalDecided) and not event.allowed:
         return f"step {event.step} denied {event.name}: {event.reason}"

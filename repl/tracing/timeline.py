@@ -89,6 +89,8 @@ def _describe(r: dict[str, Any]) -> str | None:
         return f"  {verdict} {r.get('name')} by {r.get('by')}{took}{reason}"
     if kind == "tool_call_finished":
         status = "ok" if r.get("ok") else f"error {r.get('error_type')}"
+        if r.get("repeat_of"):
+            status += f" · identical to {r['repeat_of']}, not run again"
         result = json.dumps(r.get("result"), ensure_ascii=False)
         return f"  result {r.get('name')} {status} · {r.get('duration_s', 0) * 1000:.0f} ms · {result}"
     if kind == "model_retry":

@@ -171,6 +171,15 @@ def summary_line(event: TurnFinished, cost: float | None = None, cost_unknown: b
     return line
 
 
+def repeat_line(event: ToolCallFinished, arguments: Any) -> Text:
+    """A call identical to one earlier in the turn, which did not run (or was not asked about) again."""
+    shown = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    head = f"{clean(event.name)} {one_line(shown, ONE_LINE_ARGS)}".rstrip()
+    if event.ok:
+        return Text(f"{head} · already ran this turn, not run again", "dim")  # the model gets its result
+    return Text(f"{head} · denied earlier this turn, not asked again", "dim")
+
+
 def decision_line(event: ApprovalDecided) -> Text:
     """'auto-approved (mode)' / 'denied: read-only mode …' for decisions no one was asked about."""
     name = clean(event.name)

@@ -46,6 +46,7 @@ from repl.ui.event_views import (
     SUMMARY_WIDTH,
     decision_line,
     finished_panel,
+    repeat_line,
     running_panel,
     summary_line,
     usage_line,
@@ -357,7 +358,10 @@ class Renderer:
     def _call_finished(self, event: ToolCallFinished) -> None:
         running = self._running.pop(event.call_id, None)
         arguments = event.result.get(EDITED_KEY, running.call.arguments if running else None)
-        self.console.print(finished_panel(event, arguments, running.decided_s if running else 0.0))
+        if event.repeat_of:
+            self.console.print(repeat_line(event, arguments))
+        else:
+            self.console.print(finished_panel(event, arguments, running.decided_s if running else 0.0))
         self._sync_live()
 
     def _user_step(self, event: UserStep) -> None:

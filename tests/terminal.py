@@ -15,10 +15,11 @@ class Repl:
     """The REPL in a ``cols`` x ``rows`` pseudo-terminal, against ``base_url`` when one is given."""
 
     def __init__(self, env: dict[str, str], base_url: str | None, *args: str, cols: int = 100,
-                 rows: int = 40, wait: bool = True) -> None:
+                 rows: int = 40, wait: bool = True, program: tuple[str, ...] = ("-m", "repl.cli")) -> None:
+        """``program``: the interpreter's arguments before glassloop's own."""
         env = {**env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "COLUMNS": str(cols), "LINES": str(rows)}
         url = ["--base-url", base_url] if base_url else []
-        self.child = pexpect.spawn(sys.executable, ["-m", "repl.cli", *url, *args], env=env,
+        self.child = pexpect.spawn(sys.executable, [*program, *url, *args], env=env,
                                    encoding="utf-8", dimensions=(rows, cols), timeout=20)
         self.transcript: list[str] = []
         if wait:

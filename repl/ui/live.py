@@ -96,6 +96,14 @@ class _Ticker(threading.Thread):
 ESC_ALONE_S = 0.05  # an Esc with nothing after it this long is the Esc key, not a sequence
 
 
+def ctrl_c_interrupts() -> None:
+    """At a terminal Ctrl-C stops a turn, even when the program was started with SIGINT
+    ignored (a job a script runs in the background inherits that, and Python then never
+    raises KeyboardInterrupt)."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def interrupt_main() -> None:
     """Stop the running turn exactly as Ctrl-C does (the main thread gets SIGINT)."""
     os.kill(os.getpid(), signal.SIGINT)

@@ -120,7 +120,10 @@ class Terminal:
         terminal.renderer = Renderer(console, price=terminal.cost, escape_stops=interactive,
                                      show_reasoning=settings.show_reasoning)
         if interactive:
+            from repl.ui.live import ctrl_c_interrupts
             from repl.ui.prompt import PromptInput
+
+            ctrl_c_interrupts()
 
             terminal.prompt = PromptInput(
                 history_path=settings.data_dir / "input_history",

@@ -19,6 +19,14 @@ from tools import build_tools
 from tools.registry import Registry
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Tests that interrupt (in-process SIGINT, Ctrl-C in a pseudo-terminal) need Python's own
+    handler; a suite started in a script's background inherits SIGINT ignored, and so would
+    every worker and every program it starts."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
     """``--dist loadgroup`` sends the tests of one ``xdist_group`` to one worker by a ``@group``

@@ -174,6 +174,40 @@ CASES = [
     Case("define", "en", "Explain in one sentence what a todo list is."),
     Case("define", "zh", "用一句话解释什么是待办清单。"),
 ]
+# Not the evaluation's questions: to check on sentences nobody tuned on that small talk is
+# gated (``small_talk_gate``) and that requests, also ones opening with a greeting, are not.
+HELD_OUT = [
+    _case("h-rain", "en", "Is it raining in London right now?", "get_weather", _has("london")("city"),
+          {"name": "get_weather", "arguments": {"city": "London"}}),
+    _case("h-rain", "zh", "上海明天天气如何？", "get_weather", _has("上海", "shanghai")("city"),
+          {"name": "get_weather", "arguments": {"city": "上海"}}),
+    _case("h-percent", "en", "What's 15% of 360?", "calculator", _equals(54),
+          {"name": "calculator", "arguments": {"expression": "360 * 0.15"}}),
+    _case("h-hours", "zh", "365乘以24是多少？", "calculator", _equals(8760),
+          {"name": "calculator", "arguments": {"expression": "365 * 24"}}),
+    _case("h-passport", "en", "Put 'renew passport' on my todo list.", "add_todo", _has("passport")("title"),
+          {"name": "add_todo", "arguments": {"title": "Renew passport"}}),
+    _case("h-mum", "zh", "把“给妈妈打电话”加到待办里。", "add_todo", _has("妈妈")("title"),
+          {"name": "add_todo", "arguments": {"title": "给妈妈打电话"}}),
+    _case("h-open", "en", "Show me my unfinished tasks.", "list_todos", _anything,
+          {"name": "list_todos", "arguments": {"status": "todo"}}),
+    _case("h-rent", "zh", "帮我记一下：周五交房租。", "add_note add_todo", _anything,
+          {"name": "add_note", "arguments": {"text": "周五交房租"}}),
+    _case("h-thanks-then", "en", "Thanks! Now add 'water the plants' to my todos.", "add_todo",
+          _has("plant")("title"), {"name": "add_todo", "arguments": {"title": "Water the plants"}}),
+    _case("h-hello-then", "zh", "你好，帮我查一下广州的天气。", "get_weather", _has("广州", "guangzhou")("city"),
+          {"name": "get_weather", "arguments": {"city": "广州"}}),
+    Case("h-hey", "en", "Hey there!"),
+    Case("h-weekend", "en", "Cheers, have a great weekend!"),
+    Case("h-thanks-bye", "en", "Thank you so much, bye!"),
+    Case("h-again", "en", "Hello again, how's it going?"),
+    Case("h-night", "en", "Good night, talk to you tomorrow."),
+    Case("h-night", "zh", "晚安！"),
+    Case("h-thanks-later", "zh", "多谢啦，回头聊。"),
+    Case("h-morning", "zh", "早安，最近好吗？"),
+    Case("h-tired", "zh", "辛苦了，谢谢！"),
+    Case("h-weekend", "zh", "拜拜～周末愉快！"),
+]
 QUICK_CASES = ("todos-open", "hello")
 _HAN = re.compile(r"[\u3400-\u9fff]")
 _LATIN = re.compile(r"[A-Za-z]")
@@ -302,13 +336,13 @@ def run_cases(provider: Any, cases: list[Case], work: Path, label: str) -> list[
 
 
 def local_provider(temperature: float, model: Path, work: Path, grammar: bool = True,
-                   profile: str = "local") -> Any:
+                   profile: str = "local", gate: bool = True) -> Any:
     from repl.config.load import load_settings
     from repl.session.runtime import make_provider
 
     config = work / "bench.toml"
     config.write_text(f"[providers.{profile}]\nmodel_path = {json.dumps(str(model))}\n"
-                      f"temperature = {temperature}\n", "utf-8")
+                      f"temperature = {temperature}\nsmall_talk_gate = {str(gate).lower()}\n", "utf-8")
     settings = load_settings({"provider": profile}, cwd=work, env=os.environ, config_file=config)
     provider = make_provider(settings.active, settings)
     # the runtime switched the grammar on for the embedded server; off only to measure without it
@@ -317,7 +351,7 @@ def local_provider(temperature: float, model: Path, work: Path, grammar: bool = 
 
 
 def evaluate(temperatures: tuple[float, ...], cases: list[Case], grammar: bool = True,
-             data_dir: Path | None = None, profile: str = "local") -> dict[str, Any]:
+             data_dir: Path | None = None, profile: str = "local", gate: bool = True) -> dict[str, Any]:
     from repl.providers.weights import BUNDLED, ensure_model
 
     model = ensure_model(data_dir or Path(tempfile.gettempdir()) / "glassloop-bench", spec=BUNDLED[profile])
@@ -326,12 +360,13 @@ def evaluate(temperatures: tuple[float, ...], cases: list[Case], grammar: bool =
         for temperature in temperatures:
             label = f"t{temperature}"
             before = load()
-            provider = local_provider(temperature, model, work, grammar, profile)
+            provider = local_provider(temperature, model, work, grammar, profile, gate)
             try:
                 results = run_cases(provider, cases, work, label)
             finally:
                 provider.close()
-            runs[label] = {"profile": profile, "temperature": temperature, "grammar": grammar, "load_before": before,
+            runs[label] = {"profile": profile, "temperature": temperature, "grammar": grammar,
+                           "small_talk_gate": gate, "load_before": before,
                            "load_after": load(), **score(results), "results": results}
     return runs
 
@@ -497,6 +532,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--temperatures", default="0.1,0.7")
     parser.add_argument("--no-grammar", action="store_true", help="send no grammar (the baseline)")
+    parser.add_argument("--no-small-talk-gate", action="store_true",
+                        help="let the model decide on small talk too (small_talk_gate = false)")
+    parser.add_argument("--held-out", action="store_true",
+                        help="the held-out questions (HELD_OUT) instead of the evaluation's")
     parser.add_argument("--only", default="", help="comma-separated case ids (default: all)")
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")
     parser.add_argument("--profile", default="local", choices=EMBEDDED_PROFILES,
@@ -505,14 +544,15 @@ def main() -> None:
     parser.add_argument("--grammar-cost", action="store_true",
                         help="only measure the grammar's cost per generated token (both sampling orders)")
     args = parser.parse_args()
-    cases = [c for c in CASES if not args.only or c.id in args.only.split(",")]
+    cases = [c for c in (HELD_OUT if args.held_out else CASES) if not args.only or c.id in args.only.split(",")]
     if args.grammar_cost:
         cost = grammar_cost([c for c in cases if c.id in COST_CASES] if not args.only else cases,
                             data_dir=args.data_dir, profile=args.profile)
         print(json.dumps(cost, indent=1, ensure_ascii=False))
         return
     temps = tuple(float(t) for t in args.temperatures.split(","))
-    runs = evaluate(temps, cases, grammar=not args.no_grammar, data_dir=args.data_dir, profile=args.profile)
+    runs = evaluate(temps, cases, grammar=not args.no_grammar, data_dir=args.data_dir, profile=args.profile,
+                    gate=not args.no_small_talk_gate)
     summary = {label: {k: v for k, v in run.items() if k != "results"} for label, run in runs.items()}
     print(json.dumps(summary, indent=1, ensure_ascii=False))
     if args.out:

@@ -119,6 +119,8 @@ class ProviderSettings:
     threads: int = setting(0, local_only=True)  # 0 = auto
     # text tool calls: results sent as compact text of at most this many chars (0: the stored JSON)
     compact_results: int = safe(0, local_only=True)
+    # grammar mode: a message of only greetings, thanks or goodbyes gets the text-only grammar
+    small_talk_gate: bool = safe(False, local_only=True)
 
     @property
     def embedded(self) -> bool:

@@ -156,10 +156,11 @@ class ChatProvider(SdkEndpoint):
         self._text_tools = tools or self._text_tools
         params = self._params(textcalls.to_text_messages(
             messages, self._text_tools, compact_results=self.settings.compact_results), [])
-        if self.call_grammar:  # without tools (the final answer): text only
+        if self.call_grammar:  # without tools (the final answer, small talk): text only
             from repl.providers.grammar import ANSWER_GRAMMAR, tool_grammar
 
-            params["grammar"] = tool_grammar(tools) if tools else ANSWER_GRAMMAR
+            may_call = tools and not (self.settings.small_talk_gate and _small_talk_turn(messages))
+            params["grammar"] = tool_grammar(tools) if may_call else ANSWER_GRAMMAR
         return params, _Assembly(text_filter=textcalls.TextCallFilter([t["name"] for t in tools]))
 
     def wire_messages(self, messages: list[dict[str, Any]],
@@ -225,6 +226,15 @@ class ChatProvider(SdkEndpoint):
             frags = wire_field(delta, "tool_calls", "a list", f"{path}.delta") or []
             for i, frag in enumerate(frags):
                 acc.add_fragment(frag, f"{path}.delta.tool_calls[{i}]")
+
+
+def _small_talk_turn(messages: list[dict[str, Any]]) -> bool:
+    """The first step of a turn whose question is only greetings, thanks or goodbyes. The
+    grammar alone changes: the prompt (and the server's cached prefix) stays as it is."""
+    from repl.providers.smalltalk import is_small_talk
+
+    last = messages[-1] if messages else {}
+    return last.get("role") == "user" and isinstance(last.get("content"), str) and is_small_talk(last["content"])
 
 
 def _optional_text(record: Any, name: str) -> str | None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.fakeserver import call, fault_status, text, tool_calls
-from tests.support import SECRET, glassloop, glassloop_here
+from tests.support import ROOT, SECRET, glassloop, glassloop_here
 
 
 def test_ask_json_runs_list_get_answer(fake_server, home, tmp_path):
@@ -115,3 +117,47 @@ def test_ask_writes_to_the_streams_of_its_run_not_those_at_import(fake_server, h
         result = glassloop_here("ask", "hi", "--base-url", fake_server.base_url, env=home)
         assert result.returncode == 0, result.stderr
         assert result.stdout.strip() == answer
+
+
+EXIT_PROBE = """
+import atexit, os, sys, threading
+
+class Teardown:  # freed by the interpreter's teardown, which `ask` skips
+    def __del__(self, write=os.write):
+        write(2, b"teardown ran\\n")
+
+kept = Teardown()
+atexit.register(lambda: print("atexit ran", file=sys.stderr))
+
+def after_main(path=sys.argv[1]):  # not a daemon: an exit waits for it
+    threading.main_thread().join()
+    with open(path, "w") as out:
+        out.write("written after main")
+
+threading.Thread(target=after_main).start()
+sys.argv = ["glassloop", *sys.argv[2:]]
+from repl.cli import main
+main()
+"""
+
+
+def test_ask_leaves_without_the_teardown_but_after_what_an_exit_must_do(fake_server, home, tmp_path):
+    """The interpreter's teardown (freeing every module, ~0.1 s once the SDK is loaded) is skipped;
+    threads that are not daemons are still waited for, atexit handlers run, the answer and the
+    trace are complete, and the exit code is the answer's."""
+    fake_server.script(tool_calls(call("list_todos", {})), text("two open"))
+    trace_file, late = tmp_path / "t.jsonl", tmp_path / "late.txt"
+    result = subprocess.run([sys.executable, "-c", EXIT_PROBE, str(late), "ask", "what is open?",
+                             "--base-url", fake_server.base_url, "--trace-file", str(trace_file)],
+                            env=home, cwd=ROOT, capture_output=True, text=True, timeout=60,
+                            stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == "two open\n"
+    assert "atexit ran" in result.stderr and "teardown ran" not in result.stderr
+    assert late.read_text(encoding="utf-8") == "written after main"
+    records = [json.loads(line) for line in trace_file.read_text(encoding="utf-8").splitlines()]
+    assert records[-1]["type"] == "turn_finished"
+    failed = subprocess.run([sys.executable, "-c", EXIT_PROBE, str(late), "ask", "hi", "--base-url",
+                             "http://127.0.0.1:9/v1"], env=home, cwd=ROOT, capture_output=True, text=True,
+                            timeout=60, stdin=subprocess.DEVNULL)
+    assert failed.returncode == 1 and "teardown ran" not in failed.stderr

@@ -5,7 +5,9 @@ module the main thread imports until the prompt first reads a line. Modules
 the background threads import (the session and everything a turn uses, built
 once the prompt is drawn; the openai SDK) are off the critical path and not
 counted. A new third-party package or a new module of ours on that path fails
-here: time to prompt is a benchmark figure, this is its guard.
+here: time to prompt is a benchmark figure, this is its guard. ``--resume`` of a
+saved session is held to the same list: its recap comes from a look at the
+journal's lines (``repl.session.recap``), the journal is read whole behind the prompt.
 """
 
 from __future__ import annotations
@@ -15,9 +17,13 @@ import re
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pexpect
 
+from repl.config.redact import Redactor
+from repl.loop.history import History
+from repl.session.journal import Journal
 from tests.fakeserver import text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +39,7 @@ OURS = {
     "repl", "repl.cli", "repl.config", "repl.config.load", "repl.config.redact",
     "repl.config.schema", "repl.config.settings", "repl.config.trust", "repl.loop",
     "repl.loop.cost", "repl.loop.events", "repl.loop.unicode", "repl.session",
-    "repl.session.runtime", "repl.session.start", "repl.ui", "repl.ui.escape",
+    "repl.session.recap", "repl.session.runtime", "repl.session.start", "repl.ui", "repl.ui.escape",
     "repl.ui.event_views", "repl.ui.live", "repl.ui.mdstream", "repl.ui.prompt", "repl.ui.render",
     "repl.ui.terminal",
 }
@@ -50,7 +56,8 @@ PROBE = textwrap.dedent("""
     def first_read(self):
         prompt.PromptInput.read = read
         with open(out_path, "w") as out:
-            json.dump(sorted(name for name in seen if name in sys.modules), out)
+            json.dump({"modules": sorted(name for name in seen if name in sys.modules),
+                       "toolbar": self._toolbar(200)}, out)
         return read(self)
     prompt.PromptInput.read = first_read
     sys.argv = ["glassloop", *sys.argv[2:]]
@@ -59,10 +66,11 @@ PROBE = textwrap.dedent("""
 """)
 
 
-def _loaded_before_prompt(env: dict[str, str], tmp_path: Path) -> set[str]:
+def _before_prompt(env: dict[str, str], tmp_path: Path, *args: str) -> dict[str, Any]:
+    """The modules the main thread loaded before the first read, and the toolbar's text then."""
     out = tmp_path / "imports.json"
     env = {**env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "PYTHONPATH": str(ROOT)}
-    child = pexpect.spawn(sys.executable, ["-c", PROBE, str(out), "--base-url", "http://127.0.0.1:9/v1"],
+    child = pexpect.spawn(sys.executable, ["-c", PROBE, str(out), "--base-url", "http://127.0.0.1:9/v1", *args],
                           env=env, cwd=str(tmp_path), encoding="utf-8", timeout=30)
     try:
         child.expect_exact("\x1b[?2004h")
@@ -70,17 +78,60 @@ def _loaded_before_prompt(env: dict[str, str], tmp_path: Path) -> set[str]:
         child.expect(pexpect.EOF)
     finally:
         child.close(force=True)
-    return set(json.loads(out.read_text(encoding="utf-8")))
+    found: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return found
 
 
-def test_only_allowed_modules_load_before_the_prompt(home: dict[str, str], tmp_path: Path) -> None:
-    loaded = _loaded_before_prompt(home, tmp_path)
+def _check_allowed(loaded: set[str]) -> None:
     assert "prompt_toolkit" in loaded and "repl.ui.terminal" in loaded  # the probe saw the start path
     stdlib = set(sys.stdlib_module_names)
     foreign = {name for name in loaded if name.split(".")[0] not in stdlib | THIRD_PARTY | {"repl", "tools"}}
     ours = {name for name in loaded if name.split(".")[0] in {"repl", "tools"}}
     assert foreign == set(), f"third-party modules on the start path: {sorted(foreign)}"
     assert ours - OURS == set(), f"new modules of ours on the start path: {sorted(ours - OURS)}"
+
+
+def test_only_allowed_modules_load_before_the_prompt(home: dict[str, str], tmp_path: Path) -> None:
+    _check_allowed(set(_before_prompt(home, tmp_path)["modules"]))
+
+
+def saved_session(home: dict[str, str], turns: int, *, damage_first_answer: bool = False) -> str:
+    """A journal of ``turns`` turns (a tool call in the first) with their ``turn`` records, where
+    ``--resume`` finds it; ``damage_first_answer``: the first answer's text is not text."""
+    session = "20260101-120000-r5m1"
+    folder = Path(home["XDG_DATA_HOME"]) / "glassloop" / "sessions"
+    history = History("You are resumed.")
+    journal = Journal(folder / f"{session}.jsonl", Redactor(), {"session": session, "provider": "default",
+                                                                "model": "m", "system_prompt": "You are resumed."})
+    for n in range(1, turns + 1):
+        history.begin_turn(f"old question {n}")
+        if n == 1:
+            history.add_assistant("", [{"id": "call_1", "name": "list_todos", "arguments": "{}"}])
+            history.add_tool_result("call_1", "list_todos", '{"ok": true, "todos": []}')
+        history.add_assistant(f"old answer {n}")
+        journal.sync(history)
+        journal.note_turn({"turn": n, "compact": False, "stopped_by": "answer", "steps": 1, "tool_calls": 0,
+                           "calls": 1, "usage": {"input_tokens": 1000 * n, "cached_tokens": 0, "output_tokens": 234,
+                                                 "estimated": False, "reasoning_tokens": 0},
+                           "duration_s": 0.5, "cost": {"usd": 0.0, "unpriced": 0}, "prompt_tokens": 1000 * n})
+    journal.close()
+    if damage_first_answer:
+        path = folder / f"{session}.jsonl"
+        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = [line.replace('"content": "old answer 1"', '"content": null') for line in lines]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return session
+
+
+def test_a_resume_loads_the_same_modules_and_shows_the_journals_totals(home: dict[str, str], tmp_path: Path) -> None:
+    """``--resume`` draws its recap and prompt with the plain start's modules (no history, journal,
+    tools or trace: those load behind the prompt), the toolbar already continuing the journal's totals."""
+    session = saved_session(home, 5)
+    found = _before_prompt(home, tmp_path, "--resume", session)
+    loaded = set(found["modules"])
+    _check_allowed(loaded)
+    assert not loaded & {"repl.session.journal", "repl.loop.history", "tools", "rich.markdown"}
+    assert "16,170 tokens" in found["toolbar"], found["toolbar"]  # 1,000 + ... + 5,000 in, 5 x 234 out
 
 
 def test_a_line_typed_at_once_goes_to_the_session_the_header_named(repl_factory, fake_server, home) -> None:
@@ -105,3 +156,39 @@ def test_a_command_completed_at_once_waits_for_the_commands(repl_factory) -> Non
     repl.expect("/help")
     repl.child.sendcontrol("u")
     repl.close()
+
+
+def test_a_line_typed_at_once_goes_to_the_resumed_session(repl_factory, fake_server, home) -> None:
+    """A resume's prompt comes before its session is built: a line typed at once waits for it and
+    goes out with the whole resumed history (the recap showed the last 3 turns of 5)."""
+    session = saved_session(home, 5)
+    fake_server.script(text("answered after the resume"))
+    repl = repl_factory("--resume", session)
+    repl.say("new question")
+    repl.expect("answered after the resume")
+    repl.ready()
+    screen = repl.screen()
+    assert "› old question 3" in screen and "old answer 5" in screen and "› old question 2" not in screen
+    assert "… 2 earlier turns" in screen and f"resumed session {session}: 5 turns, 12 messages" in screen
+    assert "was damaged" not in screen
+    repl.close()
+    users = [m["content"] for m in fake_server.chat_requests()[-1].body["messages"] if m["role"] == "user"]
+    assert users == [f"old question {n}" for n in range(1, 6)] + ["new question"]
+    assert fake_server.history_errors == []
+
+
+def test_damage_the_recap_does_not_read_gives_one_notice(repl_factory, fake_server, home) -> None:
+    """Damage in a line the recap does not parse (an early answer that is not text) is found when
+    the journal is read whole behind the prompt: one notice, and what was valid is resumed."""
+    session = saved_session(home, 5, damage_first_answer=True)
+    fake_server.script(text("answered despite the damage"))
+    repl = repl_factory("--resume", session)
+    repl.expect("was damaged")
+    repl.say("new question")
+    repl.expect("answered despite the damage")
+    repl.ready()
+    repl.close()
+    assert repl.screen().count(f"the journal {session}.jsonl was damaged") == 1
+    users = [m["content"] for m in fake_server.chat_requests()[-1].body["messages"] if m["role"] == "user"]
+    assert users == [f"old question {n}" for n in range(1, 6)] + ["new question"]
+    assert fake_server.history_errors == []

@@ -32,9 +32,9 @@ from repl.session.journal import (
     SessionInfo,
     find_session,
     load_checked,
-    recap,
     recent_sessions,
 )
+from repl.session.recap import TurnNote, recap, resumed_line, totals
 from repl.session.runtime import (
     MCP_READY_WAIT_S,
     LazyProvider,
@@ -142,19 +142,10 @@ class TurnRecord:
                 "duration_s": f.duration_s, "cost": asdict(self.cost), "prompt_tokens": self.prompt_tokens}
 
     @classmethod
-    def from_note(cls, r: dict[str, Any]) -> TurnRecord | None:
-        """A turn of a resumed session from its journal record; None when the record is damaged."""
-        try:
-            u, c = r["usage"], r["cost"]
-            usage = Usage(int(u["input_tokens"]), int(u.get("cached_tokens", 0)), int(u["output_tokens"]),
-                          bool(u.get("estimated")), int(u.get("reasoning_tokens", 0)))
-            finished = TurnFinished(int(r["turn"]), r["stopped_by"], int(r["steps"]), int(r["tool_calls"]),
-                                    usage, float(r["duration_s"]))
-            return cls(finished.turn, finished, [], [], Cost(float(c["usd"]), int(c["unpriced"])),
-                       restore=[] if r.get("compact") else None, prompt_tokens=int(r["prompt_tokens"]),
-                       undone=bool(r.get("undone")), call_count=int(r["calls"]))
-        except (KeyError, TypeError, ValueError, AttributeError):
-            return None
+    def from_note(cls, n: TurnNote) -> TurnRecord:
+        """A turn of a resumed session from its journal record."""
+        return cls(n.finished.turn, n.finished, [], [], n.cost, restore=[] if n.compact else None,
+                   prompt_tokens=n.prompt_tokens, undone=n.undone, call_count=n.calls)
 
 
 @dataclass
@@ -291,17 +282,13 @@ class ChatSession:
         """The last few turns, compactly, and where the session stands."""
         earlier, recent = recap(self.history.messages)
         self.ui.recap(earlier, recent)
-        users = len(self.history.turn_starts())
-        self.ui.info(f"resumed session {self.session_id}: {users} turn{'' if users == 1 else 's'}, "
-                     f"{len(self.history.messages)} messages")
+        self.ui.info(resumed_line(self.session_id, len(self.history.turn_starts()), len(self.history.messages)))
 
     def _continue_numbers(self, notes: list[dict[str, Any]]) -> None:
         """Usage, cost, context share and turn numbers go on from the journal's turn records."""
-        self.ledger = [t for t in map(TurnRecord.from_note, notes) if t is not None]
-        self.usage = sum((t.finished.usage for t in self.ledger), Usage())
-        self.cost = sum((t.cost for t in self.ledger), Cost())
-        active = [t for t in self.ledger if not t.undone]
-        self.last_prompt_tokens = active[-1].prompt_tokens if active else 0
+        checked = [n for n in map(TurnNote.parse, notes) if n is not None]
+        self.ledger = [TurnRecord.from_note(n) for n in checked]
+        self.usage, self.cost, self.last_prompt_tokens = totals(checked)
         self.turn_number = max([t.number for t in self.ledger] + [len(self.history.turn_starts())])
 
     def provider_if_ready(self) -> Provider | None:

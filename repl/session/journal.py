@@ -22,10 +22,15 @@ from typing import Any
 
 from repl.config.redact import Redactor
 from repl.loop.history import History, repair
+from repl.session.recap import (
+    MAX_JOURNAL_BYTES,
+    list_sessions,
+    matching_session,
+    mtime,
+    note_record,
+)
 from repl.tracing.trace import JsonlWriter
 from tools.store import StoreError, check_regular
-
-MAX_JOURNAL_BYTES = 256 * 1024 * 1024  # a bigger journal is refused on resume, not read
 
 
 class Journal:
@@ -133,7 +138,7 @@ def load_checked(path: Path) -> Loaded:
 def _replay(path: Path, turns: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], list[Any], dict[str, int]]:
     """(meta, the messages as written, skipped records by reason): the file's own
     arithmetic, so ``truncate`` lengths count what the writer counted. ``turns``, when
-    given, collects the ``turn`` records in the same pass (see ``_note``)."""
+    given, collects the ``turn`` records in the same pass (see ``recap.note_record``)."""
     meta: dict[str, Any] = {}
     messages: list[Any] = []
     skipped: dict[str, int] = {}
@@ -159,21 +164,11 @@ def _replay(path: Path, turns: list[dict[str, Any]] | None = None) -> tuple[dict
                 del messages[record["length"] :]
             elif kind in ("turn", "undo"):  # numbers: usage, cost, context share
                 if turns is not None:
-                    _note(turns, record)
+                    note_record(turns, record)
             else:
                 skip("records that make no sense" if kind in ("meta", "message", "truncate")
                      else "lines that are not journal records")
     return meta, messages, skipped
-
-
-def _note(turns: list[dict[str, Any]], record: dict[str, Any]) -> None:
-    """A ``turn`` record appended to ``turns``; an ``undo`` marks the last one not undone."""
-    if record.get("kind") == "turn":
-        turns.append({**record, "undone": False})
-    elif record.get("kind") == "undo":
-        last = next((r for r in reversed(turns) if not r["undone"]), None)
-        if last is not None:
-            last["undone"] = True
 
 
 @dataclass(frozen=True)
@@ -201,7 +196,7 @@ def session_info(path: Path) -> SessionInfo | None:
     questions = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
     first = questions[0].get("content") if questions else ""
     started = meta.get("time")
-    return SessionInfo(path, started if isinstance(started, (int, float)) else _mtime(path), len(questions),
+    return SessionInfo(path, started if isinstance(started, (int, float)) else mtime(path), len(questions),
                        str(meta.get("model") or ""), first if isinstance(first, str) else "")
 
 
@@ -217,51 +212,9 @@ def recent_sessions(folder: Path, limit: int = 20) -> list[SessionInfo]:
     return found
 
 
-def list_sessions(folder: Path) -> list[Path]:
-    """Journal files, newest last."""
-    if not folder.is_dir():
-        return []
-    return sorted(folder.glob("*.jsonl"), key=_mtime)
-
-
-def _mtime(path: Path) -> float:
-    try:
-        return path.stat().st_mtime
-    except OSError:  # a dangling symlink: listed first, refused when resumed
-        return 0.0
-
-
 def find_session(folder: Path, key: str) -> Path | None:
     """A session by id (or id prefix); ``last``: the newest one with a turn."""
     if key == "last":
         newest = recent_sessions(folder, limit=1)
         return newest[0].path if newest else None
-    sessions = list_sessions(folder)
-    matches = [p for p in sessions if p.stem == key] or [p for p in sessions if p.stem.startswith(key)]
-    return matches[-1] if matches else None
-
-
-def recap(messages: list[dict[str, Any]], last: int = 3) -> tuple[int, list[dict[str, Any]]]:
-    """The last ``last`` turns as ``{"user", "calls": [(name, arguments, ok)], "answer"}``
-    for showing on resume, and how many turns came before them."""
-    starts = [i for i, m in enumerate(messages) if m.get("role") == "user"]
-    chosen = starts[-last:] if last > 0 else []
-    shown = []
-    for start, end in zip(chosen, [*chosen[1:], len(messages)][: len(chosen)], strict=True):
-        turn = messages[start:end]
-        results = {m.get("tool_call_id"): m.get("content", "") for m in turn if m.get("role") == "tool"}
-        calls = [(c.get("name", ""), c.get("arguments", ""), _ok(results.get(c.get("id"))))
-                 for m in turn if m.get("role") == "assistant" for c in m.get("tool_calls") or []]
-        answers = [m.get("content") or "" for m in turn if m.get("role") == "assistant"]
-        shown.append({"user": messages[start].get("content", ""), "calls": calls,
-                      "answer": answers[-1] if answers else ""})
-    return len(starts) - len(shown), shown
-
-
-def _ok(result: str | None) -> bool | None:
-    """A tool result's ``ok`` (None when there is none, or it is not a JSON object)."""
-    try:
-        value = json.loads(result) if result else None
-    except ValueError:
-        return None
-    return bool(value.get("ok")) if isinstance(value, dict) else None
+    return matching_session(folder, key)

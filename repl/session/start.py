@@ -3,9 +3,11 @@
 Drawing the prompt needs the settings and the terminal only. The session (the
 loop, the tools, the trace, the journal, the commands: most of our modules) is
 imported and built on a thread once the prompt is drawn, and the first line
-typed waits for it. Resuming, a first message from the command line, step mode
-and a session without a terminal need the session before the prompt: it is built
-first there.
+typed waits for it. A resume draws its recap and the toolbar's totals from a look
+at the journal (``recap.peek``) and reads the journal whole behind the prompt too.
+A first message from the command line, step mode, the session picker, a journal
+the look declines, and a session without a terminal need the session before the
+prompt: it is built first there.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from repl.config.load import Settings
+from repl.session.recap import Peek, peek_session
 from repl.session.runtime import new_id
 
 if TYPE_CHECKING:
@@ -32,8 +35,11 @@ def run_chat(settings: Settings, *, resume: str | None = None, first: str = "", 
 
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
     ui = Terminal.create(settings, interactive=interactive)
-    if interactive and resume is None and not first and not step:
-        return _prompt_first(settings, ui)
+    if interactive and not first and not step:
+        if resume is None:
+            return _prompt_first(settings, ui)
+        if resume != PICK and (peeked := peek_session(settings.data_dir / "sessions", resume)) is not None:
+            return _prompt_first(settings, ui, peeked)
     session = _open(settings, ui, interactive)
     try:
         if resume == PICK:
@@ -64,16 +70,29 @@ def run_chat(settings: Settings, *, resume: str | None = None, first: str = "", 
         session.close()
 
 
-def _prompt_first(settings: Settings, ui: Terminal) -> int:
-    session_id = new_id()
+def _prompt_first(settings: Settings, ui: Terminal, resumed: Peek | None = None) -> int:
+    """The header (and a resume's recap) and the prompt; the session built once it is drawn.
+    Returns 1 when the journal to resume could not be read after all (its error said so)."""
+    session_id = resumed.path.stem if resumed else new_id()
     ui.header(settings.active.name, settings.active.model, settings.approval, session_id)
+    if resumed:
+        ui.continue_totals(resumed.usage, resumed.prompt_tokens, resumed.cost)
+        ui.recap(resumed.earlier, resumed.shown)
+        ui.info(resumed.line)
     notices = _announce(settings, ui)
-    built: Future[ChatSession] = Future()
+    built: Future[ChatSession | None] = Future()
 
     def build() -> None:
         try:
-            session = _open(settings, ui, True, session_id)
-            session.open_journal()
+            session = _session(settings, ui, True, session_id)
+            if resumed and not session.resume(session_id, show=False):  # read whole, checked: any notice
+                session.close()
+                ui.set_commands([])
+                built.set_result(None)
+                return
+            if not resumed:
+                session.open_journal()
+            _attach(session, ui)
             _trace(session, notices)
             session.start_background()
         except BaseException as exc:  # handed to the main thread
@@ -103,18 +122,29 @@ def _prompt_first(settings: Settings, ui: Terminal) -> int:
         return line
 
     session = built.result()
+    if session is None:
+        return 1
     try:
         return _run(session, ui, typed=typed)
     finally:
         session.close()
 
 
-def _open(settings: Settings, ui: Terminal, interactive: bool, session_id: str | None = None) -> ChatSession:
-    """The session on ``ui``, attached to it, its slash commands completed at the prompt."""
-    from repl.session import commands
+def _open(settings: Settings, ui: Terminal, interactive: bool) -> ChatSession:
+    return _attach(_session(settings, ui, interactive), ui)
+
+
+def _session(settings: Settings, ui: Terminal, interactive: bool, session_id: str | None = None) -> ChatSession:
     from repl.session.chat import ChatSession
 
-    session = ChatSession(settings, ui, interactive, session_id or new_id())
+    return ChatSession(settings, ui, interactive, session_id or new_id())
+
+
+def _attach(session: ChatSession, ui: Terminal) -> ChatSession:
+    """``session`` attached to ``ui`` (the toolbar reads it from now on), its slash commands
+    completed at the prompt."""
+    from repl.session import commands
+
     ui.attach(session)
     ui.set_commands(commands.table().specs(lambda: session))
     return session

@@ -103,6 +103,7 @@ class Terminal:
         self.prompt = prompt
         self.dialog = dialog
         self.session: SessionView | None = None
+        self._totals: tuple[Usage, int, Cost] = (Usage(), 0, Cost())  # the toolbar's, until a session is attached
 
     @classmethod
     def create(cls, settings: Settings, *, interactive: bool, commands: Sequence[CommandSpec] | None = None) -> Terminal:
@@ -135,6 +136,11 @@ class Terminal:
 
     def attach(self, session: SessionView) -> None:
         self.session = session
+
+    def continue_totals(self, usage: Usage, prompt_tokens: int, cost: Cost) -> None:
+        """The toolbar's usage, context and cost before the session is attached (a resume draws
+        its prompt first: the figures come from its journal)."""
+        self._totals = (usage, prompt_tokens, cost)
 
     def set_commands(self, commands: list[CommandSpec]) -> None:
         """The slash commands completed at the prompt (no-op without one)."""
@@ -276,12 +282,12 @@ class Terminal:
     def toolbar(self, width: int = 0) -> str:
         """'openai · gpt-4o-mini · approvals ask · 1,234 tokens · context 3% · $0.01' (the banner's
         words); narrower than ``width`` columns by dropping whole fields, least important first.
-        Before the session is attached (the first prompt is drawn while it is built), a new
-        session's figures from the settings."""
+        Before the session is attached (the first prompt is drawn while it is built), the
+        settings' and ``continue_totals``'."""
         s = self.session
         settings = s.settings if s is not None else self.settings
         mode, stepping = (s.approver.mode, s.stepping.stepper is not None) if s is not None else (settings.approval, False)
-        usage, prompt_tokens, cost = (s.usage, s.last_prompt_tokens, s.cost) if s is not None else (Usage(), 0, Cost())
+        usage, prompt_tokens, cost = (s.usage, s.last_prompt_tokens, s.cost) if s is not None else self._totals
         active = settings.active
         window = context_window_for(settings)
         fields = [(active.name, 3), (active.model, 5), (f"approvals {mode}", 4),

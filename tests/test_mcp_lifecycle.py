@@ -78,6 +78,29 @@ def test_ask_talks_to_a_stdio_server_without_importing_the_mcp_sdk(fake_server, 
     assert "tools.mcp_client" in imported  # the check sees our modules
 
 
+def test_ask_vets_a_servers_tools_without_importing_jsonschema(fake_server, home, tmp_path):
+    """The server's tools are checked before they are offered (a broken schema is refused:
+    tests/reliability/test_broken_schema.py), but plain shapes need no jsonschema (~50 ms of import beside the
+    provider SDK's)."""
+    seen: dict = {}
+
+    def answer(body: dict):
+        seen["tools"] = [t["function"]["name"] for t in body.get("tools", [])]
+        return text("done")
+
+    fake_server.script(answer)
+    env = {**home, "GLASSLOOP_MCP_ASK_WAIT_S": "30"}  # listed before the first request, however loaded
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "repl.cli", "ask", "hi",
+                             "--config", str(mcp_config_file(tmp_path)),
+                             "--base-url", fake_server.base_url],
+                            env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert {"t__lookup", "t__stats", "t__write_note"} <= set(seen["tools"])
+    imported = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines()
+                if line.startswith("import time:") and "|" in line}
+    assert "tools.mcp_client" in imported and "jsonschema" not in imported
+
+
 def test_a_late_servers_tools_are_offered_from_the_next_model_call(fake_server, registry):
     """The first request goes out without a server still starting; once it has listed its
     tools, the next request of the same turn offers them and the model can call one."""

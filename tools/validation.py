@@ -1,7 +1,8 @@
 """JSON schema validation, and its violations as sentences a model can act on.
 
 The one place that imports jsonschema (~50 ms: only when first needed, never at
-start-up). jsonschema reports each violation with its validator and path;
+start-up; a schema of the common plain shapes is judged without it, so an MCP
+server's tools are vetted without that import). jsonschema reports each violation with its validator and path;
 ``describe_errors`` turns them into one line that names the field, what it must
 be and what came, and lists the parameters so the model can correct the call.
 """
@@ -41,6 +42,8 @@ def schema_problem(schema: Any) -> str | None:
     raises later, on a call. So every ``$ref`` must also resolve within the schema
     (nothing is fetched from the network), and a validator built from it must run.
     """
+    if isinstance(schema, dict) and _plain(schema):
+        return None
     from jsonschema import Draft202012Validator, SchemaError
 
     if not isinstance(schema, dict):
@@ -58,6 +61,68 @@ def schema_problem(schema: Any) -> str | None:
     except Exception as exc:  # noqa: BLE001 - any failure to validate means the schema is unusable
         return f"the schema cannot be used: {type(exc).__name__}: {_first_line(str(exc))}"
     return None
+
+
+# The plain shapes: keywords whose values the draft 2020-12 meta-schema only asks a JSON type of.
+_SIMPLE_TYPES = frozenset({"array", "boolean", "integer", "null", "number", "object", "string"})
+_DIALECTS = frozenset({"https://json-schema.org/draft/2020-12/schema", "https://json-schema.org/draft/2019-09/schema",
+                       "http://json-schema.org/draft-07/schema#", "http://json-schema.org/draft-06/schema#",
+                       "http://json-schema.org/draft-04/schema#"})
+_TEXT_KEYWORDS = frozenset({"title", "description", "$comment", "format"})
+_NUMBER_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+_COUNT_KEYWORDS = frozenset({"minLength", "maxLength", "minItems", "maxItems", "minProperties", "maxProperties"})
+_FLAG_KEYWORDS = frozenset({"uniqueItems", "deprecated", "readOnly", "writeOnly"})
+_LIST_KEYWORDS = frozenset({"enum", "examples"})
+_SUBSCHEMA_KEYWORDS = frozenset({"items", "additionalProperties", "not"})
+_SUBSCHEMAS_KEYWORDS = frozenset({"allOf", "anyOf", "oneOf"})
+_PLAIN_DEPTH = 16
+
+
+def _plain(schema: Any, depth: int = 0) -> bool:
+    """Whether ``schema`` is valid by its shape alone: only the keywords above (no ``$ref`` to
+    resolve, no regex to compile, ``$schema`` a known dialect and only at the top), each value
+    of the JSON type the meta-schema asks for. Such a schema passes ``check_schema`` and a
+    validator runs on it; False leaves the verdict to jsonschema (never a refusal by itself).
+    tests/test_validation.py checks the first against jsonschema on generated schemas."""
+    if isinstance(schema, bool):
+        return True
+    if not isinstance(schema, dict) or depth > _PLAIN_DEPTH:
+        return False
+    for key, value in schema.items():
+        if key in _TEXT_KEYWORDS:
+            ok = isinstance(value, str)
+        elif key in _NUMBER_KEYWORDS:
+            ok = type(value) in (int, float)
+        elif key in _COUNT_KEYWORDS:
+            ok = type(value) is int and value >= 0
+        elif key in _FLAG_KEYWORDS:
+            ok = isinstance(value, bool)
+        elif key in _LIST_KEYWORDS:
+            ok = isinstance(value, list)
+        elif key in ("default", "const"):
+            ok = True
+        elif key == "type":
+            ok = (isinstance(value, str) and value in _SIMPLE_TYPES) or (
+                isinstance(value, list) and bool(value) and _distinct_texts(value) and set(value) <= _SIMPLE_TYPES)
+        elif key == "required":
+            ok = isinstance(value, list) and _distinct_texts(value)
+        elif key == "properties":
+            ok = isinstance(value, dict) and all(_plain(sub, depth + 1) for sub in value.values())
+        elif key in _SUBSCHEMA_KEYWORDS:
+            ok = _plain(value, depth + 1)
+        elif key in _SUBSCHEMAS_KEYWORDS:
+            ok = isinstance(value, list) and bool(value) and all(_plain(sub, depth + 1) for sub in value)
+        elif key == "$schema":
+            ok = depth == 0 and isinstance(value, str) and value in _DIALECTS
+        else:
+            ok = False
+        if not ok:
+            return False
+    return True
+
+
+def _distinct_texts(values: list[Any]) -> bool:
+    return all(isinstance(v, str) for v in values) and len(set(values)) == len(values)
 
 
 def _unresolved_refs(schema: dict[str, Any]) -> list[str]:

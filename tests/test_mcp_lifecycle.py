@@ -99,6 +99,7 @@ def test_ask_vets_a_servers_tools_without_importing_jsonschema(fake_server, home
     imported = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines()
                 if line.startswith("import time:") and "|" in line}
     assert "tools.mcp_client" in imported and "jsonschema" not in imported
+    assert not imported & {"rich", "prompt_toolkit"}  # ask prints plain lines: no terminal UI to load
 
 
 def test_a_late_servers_tools_are_offered_from_the_next_model_call(fake_server, registry):

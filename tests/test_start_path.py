@@ -179,11 +179,13 @@ def test_a_line_typed_at_once_goes_to_the_resumed_session(repl_factory, fake_ser
 
 def test_damage_the_recap_does_not_read_gives_one_notice(repl_factory, fake_server, home) -> None:
     """Damage in a line the recap does not parse (an early answer that is not text) is found when
-    the journal is read whole behind the prompt: one notice, and what was valid is resumed."""
+    the journal is read whole behind the prompt: one notice, above the prompt (not printed over
+    it), and what was valid is resumed."""
     session = saved_session(home, 5, damage_first_answer=True)
     fake_server.script(text("answered despite the damage"))
     repl = repl_factory("--resume", session)
     repl.expect("was damaged")
+    repl.ready()  # the notice is printed above the prompt, which is drawn again below it
     repl.say("new question")
     repl.expect("answered despite the damage")
     repl.ready()

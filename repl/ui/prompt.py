@@ -8,12 +8,16 @@ what they mean.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import CancelledError
 from pathlib import Path
 from typing import Any
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.application import run_in_terminal
+from prompt_toolkit.application.current import set_app
 from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
 from prompt_toolkit.completion import CompleteEvent, Completer, Completion
 from prompt_toolkit.document import Document
@@ -28,6 +32,7 @@ ArgCompleter = Callable[[str], list[str]]
 EDIT_COMMAND = "/edit"  # what Esc Esc at an empty prompt sends
 CommandSpec = tuple[str, str, "ArgCompleter | None"]  # name, help, argument completer
 COMMANDS_WAIT_S = 10.0  # the most a completion waits for commands not known yet
+ABOVE_WAIT_S = 2.0  # the most output from another thread waits to be drawn above the prompt
 
 
 class SlashCompleter(Completer):
@@ -141,6 +146,29 @@ class PromptInput:
 
         app.after_render += once
 
+    def above(self, draw: Callable[[], None]) -> bool:
+        """From another thread while a read waits: ``draw`` (output) above the input line, which
+        is erased first and drawn again below. False, nothing drawn, when no read is running or
+        this is the read's own thread: the caller draws as it is."""
+        app, loop = self.session.app, self.session.app.loop
+        if not app.is_running or loop is None or _running_loop() is loop:
+            return False
+        drawn = threading.Event()
+
+        def run() -> None:
+            draw()
+            drawn.set()
+
+        async def in_terminal() -> None:
+            with set_app(app):
+                await run_in_terminal(run)
+
+        try:
+            asyncio.run_coroutine_threadsafe(in_terminal(), loop).result(ABOVE_WAIT_S)
+        except (RuntimeError, TimeoutError, CancelledError):  # the read ended meanwhile
+            pass
+        return drawn.is_set()
+
     def read(self) -> str:
         """The next message (may span lines). EOFError on Ctrl-D, KeyboardInterrupt on Ctrl-C;
         Esc Esc on an empty line returns ``/edit``."""
@@ -176,3 +204,10 @@ def _history(path: Path | str | None, redact: Callable[[str], str] | None = None
     except OSError:  # no writable data dir (the session says so): keep this session's lines in memory
         return InMemoryHistory()
     return RedactedFileHistory(str(path), redact) if redact else FileHistory(str(path))
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

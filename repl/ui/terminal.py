@@ -208,7 +208,13 @@ class Terminal:
 
     # ---- output --------------------------------------------------------------
     def render(self, event: Event) -> None:
-        self.renderer(event)
+        self._out(lambda: self.renderer(event))
+
+    def _out(self, draw: Callable[[], None]) -> None:
+        """``draw`` now; from another thread while the prompt reads (a notice of the session built
+        behind the first prompt, of a tool or server loading), above the prompt's input line."""
+        if self.prompt is None or not self.prompt.above(draw):
+            draw()
 
     def set_verbose(self, on: bool | None) -> bool:
         """A usage line for every model call (also in one-call turns), or only in multi-step
@@ -248,10 +254,10 @@ class Terminal:
         self.renderer.header(provider, model, approval, session_id)
 
     def info(self, text: str) -> None:
-        self.renderer.notice(text)
+        self._out(lambda: self.renderer.notice(text))
 
     def error(self, text: str) -> None:
-        self.renderer.error(text)
+        self._out(lambda: self.renderer.error(text))
 
     def lines(self, lines: list[str]) -> None:
         for line in lines:

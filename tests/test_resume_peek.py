@@ -2,8 +2,8 @@
 session, once built from the whole journal, holds: the last turns, the counts, the totals.
 
 The journals are real ones (a session's turns against the scripted server, with an undo and a
-compaction); ``peek`` declines, never guesses, for a journal a crash left mid-turn, a file that
-is no regular file, and each of the damage kinds of ``test_damaged_journal``.
+compaction); ``peek`` declines, never guesses, for a journal a crash left mid-turn and a file
+that is no regular file (the damage kinds: ``reliability/test_damaged_journal.py``).
 """
 
 from __future__ import annotations
@@ -16,11 +16,13 @@ from typing import Any
 import pytest
 
 from repl.config.load import load_settings
+from repl.config.redact import Redactor
+from repl.loop.history import History
 from repl.session import commands
 from repl.session.chat import ChatSession
+from repl.session.journal import Journal
 from repl.session.recap import Peek, peek, peek_session, recap
 from tests.fakeserver import call, text, tool_calls
-from tests.reliability.test_damaged_journal import DAMAGES, baseline
 from tests.support import StubUI
 
 
@@ -75,7 +77,12 @@ def test_peek_shows_what_the_resumed_session_holds(fake_server, session) -> None
 
 def test_peek_declines_a_turn_left_open_and_files_it_cannot_read(tmp_path: Path) -> None:
     path = tmp_path / "s.jsonl"
-    baseline(path)
+    history = History("system")
+    journal = Journal(path, Redactor(), {"session": "s", "system_prompt": "system"})
+    history.begin_turn("question")
+    history.add_assistant("answer")
+    journal.sync(history)
+    journal.close()
     assert peek(path) is not None
     with path.open("a", encoding="utf-8") as file:  # a crash after the question was written
         file.write(json.dumps({"kind": "message", "message": {"role": "user", "content": "cut off"}}) + "\n")
@@ -85,13 +92,3 @@ def test_peek_declines_a_turn_left_open_and_files_it_cannot_read(tmp_path: Path)
     assert peek(fifo) is None  # not opened blocking, not read
     assert peek(tmp_path / "missing.jsonl") is None and peek(tmp_path) is None
     assert peek_session(tmp_path / "no-folder", "last") is None
-
-
-@pytest.mark.parametrize("damage", sorted(DAMAGES))
-def test_peek_of_a_damaged_journal_declines_or_shows_what_it_read(damage: str, tmp_path: Path) -> None:
-    """Damage in the lines it reads makes it decline (the session is then built before the prompt,
-    with its notice); it never raises."""
-    path = tmp_path / "s.jsonl"
-    damaged = DAMAGES[damage](baseline(path))
-    path.write_bytes(damaged if isinstance(damaged, bytes) else damaged.encode("utf-8", "surrogatepass"))
-    assert peek(path) is None  # the baseline's turns are all shown, so every damage is in what it reads

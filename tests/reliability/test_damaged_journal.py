@@ -25,6 +25,7 @@ import pytest
 from repl.config.redact import Redactor
 from repl.loop.history import History, check
 from repl.session.journal import Journal, load
+from repl.session.recap import peek
 from tests.fake_responses import check_input
 from tests.fakeserver import FakeServer, check_history, text
 from tests.reliability.helpers import FULL, record, trace_records
@@ -153,6 +154,14 @@ def resume(server: FakeServer, home: dict[str, str], *extra: str, here: bool = F
 
 def test_there_are_enough_kinds_of_damage() -> None:
     assert len(DAMAGES) >= 15
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_the_look_before_the_prompt_declines_each_damage(damage: str, home) -> None:
+    """``--resume`` in a terminal draws its recap from a look at the journal's lines
+    (``recap.peek``); every damage here is in the lines it reads, so it declines and the
+    session is built before the prompt, notice first, as in the runs above. It never raises."""
+    assert peek(write_damaged(home, damage)) is None
 
 
 @pytest.mark.parametrize("damage", list(DAMAGES))

@@ -8,9 +8,9 @@ Measured from spawn: the prompt drawn (bracketed paste switched on, then the
 critical path does not delay the first turn, the first answer of a question
 typed as soon as the prompt is up. The floor, in the same run, is the bare
 import of the UI libraries; ``--help``, ``--version`` and ``--resume`` of a
-1,000-turn session are timed beside it, and so is a start with 20 of the user's
-own tool files (they load on a background thread; the first turn waits for
-them). Runs are interleaved; medians shown. Our modules are compiled to bytecode
+1,000-turn session (prompt drawn and a character echoed: a target too) are timed
+beside it, and so is a start with 20 of the user's own tool files (they load on a
+background thread; the first turn waits for them). Runs are interleaved; medians shown. Our modules are compiled to bytecode
 first, as an installed program's are: the floor's libraries load from bytecode, and
 with ``PYTHONDONTWRITEBYTECODE`` set glassloop would otherwise compile its sources
 on every start.
@@ -142,7 +142,8 @@ def _interactive(args: list[str], env: dict[str, str], cwd: Path, ask: bool) -> 
 
 
 def write_long_session(env: dict[str, str], turns: int) -> str:
-    """A journal of ``turns`` turns where ``glassloop --resume`` looks for it; returns its id."""
+    """A journal of ``turns`` turns (with their ``turn`` records, as a session writes them) where
+    ``glassloop --resume`` looks for it; returns its id."""
     from bench import patched_environ
     from bench.memory_resume import ANSWER as LONG_ANSWER
     from repl.config.load import load_settings
@@ -164,6 +165,11 @@ def write_long_session(env: dict[str, str], turns: int) -> str:
         history.add_assistant(LONG_ANSWER)
         history.end_turn()
         journal.sync(history)
+        journal.note_turn({"turn": number + 1, "compact": False, "stopped_by": "answer", "steps": 1 + (number % 4 == 0),
+                           "tool_calls": int(number % 4 == 0), "calls": 1 + (number % 4 == 0),
+                           "usage": {"input_tokens": 1200 + 400 * number, "cached_tokens": 0, "output_tokens": 180,
+                                     "estimated": False, "reasoning_tokens": 0},
+                           "duration_s": 1.5, "cost": {"usd": 0.0, "unpriced": 0}, "prompt_tokens": 1200 + 400 * number})
     journal.close()
     return session
 
@@ -182,7 +188,9 @@ def _one_round(server: Any, url: str, env: dict[str, str], cwd: Path, session: s
     times = _interactive(["--base-url", url], user_tools_env(env, cwd), cwd, ask=True)
     for key, value in times.items():
         samples[f"{key}_tools"].append(value)
-    samples["resume"].append(_interactive(["--base-url", url, "--resume", session], env, cwd, ask=False)["prompt"])
+    times = _interactive(["--base-url", url, "--resume", session], env, cwd, ask=False)
+    samples["resume"].append(times["prompt"])
+    samples["resume_echo"].append(times["echo"])
     samples["help"].append(_wall([exe, "--help"], env, cwd))
     samples["version"].append(_wall([exe, "--version"], env, cwd))
     samples["floor_openai"].append(_wall([py, "-c", FLOOR + ", openai"], env, cwd))
@@ -201,7 +209,7 @@ def run(quick: bool) -> dict[str, Any]:
     compile_ours()
 
     repeats = 1 if quick else 12
-    keys = ("floor", "prompt", "echo", "answer", "resume", "help", "version", "floor_openai",
+    keys = ("floor", "prompt", "echo", "answer", "resume", "resume_echo", "help", "version", "floor_openai",
             "prompt_tools", "echo_tools", "answer_tools")
     samples: dict[str, list[float]] = {key: [] for key in keys}
     with scratch("prompt") as folder, FakeServer() as server:
@@ -212,7 +220,7 @@ def run(quick: bool) -> dict[str, Any]:
         for _ in range(repeats):
             _one_round(server, server.base_url, env, folder, session, samples)
     m = {key: median(values) for key, values in samples.items()}
-    floor = m["floor"]
+    floor, turns = m["floor"], 20 if quick else RESUME_TURNS
     rows = [
         row("floor: python -c 'import prompt_toolkit, rich…, typer'", floor),
         row("glassloop: prompt drawn", m["prompt"], "s", f"{m['prompt'] / floor:.2f}x floor"),
@@ -226,8 +234,9 @@ def run(quick: bool) -> dict[str, Any]:
             f"{m['echo_tools'] / floor:.2f}x floor"),
         row(f"glassloop, {USER_TOOL_FILES} user tool files: answer to a question typed at once",
             m["answer_tools"], "s", "the first turn waits for the tools to load"),
-        row(f"glassloop --resume ({RESUME_TURNS if not quick else 20} turns): prompt drawn", m["resume"], "s",
-            f"{m['resume'] / floor:.2f}x floor"),
+        row(f"glassloop --resume ({turns} turns): prompt drawn", m["resume"], "s", f"{m['resume'] / floor:.2f}x floor"),
+        row(f"glassloop --resume ({turns} turns): first typed character echoed", m["resume_echo"], "s",
+            f"{m['resume_echo'] / floor:.2f}x floor"),
         row("glassloop --help", m["help"], "s", f"{m['help'] / floor:.2f}x floor"),
         row("glassloop --version", m["version"], "s", f"{m['version'] / floor:.2f}x floor"),
     ]
@@ -236,7 +245,9 @@ def run(quick: bool) -> dict[str, Any]:
         "rows": rows,
         "targets": {"prompt": target(m["echo"] / floor, LIMIT, f"prompt takes input <= {LIMIT}x floor"),
                     "prompt_tools": target(m["echo_tools"] / floor, LIMIT,
-                                           f"with {USER_TOOL_FILES} user tool files, prompt takes input <= {LIMIT}x floor")},
+                                           f"with {USER_TOOL_FILES} user tool files, prompt takes input <= {LIMIT}x floor"),
+                    "resume": target(m["resume_echo"] / floor, LIMIT,
+                                     f"--resume of {turns} turns, prompt takes input <= {LIMIT}x floor")},
         "params": {"repeats": repeats, "python": sys.version.split()[0]},
         "samples": samples,
     }

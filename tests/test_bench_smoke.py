@@ -19,7 +19,7 @@ from bench import __main__ as bench_main
 ROOT = Path(__file__).resolve().parent.parent
 
 EXPECTED_TARGETS = {
-    "time_to_prompt": {"prompt", "prompt_tools"},
+    "time_to_prompt": {"prompt", "prompt_tools", "resume"},
     "mcp_ask": {"mcp", "slow"},
     "loop_overhead": {"ratio", "ratio_fresh"},
     "parallel_tools": {"turn"},

@@ -207,6 +207,22 @@ def test_without_tools_only_text_is_accepted(llama) -> None:
         text_only.close()
 
 
+def test_small_talk_gets_prose_without_braces_tags_or_code(llama) -> None:
+    """A greeting's reply (``small_talk_gate``): not even a call-shaped object in a fence."""
+    from repl.providers.grammar import SMALL_TALK_GRAMMAR
+
+    prose = Grammar(llama, SMALL_TALK_GRAMMAR)
+    try:
+        assert prose.accepts("You're welcome! See you tomorrow.")
+        assert prose.accepts("再见，明天见！\n祝你愉快。")
+        assert not prose.accepts('```xml\n{\n  name: "list_todos"\n}\n```')
+        assert not prose.accepts("Bye! {name: get_weather}")
+        assert not prose.accepts("<tool_call>")
+        assert not prose.accepts(" leading space")
+    finally:
+        prose.close()
+
+
 def test_no_default_keeps_the_optional_properties_that_have_no_default(llama, registry) -> None:
     from repl.providers.grammar import tool_grammar
 

@@ -15,7 +15,7 @@ from repl.loop.approval import Approver
 from repl.loop.events import EventLog
 from repl.loop.history import History
 from repl.providers.chat import ChatProvider
-from repl.providers.grammar import ANSWER_GRAMMAR, tool_grammar
+from repl.providers.grammar import SMALL_TALK_GRAMMAR, tool_grammar
 from repl.providers.smalltalk import is_small_talk
 from tests.fakeserver import FakeServer, text
 from tools.registry import Registry
@@ -95,7 +95,7 @@ def _grammars(fake_server: FakeServer, provider: ChatProvider, registry: Registr
 def test_small_talk_goes_with_the_text_only_grammar(
         fake_server: FakeServer, grammar_provider: ChatProvider, registry: Registry) -> None:
     assert _grammars(fake_server, grammar_provider, registry, "Thanks, see you tomorrow!",
-                     "You're welcome, see you!") == [ANSWER_GRAMMAR]
+                     "You're welcome, see you!") == [SMALL_TALK_GRAMMAR]
 
 
 def test_a_request_after_a_greeting_goes_with_the_tool_grammar(

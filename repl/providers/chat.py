@@ -156,11 +156,15 @@ class ChatProvider(SdkEndpoint):
         self._text_tools = tools or self._text_tools
         params = self._params(textcalls.to_text_messages(
             messages, self._text_tools, compact_results=self.settings.compact_results), [])
-        if self.call_grammar:  # without tools (the final answer, small talk): text only
-            from repl.providers.grammar import ANSWER_GRAMMAR, tool_grammar
+        if self.call_grammar:  # without tools (the final answer): text only
+            from repl.providers.grammar import ANSWER_GRAMMAR, SMALL_TALK_GRAMMAR, tool_grammar
 
-            may_call = tools and not (self.settings.small_talk_gate and _small_talk_turn(messages))
-            params["grammar"] = tool_grammar(tools) if may_call else ANSWER_GRAMMAR
+            if not tools:
+                params["grammar"] = ANSWER_GRAMMAR
+            elif self.settings.small_talk_gate and _small_talk_turn(messages):
+                params["grammar"] = SMALL_TALK_GRAMMAR  # the tool block stays: the cached prefix too
+            else:
+                params["grammar"] = tool_grammar(tools)
         return params, _Assembly(text_filter=textcalls.TextCallFilter([t["name"] for t in tools]))
 
     def wire_messages(self, messages: list[dict[str, Any]],

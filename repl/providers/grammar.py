@@ -42,6 +42,10 @@ answer-brace ::= "{" [ \t\r\n]{0,8} [^"{} \t\r\n<]
 # A reply to a request without tools (the loop's final answer): text only, so the model
 # cannot echo a call as its answer.
 ANSWER_GRAMMAR = "root ::= answer\n" + _ANSWER.lstrip()
+# A reply to small talk (a greeting, thanks, a goodbye: ``smalltalk.py``): prose without
+# braces, tags or code. Given the answer grammar, the 0.5B model wrote the call it wanted to
+# make as a fenced pseudo-object instead (```xml {name: "list_todos", …}) for 3 of 10.
+SMALL_TALK_GRAMMAR = r"root ::= [^{}<>`\x00-\x20] [^{}<>`]*" + "\n"
 _FRAME = r"""
 root ::= calls | fenced | tagged | answer
 calls ::= call ("\n" call ("\n" call ("\n" call)?)?)?

@@ -32,7 +32,8 @@ SHOWN_TURNS = 3  # the turns a resume shows
 _META = b'{"kind": "meta", '
 _MESSAGE = b'{"kind": "message", "message": {"role": "'
 _ROLES = {b'user"': "user", b'assistant"': "assistant", b'tool"': "tool"}
-_NUMBERS = (b'{"kind": "truncate", ', b'{"kind": "turn", ', b'{"kind": "undo"')
+_TRUNCATE = b'{"kind": "truncate", '
+_NUMBERS = (b'{"kind": "turn", ', b'{"kind": "undo"')
 
 
 @dataclass(frozen=True)
@@ -169,26 +170,29 @@ def peek(path: Path) -> Peek | None:
     if not lines or not lines[0].startswith(_META) or not _is_meta(_parse(lines[0])):
         return None
     messages: list[tuple[str, bytes]] = []  # (role, line) of the history as replayed
-    turns: list[dict[str, Any]] = []
+    numbers: list[bytes] = []  # the turn and undo records, in order
     for line in lines[1:]:
         if line.startswith(_MESSAGE):
             role = _ROLES.get(line[len(_MESSAGE):][:10].split(b",", 1)[0])
             if role is None:
                 return None
             messages.append((role, line))
-        elif line.startswith(_NUMBERS):
+        elif line.startswith(_TRUNCATE):
             record = _parse(line)
-            if record is None:
+            length = record.get("length") if record is not None else None
+            if type(length) is not int or not 0 <= length <= len(messages):
                 return None
-            if record.get("kind") == "truncate":
-                length = record.get("length")
-                if type(length) is not int or not 0 <= length <= len(messages):
-                    return None
-                del messages[length:]
-            else:
-                note_record(turns, record)
+            del messages[length:]
+        elif line.startswith(_NUMBERS):
+            numbers.append(line)
         else:
             return None
+    records = _parse_all(numbers)
+    if records is None:
+        return None
+    turns: list[dict[str, Any]] = []
+    for record in records:
+        note_record(turns, record)
     return _peeked(path, messages, turns)
 
 
@@ -233,6 +237,17 @@ def _parse(line: bytes) -> dict[str, Any] | None:
     except (ValueError, RecursionError):
         return None
     return record if isinstance(record, dict) else None
+
+
+def _parse_all(lines: list[bytes]) -> list[dict[str, Any]] | None:
+    """Each line's record, or None when one is not a turn or undo record. One parse of them all
+    as an array: a thousand turns took ~5 ms more parsed line by line."""
+    try:
+        records = json.loads(b"[" + b",".join(lines) + b"]")
+    except (ValueError, RecursionError):
+        return None
+    plain = len(records) == len(lines) and all(isinstance(r, dict) and r.get("kind") in ("turn", "undo") for r in records)
+    return records if plain else None
 
 
 def _is_meta(record: dict[str, Any] | None) -> bool:

@@ -9,7 +9,10 @@ chat completion. Beside it: ``ask`` without MCP, with the reference server
 with the tests' Python server, and with a "server" that never answers (``sleep 30``:
 it stands for one still starting, and is never needed by the answer, so it should cost
 nothing; it uses no CPU, so what it costs is ours). Runs are
-interleaved; medians shown. Wall time is spawn to exit.
+interleaved; medians shown. Wall time is spawn to exit. ``ask`` exits without waiting
+for its servers to stop, so each run waits until the previous run's servers are gone
+(they carry ``SERVER_MARK`` in their environment) before it starts: a server still
+stopping would otherwise take CPU from the next run.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ stream = client.chat.completions.create(model="fake-model", stream=True,
 print("".join(chunk.choices[0].delta.content or "" for chunk in stream if chunk.choices))
 """
 TEST_SERVER = ROOT / "tests" / "mcp_test_server.py"
+SERVER_MARK = "GLASSLOOP_BENCH_SERVER"
 
 
 def everything_command() -> str | None:
@@ -45,7 +49,7 @@ def everything_command() -> str | None:
 
 def _server_config(folder: Path, name: str, command: str, args: list[str], env: dict[str, str]) -> Path:
     path = folder / f"{name}.toml"
-    table = ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())
+    table = ", ".join(f"{k} = {json.dumps(v)}" for k, v in (env | {SERVER_MARK: "1"}).items())
     path.write_text(f"[mcp.servers.{name}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
                     f"env = {{ {table} }}\n", encoding="utf-8")
     return path
@@ -58,7 +62,26 @@ def _wall(argv: list[str], env: dict[str, str], cwd: Path) -> float:
     took = time.perf_counter() - started
     if done.returncode != 0:
         raise RuntimeError(f"{argv[1:4]} failed: {done.stderr.strip()[-500:]}")
+    _servers_gone()
     return took
+
+
+def _servers_gone(timeout: float = 5.0) -> None:
+    """Wait (bounded) until no process carries ``SERVER_MARK``: the run's servers have stopped
+    (stdin closed, or the reaper's SIGTERM 0.2 s and SIGKILL 0.4 s after the exit)."""
+    mark = f"{SERVER_MARK}=1".encode()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(mark in _environ(pid) for pid in os.listdir("/proc") if pid.isdigit()):
+            return
+        time.sleep(0.01)
+
+
+def _environ(pid: str) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:  # gone, or not ours to read
+        return []
 
 
 def run(quick: bool) -> dict[str, Any]:

@@ -350,13 +350,23 @@ def local_provider(temperature: float, model: Path, work: Path, grammar: bool = 
     return provider
 
 
+def names_sampling() -> str:
+    """How the embedded server samples a call's tool name (``repl/providers/local.py``)."""
+    from repl.providers.local import greedy_names
+
+    return "near-greedy" if greedy_names(os.environ) else "sampled"
+
+
 def evaluate(temperatures: tuple[float, ...], cases: list[Case], grammar: bool = True,
-             data_dir: Path | None = None, profile: str = "local", gate: bool = True) -> dict[str, Any]:
+             data_dir: Path | None = None, profile: str = "local", gate: bool = True,
+             names: str | None = None) -> dict[str, Any]:
     from repl.providers.weights import BUNDLED, ensure_model
 
     model = ensure_model(data_dir or Path(tempfile.gettempdir()) / "glassloop-bench", spec=BUNDLED[profile])
     runs: dict[str, Any] = {}
     with scratch("tool-use") as work, patched_environ(isolated_env(work / "xdg")):
+        if names:  # else the server's default
+            os.environ["GLASSLOOP_GREEDY_NAMES"] = "1" if names == "near-greedy" else "0"
         for temperature in temperatures:
             label = f"t{temperature}"
             before = load()
@@ -366,7 +376,7 @@ def evaluate(temperatures: tuple[float, ...], cases: list[Case], grammar: bool =
             finally:
                 provider.close()
             runs[label] = {"profile": profile, "temperature": temperature, "grammar": grammar,
-                           "small_talk_gate": gate, "load_before": before,
+                           "small_talk_gate": gate, "names": names_sampling(), "load_before": before,
                            "load_after": load(), **score(results), "results": results}
     return runs
 
@@ -468,8 +478,9 @@ def _rows(runs: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for label, run in runs.items():
         note = f"load {run['load_before']} -> {run['load_after']}"
+        how = f"tool names {run.get('names', 'sampled')}, small-talk gate {'on' if run.get('small_talk_gate') else 'off'}"
         rows += [row(f"{label}: schema-valid calls ({run['calls']})", run["schema_valid_pct"], "%"),
-                 row(f"{label}: right tool + valid arguments", run["right_pct"], "%", note),
+                 row(f"{label}: right tool + valid arguments", run["right_pct"], "%", f"{how}; {note}"),
                  row(f"{label}: right, English", run["right_en_pct"], "%"),
                  row(f"{label}: right, Chinese", run["right_zh_pct"], "%"),
                  row(f"{label}: controls answered without a call", run["controls_no_call_pct"], "%"),
@@ -534,6 +545,8 @@ def main() -> None:
     parser.add_argument("--no-grammar", action="store_true", help="send no grammar (the baseline)")
     parser.add_argument("--no-small-talk-gate", action="store_true",
                         help="let the model decide on small talk too (small_talk_gate = false)")
+    parser.add_argument("--names", choices=("sampled", "near-greedy"),
+                        help="how the server samples a call's tool name (default: its default)")
     parser.add_argument("--held-out", action="store_true",
                         help="the held-out questions (HELD_OUT) instead of the evaluation's")
     parser.add_argument("--only", default="", help="comma-separated case ids (default: all)")
@@ -552,7 +565,7 @@ def main() -> None:
         return
     temps = tuple(float(t) for t in args.temperatures.split(","))
     runs = evaluate(temps, cases, grammar=not args.no_grammar, data_dir=args.data_dir, profile=args.profile,
-                    gate=not args.no_small_talk_gate)
+                    gate=not args.no_small_talk_gate, names=args.names)
     summary = {label: {k: v for k, v in run.items() if k != "results"} for label, run in runs.items()}
     print(json.dumps(summary, indent=1, ensure_ascii=False))
     if args.out:

@@ -271,7 +271,9 @@ def _leave(code: int) -> NoReturn:
     standard streams flushed (120 when that fails, as Python exits). ``ask`` has closed its files
     by now (trace, raw calls, MCP logs). Without CPython's ``threading._shutdown``: a plain exit."""
     shutdown = getattr(threading, "_shutdown", None)
-    if shutdown is None:
+    # The user's tool files may hold files open at module level that only the teardown flushes
+    # and closes: with any loaded (their public module is imported then), exit the ordinary way.
+    if shutdown is None or "glassloop_tools" in sys.modules:
         raise typer.Exit(code)
     shutdown()
     atexit._run_exitfuncs()

@@ -161,3 +161,30 @@ def test_ask_leaves_without_the_teardown_but_after_what_an_exit_must_do(fake_ser
                              "http://127.0.0.1:9/v1"], env=home, cwd=ROOT, capture_output=True, text=True,
                             timeout=60, stdin=subprocess.DEVNULL)
     assert failed.returncode == 1 and "teardown ran" not in failed.stderr
+
+
+UNFLUSHED_TOOL = '''from glassloop_tools import tool
+
+log = open({path!r}, "a", encoding="utf-8")  # kept open, never flushed: the exit closes it
+
+
+@tool
+def note_it() -> str:
+    """Write a line to the log."""
+    log.write("called\\n")
+    return "noted"
+'''
+
+
+def test_ask_with_user_tools_exits_as_python_does_so_their_open_files_are_flushed(fake_server, home, tmp_path):
+    """The quick exit skips the teardown that closes a user tool's module-level file: with user
+    tools loaded, ``ask`` leaves the ordinary way and nothing they buffered is lost."""
+    log = tmp_path / "tool.log"
+    tools_dir = Path(home["XDG_CONFIG_HOME"]) / "glassloop" / "tools"
+    tools_dir.mkdir(parents=True, exist_ok=True)
+    (tools_dir / "note.py").write_text(UNFLUSHED_TOOL.format(path=str(log)), encoding="utf-8")
+    fake_server.script(tool_calls(call("note_it", {})), text("noted it"))
+    result = glassloop("ask", "note it", "--base-url", fake_server.base_url, env=home)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == "noted it"
+    assert log.read_text(encoding="utf-8") == "called\n"

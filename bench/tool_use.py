@@ -350,23 +350,24 @@ def local_provider(temperature: float, model: Path, work: Path, grammar: bool = 
     return provider
 
 
-def names_sampling() -> str:
-    """How the embedded server samples a call's tool name (``repl/providers/local.py``)."""
-    from repl.providers.local import greedy_names
+def calls_sampling() -> str:
+    """The temperature cap the embedded server decodes a step's first token and its calls at
+    (``repl/providers/local.py``), or "off" (everything at the request's temperature)."""
+    from repl.providers.local import call_temperature
 
-    return "near-greedy" if greedy_names(os.environ) else "sampled"
+    return call_temperature(os.environ)
 
 
 def evaluate(temperatures: tuple[float, ...], cases: list[Case], grammar: bool = True,
              data_dir: Path | None = None, profile: str = "local", gate: bool = True,
-             names: str | None = None) -> dict[str, Any]:
+             calls: str | None = None) -> dict[str, Any]:
     from repl.providers.weights import BUNDLED, ensure_model
 
     model = ensure_model(data_dir or Path(tempfile.gettempdir()) / "glassloop-bench", spec=BUNDLED[profile])
     runs: dict[str, Any] = {}
     with scratch("tool-use") as work, patched_environ(isolated_env(work / "xdg")):
-        if names:  # else the server's default
-            os.environ["GLASSLOOP_GREEDY_NAMES"] = "1" if names == "near-greedy" else "0"
+        if calls:  # else the server's default
+            os.environ["GLASSLOOP_CALL_TEMPERATURE"] = calls
         for temperature in temperatures:
             label = f"t{temperature}"
             before = load()
@@ -376,7 +377,7 @@ def evaluate(temperatures: tuple[float, ...], cases: list[Case], grammar: bool =
             finally:
                 provider.close()
             runs[label] = {"profile": profile, "temperature": temperature, "grammar": grammar,
-                           "small_talk_gate": gate, "names": names_sampling(), "load_before": before,
+                           "small_talk_gate": gate, "call_temperature": calls_sampling(), "load_before": before,
                            "load_after": load(), **score(results), "results": results}
     return runs
 
@@ -478,7 +479,7 @@ def _rows(runs: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for label, run in runs.items():
         note = f"load {run['load_before']} -> {run['load_after']}"
-        how = f"tool names {run.get('names', 'sampled')}, small-talk gate {'on' if run.get('small_talk_gate') else 'off'}"
+        how = f"calls at t <= {run.get('call_temperature', 'off')}, small-talk gate {'on' if run.get('small_talk_gate') else 'off'}"
         rows += [row(f"{label}: schema-valid calls ({run['calls']})", run["schema_valid_pct"], "%"),
                  row(f"{label}: right tool + valid arguments", run["right_pct"], "%", f"{how}; {note}"),
                  row(f"{label}: right, English", run["right_en_pct"], "%"),
@@ -545,8 +546,9 @@ def main() -> None:
     parser.add_argument("--no-grammar", action="store_true", help="send no grammar (the baseline)")
     parser.add_argument("--no-small-talk-gate", action="store_true",
                         help="let the model decide on small talk too (small_talk_gate = false)")
-    parser.add_argument("--names", choices=("sampled", "near-greedy"),
-                        help="how the server samples a call's tool name (default: its default)")
+    parser.add_argument("--call-temperature", metavar="T|off",
+                        help="the cap on the temperature of a step's first token and of its calls "
+                             "(default: the server's, 0.1; off: everything at --temperatures)")
     parser.add_argument("--held-out", action="store_true",
                         help="the held-out questions (HELD_OUT) instead of the evaluation's")
     parser.add_argument("--only", default="", help="comma-separated case ids (default: all)")
@@ -565,7 +567,7 @@ def main() -> None:
         return
     temps = tuple(float(t) for t in args.temperatures.split(","))
     runs = evaluate(temps, cases, grammar=not args.no_grammar, data_dir=args.data_dir, profile=args.profile,
-                    gate=not args.no_small_talk_gate, names=args.names)
+                    gate=not args.no_small_talk_gate, calls=args.call_temperature)
     summary = {label: {k: v for k, v in run.items() if k != "results"} for label, run in runs.items()}
     print(json.dumps(summary, indent=1, ensure_ascii=False))
     if args.out:

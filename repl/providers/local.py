@@ -230,20 +230,28 @@ if _STATE:
 # llama-cpp-python puts the grammar first in its sampler chain, which checks all
 # 151,936 tokens at every step: +26-34% per generated token whatever the grammar
 # (docs/LOCAL_MODEL.md). GLASSLOOP_GRAMMAR_FIRST=1 keeps llama-cpp-python's order.
-# With GREEDY_NAMES (or GLASSLOOP_GREEDY_NAMES=1) the tool a call goes to is chosen
-# near-greedily: while the reply is at a call's name (`{"name": "` up to its closing quote)
-# the sampler's temperature is at most 0.1; prose and argument text keep the request's.
+# Calls are decoded conservatively: a step's first token (call or answer?) and every token
+# of a call (the reply starts with `{`, a ``` fence or <tool_call>, the openings
+# textcalls.py accepts) use temperature min(t, CALL_TEMPERATURE); once the reply is prose
+# it keeps the request's t. A sampled wrong tool or argument is a wrong action, not a turn
+# of phrase: the temperature is for wording. GLASSLOOP_CALL_TEMPERATURE=off samples
+# everything at t (for measuring), a number sets the low temperature.
 _GRAMMAR_LAST = r'''
 import ctypes, math, re, sys
 import llama_cpp as _lc
 
-_AT_NAME = re.compile(rb'\{\s*"name"\s*:\s*("[^"]*)?$')
+_OPENINGS = (b"{", b"```", b"<tool_call>")
+
+def _calling(head):
+    """Whether a reply starting with ``head`` is still undecided or a call."""
+    head = head.lstrip()
+    return any(head.startswith(o) or o.startswith(head) for o in _OPENINGS)
 
 class _GrammarLast:
-    def __init__(self, chain, grammar, n_vocab, name_chain=None, piece=None):
+    def __init__(self, chain, grammar, n_vocab, call_chain=None, piece=None):
         import numpy as np
         self._chain, self._grammar, self._n_vocab = chain, grammar, n_vocab
-        self._name_chain, self._piece, self._tail = name_chain, piece, b""
+        self._call_chain, self._piece, self._head = call_chain, piece, b""
         self._cells = np.zeros(n_vocab, dtype=[("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])
         self._ids = np.arange(n_vocab, dtype="<i4")
         self._one = _lc.llama_token_data()
@@ -263,8 +271,8 @@ class _GrammarLast:
         return int(cells.data[cells.selected].id)
 
     def sample(self, ctx, idx=-1):
-        at_name = self._name_chain is not None and _AT_NAME.search(self._tail) is not None
-        chain = (self._name_chain if at_name else self._chain).sampler
+        calling = self._call_chain is not None and _calling(self._head)
+        chain = (self._call_chain if calling else self._chain).sampler
         token = self._pick(self._candidates(ctx, idx), chain)
         self._one.id, self._one.logit, self._one.p = token, 1.0, 0.0
         single = _lc.llama_token_data_array(ctypes.pointer(self._one), 1, -1, False)
@@ -273,9 +281,10 @@ class _GrammarLast:
             token = self._pick(self._candidates(ctx, idx), self._grammar, chain)
         _lc.llama_sampler_accept(self._grammar, token)
         _lc.llama_sampler_accept(self._chain.sampler, token)
-        if self._name_chain is not None:
-            _lc.llama_sampler_accept(self._name_chain.sampler, token)
-            self._tail = (self._tail + self._piece(token))[-64:]
+        if self._call_chain is not None:
+            _lc.llama_sampler_accept(self._call_chain.sampler, token)
+            if len(self._head) < 16:  # enough to tell a call's opening from prose
+                self._head += self._piece(token)
         return token
 
     def close(self):
@@ -283,9 +292,9 @@ class _GrammarLast:
             _lc.llama_sampler_free(self._grammar)
             self._grammar = None
         self._chain.close()
-        if self._name_chain is not None:
-            self._name_chain.close()
-            self._name_chain = None
+        if self._call_chain is not None:
+            self._call_chain.close()
+            self._call_chain = None
 
     __del__ = close
 
@@ -301,25 +310,29 @@ if os.environ.get("GLASSLOOP_GRAMMAR_FIRST") != "1":
         if not checker:  # llama.cpp could not parse it: its own order, and its own error
             chain.close()
             return _init_sampler(self, *args, grammar=grammar, **kwargs)
-        name_chain = None
-        if kwargs.get("temp", 0.8) > 0.1 and os.environ.get("GLASSLOOP_GREEDY_NAMES", "@GREEDY@") == "1":
-            name_chain = _init_sampler(self, *args, **{**kwargs, "temp": 0.1})
+        call_chain, low = None, os.environ.get("GLASSLOOP_CALL_TEMPERATURE", "@CALL_T@")
+        try:
+            low = float(low)
+        except ValueError:  # "off" (or not a number): every token at the request's temperature
+            low = None
+        if low is not None and kwargs.get("temp", 0.8) > low:
+            call_chain = _init_sampler(self, *args, **{**kwargs, "temp": low})
         piece = lambda token: self.detokenize([token])
-        return _GrammarLast(chain, checker, self._n_vocab, name_chain, piece)
+        return _GrammarLast(chain, checker, self._n_vocab, call_chain, piece)
 
     _lc.Llama._init_sampler = _init_sampler_grammar_last
     sys.stderr.write("glassloop sampler: grammar checked on the sampled token\n")
 '''
-GREEDY_NAMES = False  # the default; GLASSLOOP_GREEDY_NAMES=1 or 0 in the server's environment wins
+CALL_TEMPERATURE = "0.1"  # the default; GLASSLOOP_CALL_TEMPERATURE (a number or "off") in the server's environment wins
 
 
-def greedy_names(env: dict[str, str] | os._Environ[str]) -> bool:
-    """Whether a server started with ``env`` picks a call's tool name near-greedily."""
-    return env.get("GLASSLOOP_GREEDY_NAMES", "1" if GREEDY_NAMES else "0") == "1"
+def call_temperature(env: dict[str, str] | os._Environ[str]) -> str:
+    """The temperature cap a server started with ``env`` decodes calls at, or "off"."""
+    return env.get("GLASSLOOP_CALL_TEMPERATURE", CALL_TEMPERATURE)
 
 
 _BOOTSTRAP = (
-    _WATCHDOG + _NO_AMX + _GRAMMAR_LAST.replace("@GREEDY@", "1" if GREEDY_NAMES else "0") + _PREFIX_STATE
+    _WATCHDOG + _NO_AMX + _GRAMMAR_LAST.replace("@CALL_T@", CALL_TEMPERATURE) + _PREFIX_STATE
     + "runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)\n"
 )
 

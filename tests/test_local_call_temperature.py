@@ -1,0 +1,80 @@
+"""The embedded server decodes calls conservatively: real llama.cpp inference.
+
+A step's first token and every token of a call are sampled at min(t, 0.1); prose keeps the
+request's temperature (``_GRAMMAR_LAST`` in ``repl/providers/local.py``). At temperature 1.0
+the same first step under other seeds must decide alike (answer, or call the same tool with
+the same required arguments), while a prose answer still varies. Sampled at 1.0 throughout
+(GLASSLOOP_CALL_TEMPERATURE=off in the test's environment) the seeds called three tools.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from importlib import util
+from pathlib import Path
+
+import pytest
+
+from bench import isolated_env, patched_environ
+from bench.tool_use import fixture
+from repl.loop.prompts import system_prompt
+from repl.providers.weights import ensure_model
+
+pytestmark = [
+    pytest.mark.skipif(util.find_spec("llama_cpp") is None,
+                       reason="needs the 'local' extra: pip install 'glassloop[local]'"),
+    pytest.mark.xdist_group("llama"),  # real inference uses every CPU: one test worker runs it all
+]
+TOOLS = ("list_todos", "get_todo", "add_todo", "get_weather")
+CALLS = ("Is it raining in Berlin at the moment?", "我还有哪些待办没做完？")
+PROSE = "Write one short sentence about autumn leaves."
+SEEDS = range(4)
+
+
+@pytest.mark.timeout(600)
+def test_calls_are_decoded_alike_under_any_seed_while_prose_is_sampled(tmp_path: Path) -> None:
+    import httpx
+
+    from repl.providers import textcalls
+    from repl.providers.grammar import tool_grammar
+    from repl.providers.local import LocalServer
+
+    model = ensure_model(tmp_path / "data")
+    tools = [s for s in fixture(tmp_path / "tools").schemas() if s["name"] in TOOLS]
+    # the server's default; GLASSLOOP_CALL_TEMPERATURE=off in the test's environment shows the old sampling
+    env = {**isolated_env(tmp_path / "xdg"), "GLASSLOOP_CALL_TEMPERATURE": os.environ.get("GLASSLOOP_CALL_TEMPERATURE", "")}
+    with patched_environ({k: v for k, v in env.items() if v}), \
+            LocalServer(model, n_ctx=2048, log_path=tmp_path / "server.log", state_dir=tmp_path / "state") as server, \
+            httpx.Client(timeout=300, trust_env=False) as client:
+        def replies(question: str, max_tokens: int) -> list[str]:
+            messages = [{"role": "system", "content": system_prompt(compact=True)},
+                        {"role": "user", "content": question}]
+            body = {"model": "local", "messages": textcalls.to_text_messages(messages, tools),
+                    "max_tokens": max_tokens, "grammar": tool_grammar(tools), "temperature": 1.0}
+            return [client.post(f"{server.base_url}/chat/completions", json={**body, "seed": seed})
+                    .json()["choices"][0]["message"]["content"] for seed in SEEDS]
+
+        calls = {question: replies(question, 40) for question in CALLS}
+        prose = replies(PROSE, 16)
+    required = {s["name"]: s["parameters"].get("required", []) for s in tools}
+
+    def decisions(text: str) -> list[tuple[str, dict[str, object]]]:
+        """The tools called and their required arguments (optional ones may still differ at 0.1)."""
+        found = textcalls.TextCallFilter(TOOLS)
+        found.feed(text)
+        made = []
+        for call in found.finish()[1]:
+            try:
+                arguments = json.loads(call.arguments)
+            except ValueError:
+                arguments = {"": call.arguments}  # not an object: compared as written
+            made.append((call.name, {k: v for k, v in arguments.items() if k in required[call.name] or not k}))
+        return made
+
+    made = {question: [decisions(text) for text in texts] for question, texts in calls.items()}
+    assert any(m[0] for m in made.values()), calls  # a call was made and compared
+    for question, texts in calls.items():  # each step decided (call or answer, which call) alike
+        assert all(m == made[question][0] for m in made[question]), (question, texts)
+    assert not any(t.lstrip().startswith(("{", "```", "<tool_call>")) for t in prose), prose
+    assert len(set(prose)) > 1, prose

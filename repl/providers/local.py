@@ -237,7 +237,7 @@ if _STATE:
 # of phrase: the temperature is for wording. GLASSLOOP_CALL_TEMPERATURE=off samples
 # everything at t (for measuring), a number sets the low temperature.
 _GRAMMAR_LAST = r'''
-import ctypes, math, re, sys
+import ctypes, math, sys
 import llama_cpp as _lc
 
 _OPENINGS = (b"{", b"```", b"<tool_call>")

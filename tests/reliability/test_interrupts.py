@@ -216,7 +216,7 @@ def test_ctrl_c_while_a_turn_ends_does_not_exit(on, fake_server, tmp_path, monke
 def test_ctrl_c_stops_a_turn_when_started_with_the_interrupt_ignored(fake_server, home):
     """A job a script starts in the background inherits SIGINT ignored; at a terminal Ctrl-C is
     still the user's key to stop a turn (and the suite itself may run that way)."""
-    fake_server.script(slow_chunks(0.1, text("word " * 300, chunk_size=5)), text("second answer"))
+    fake_server.script(slow_chunks(0.1, text("word " * 300, chunk_size=5)))
     ignoring = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
                 "os.execv(sys.executable, [sys.executable, '-m', 'repl.cli', *sys.argv[1:]])")
     repl = Repl(home, fake_server.base_url, program=("-c", ignoring))
@@ -228,6 +228,7 @@ def test_ctrl_c_stops_a_turn_when_started_with_the_interrupt_ignored(fake_server
     assert time.monotonic() - started < PROMPT_BACK_S
     assert wait_for(lambda: len(finished_turns(home)) == 1)
     assert finished_turns(home)[0]["stopped_by"] == "interrupted"
+    fake_server.script(text("second answer"))
     repl.say("again")
     repl.expect("second answer")
     repl.close()

@@ -27,8 +27,7 @@ _EN = [
     r"thanks?( you)?( (so|very) much| a (lot|bunch|ton|million))?", r"many thanks", r"thx", r"ty",
     r"cheers", r"(much )?appreciated", r"(i )?(really )?appreciate (it|that|your help)",
     r"(that's|that is|that was) (great|helpful|perfect|all|it|enough|everything)",
-    r"(great|perfect|awesome|cool|nice|lovely|wonderful|excellent|fantastic|brilliant)",
-    r"(ok|okay|alright|all right|got it|sounds good|no problem|no worries|you're welcome|np)",
+    r"(no problem|no worries|you're welcome|np)",
     r"(that's|that is|that'll be|that will be) all( i need(ed)?)?", r"nothing else",
     r"(i'm|i am|im) (done|all set|good)", r"no more questions",
     r"(good ?)?bye+( bye)?", r"bye for now", r"see (you|ya|u)( (later|soon|around|again|next time))?",
@@ -45,6 +44,10 @@ _EN_FILLER = [
     r"(today|tonight|tomorrow|then|btw|too|oh|well|and|so|but|just|indeed|really|sir|ma'am)",
     r"(on|next) (monday|tuesday|wednesday|thursday|friday|saturday|sunday|week)",
     r"in the morning", r"you",
+    # a confirmation alone may answer the model's own question ("Shall I add it?" "ok"): it
+    # goes with a phrase ("ok, thanks"), never makes a message small talk by itself
+    r"(ok|okay|alright|all right|got it|sounds good|yes|yeah|sure)",
+    r"(great|perfect|awesome|cool|nice|lovely|wonderful|excellent|fantastic|brilliant)",
 ]
 # Chinese: no spaces between words, so the patterns join one after the other.
 _ZH = [
@@ -54,12 +57,12 @@ _ZH = [
     r"久仰", r"好久不见", r"欢迎回来", r"我(很好|挺好|不错|还行)", r"(你|您)也是",
     r"(非常|十分|太|真)?(谢谢|感谢|多谢|谢了|谢啦)(你|您)?(了|啦)?", r"辛苦(你|您)?了", r"麻烦(你|您)了",
     r"不客气", r"没关系", r"没(有)?(别的|其他|其它|什么)?(事|问题)(了|啦)?", r"没事(了|啦)?",
-    r"就(这些|这样|这么多)(了|吧|啦)?", r"(暂时|先)?(没有|没)了", r"(好的|好|行|可以|嗯|嗯嗯|明白|知道|收到|了解)(了|啦)?",
-    r"太(好|棒)了", r"(很|真)?(棒|厉害|不错)", r"再见", r"拜拜?", r"(回头|明天|下次|改天|一会儿?|待会儿?|晚点|周[一二三四五六日末])见",
+    r"就(这些|这样|这么多)(了|吧|啦)?", r"(暂时|先)?(没有|没)了", r"再见", r"拜拜?", r"(回头|明天|下次|改天|一会儿?|待会儿?|晚点|周[一二三四五六日末])见",
     r"晚安", r"先(这样|走了|撤了|下了)", r"保重", r"(祝(你|您)?)?(有)?(美好的一天|(周末|节日|假期|旅途|新年|生日)?愉快|好梦|一切顺利)",
     r"(回头|下次|改天)(再)?聊",
 ]
-_ZH_FILLER = [r"[啊呀哦喔哈吧呢啦嘛哇了]", r"(你|您)", r"(朋友|小助手|助手|大家|各位)", r"(今天|明天|再次)"]
+_ZH_FILLER = [r"[啊呀哦喔哈吧呢啦嘛哇了]", r"(你|您)", r"(朋友|小助手|助手|大家|各位)", r"(今天|明天|再次)",
+              r"(好的|好|行|可以|嗯|嗯嗯|明白|知道|收到|了解|是的|对)(了|啦)?", r"太(好|棒)了", r"(很|真)?(棒|厉害|不错)"]
 
 _PHRASE = re.compile("|".join(_EN + _ZH))
 _FILLER = re.compile("|".join(_EN_FILLER + _ZH_FILLER))

@@ -319,10 +319,8 @@ def benchmark(model: Path, work: Path, threads: int = 0, with_cli: bool = True) 
     figures["new_session"] = new_sessions(model, work, threads)
     if with_cli:
         (work / "cli").mkdir()
-        figures["glassloop_ask"] = {"load_avg_1m": os.getloadavg()[0], **(cli_turn(model, work / "cli") or {})}
-        # a second `glassloop ask`: the first one saved the prompt state in the same cache dir
-        figures["glassloop_ask_with_state"] = {"load_avg_1m": os.getloadavg()[0],
-                                               **(cli_turn(model, work / "cli") or {})}
+        # English without the saved state (this run saves it), then English and Chinese with it
+        figures["glassloop_ask"] = ask_turns(model, work / "cli", "local")
         (work / "step2").mkdir()
         figures["step2"] = step2_turns(model, work / "step2", "local")
     figures["load_avg_1m_after"] = os.getloadavg()[0]

@@ -7,6 +7,7 @@ import json
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -103,6 +104,24 @@ def _killing(started: list[Repl]) -> None:
     for session in started:
         if session.child.isalive():
             session.child.kill(signal.SIGKILL)
+
+
+@pytest.fixture
+def session(fake_server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A non-interactive ``ChatSession`` against ``fake_server`` with its journal open (approvals
+    auto, sample weather, todos in ``tmp_path``, every XDG dir in ``tmp_path``)."""
+    from repl.config.load import load_settings
+    from repl.session.chat import ChatSession
+    from tests.support import StubUI
+
+    for name in ("DATA", "STATE", "CONFIG"):
+        monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
+    settings = load_settings({"base_url": fake_server.base_url, "approval": "auto", "weather": "sample",
+                              "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={})
+    chat_session = ChatSession(settings, StubUI(), interactive=False)
+    chat_session.open_journal()
+    yield chat_session
+    chat_session.close()
 
 
 @pytest.fixture

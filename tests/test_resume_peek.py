@@ -13,9 +13,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from repl.config.load import load_settings
 from repl.config.redact import Redactor
 from repl.loop.history import History
 from repl.session import commands
@@ -24,18 +21,6 @@ from repl.session.journal import Journal
 from repl.session.recap import Peek, peek, peek_session, recap
 from tests.fakeserver import call, text, tool_calls
 from tests.support import StubUI
-
-
-@pytest.fixture
-def session(fake_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    for name in ("DATA", "STATE", "CONFIG"):
-        monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
-    settings = load_settings({"base_url": fake_server.base_url, "approval": "auto", "weather": "sample",
-                              "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={})
-    chat_session = ChatSession(settings, StubUI(), interactive=False)
-    chat_session.open_journal()
-    yield chat_session
-    chat_session.close()
 
 
 def shown_by_session(s: ChatSession, key: str) -> tuple[Any, ...]:

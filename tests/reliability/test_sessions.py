@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from repl.config.load import load_settings
 from repl.session import commands
 from repl.session.chat import ChatSession
 from tests.fakeserver import call, text, tool_calls
@@ -181,18 +180,6 @@ def test_resumed_totals_continue_from_the_journal(fake_server, home):
     assert re.search(r"│\s*1\s*│\s*1\s*│\s*100\s*│", table) and re.search(r"│\s*3\s*│\s*1\s*│\s*300\s*│", table)
     assert re.search(r"all\s*│\s*3\s*│\s*600\s*│\s*50\s*│\s*60", table), table
     assert "660 tokens" in again.stdout.rsplit("session ", 1)[-1]  # the exit line counts the whole session
-
-
-@pytest.fixture
-def session(fake_server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    for name in ("DATA", "STATE", "CONFIG"):
-        monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
-    settings = load_settings({"base_url": fake_server.base_url, "approval": "auto", "weather": "sample",
-                              "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={})
-    chat_session = ChatSession(settings, StubUI(), interactive=False)
-    chat_session.open_journal()
-    yield chat_session
-    chat_session.close()
 
 
 def test_undo_keeps_usage_toolbar_and_context_consistent(fake_server, session):

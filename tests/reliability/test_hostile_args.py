@@ -16,6 +16,7 @@ import os
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ from tools.registry import Registry
 LIMIT_S = 0.1
 CANARY = f"CANARY-{uuid.uuid4().hex}"
 FUZZ_EXAMPLES = scaled(2000, 200)
-stats: dict[str, Any] = {"calls": 0, "max_s": 0.0, "slowest": "", "errors": {}}
+stats: dict[str, Any] = {}  # figures of the calls made in the current world (reset by ``world``)
 opened: list[tuple[str, str]] = []  # (event, path) of what timed calls opened or listed (audit hook)
 watching = False
 CODE_DIRS = tuple({sys.prefix, sys.base_prefix, sys.exec_prefix})
@@ -94,13 +95,26 @@ def build_world(base: Path) -> tuple[Registry, Path]:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Registry:
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Registry]:
+    """The world, its audit and figures fresh: xdist may run this module's tests in several
+    stretches on one worker, each with a world of its own. Its figures are recorded when
+    the stretch ends, whichever tests ran in it and in whatever order."""
     base = tmp_path_factory.mktemp("hostile")
     registry, root = build_world(base)
     registry.call("list_todos", {})  # warm up: the schema validator is built on a tool's first call
-    stats["root"], stats["base"] = root.resolve(), base.resolve()
+    opened.clear()
+    stats.clear()
+    stats.update(calls=0, max_s=0.0, worst_single_s=0.0, retimed=0, slowest="", errors={})
+    root, base = root.resolve(), base.resolve()
     yield registry
-    assert outside_opens(root.resolve(), base.resolve()) == [], "a file outside the root was opened"
+    outside = outside_opens(root, base)
+    listed = outside_opens(root, base, ("os.scandir", "os.listdir"))
+    record("hostile_args", calls=stats["calls"], max_ms=round(stats["max_s"] * 1000, 1),
+           worst_single_try_ms=round(stats["worst_single_s"] * 1000, 1), retimed=stats["retimed"],
+           slowest=stats["slowest"], error_types=stats["errors"], canary_leaks=0, escaped_exceptions=0,
+           opens=sum(1 for e, _ in opened if e == "open"), opened_outside_root=len(outside),
+           folders_listed_outside_root=len(listed), listed_examples=sorted(set(listed))[:3])
+    assert outside == [], "a file outside the root was opened"
 
 
 def _call_once(registry: Registry, name: str, arguments: Any) -> tuple[dict[str, Any], float]:
@@ -120,11 +134,11 @@ def timed_call(registry: Registry, name: str, arguments: Any) -> dict[str, Any]:
     """The call, timed; a slow answer is tried twice more (on a shared machine one pause
     is noise, a slow input is slow every time) and the fastest try counts."""
     result, elapsed = _call_once(registry, name, arguments)
-    stats["worst_single_s"] = max(stats.get("worst_single_s", 0.0), elapsed)
+    stats["worst_single_s"] = max(stats["worst_single_s"], elapsed)
     for _ in range(2):
         if elapsed < LIMIT_S:
             break
-        stats["retimed"] = stats.get("retimed", 0) + 1
+        stats["retimed"] += 1
         result, again = _call_once(registry, name, arguments)
         elapsed = min(elapsed, again)
     stats["calls"] += 1
@@ -227,14 +241,3 @@ READ_ONLY = ["list_todos", "get_todo", "list_notes", "search_notes", "calculator
                                  json_values, max_size=4))
 def test_fuzz_arguments_for_every_tool(world: Registry, name: str, arguments: dict[str, Any]) -> None:
     timed_call(world, name, arguments)
-
-
-def test_record_hostile_figures(world: Registry) -> None:
-    assert stats["calls"] > 0 and stats["max_s"] < LIMIT_S
-    assert outside_opens(stats["root"], stats["base"]) == [], "a file outside the root was opened"
-    listed = outside_opens(stats["root"], stats["base"], ("os.scandir", "os.listdir"))
-    record("hostile_args", calls=stats["calls"], max_ms=round(stats["max_s"] * 1000, 1),
-           worst_single_try_ms=round(stats["worst_single_s"] * 1000, 1), retimed=stats.get("retimed", 0),
-           slowest=stats["slowest"], error_types=stats["errors"], canary_leaks=0, escaped_exceptions=0,
-           opens=sum(1 for e, _ in opened if e == "open"), opened_outside_root=0,
-           folders_listed_outside_root=len(listed), listed_examples=sorted(set(listed))[:3])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -140,7 +141,7 @@ def turn_rows(records: list[dict[str, Any]]) -> tuple[list[Row], float]:
     models: dict[int, Row] = {}
     tools: dict[str, Row] = {}
     for r in records:
-        at, kind, step = _time(r, t0) - t0, r.get("type"), r.get("step", 0)
+        at, kind, step = _time(r, t0) - t0, r.get("type"), as_int(r.get("step"))
         if kind == "model_request":
             models[step] = Row("model", f"model {step}", step, at, at)
             rows.append(models[step])
@@ -153,13 +154,13 @@ def turn_rows(records: list[dict[str, Any]]) -> tuple[list[Row], float]:
                 row.end, row.info = at, "error"
             models.clear()
         elif kind == "tool_call_started":
-            tools[r.get("call_id", "")] = _add(rows, Row("tool", f"  {r.get('name', '?')}", step, at, at,
-                                                         call_id=r.get("call_id", ""), record=r))
-        elif kind in ("approval_requested", "approval_decided") and r.get("call_id") in tools:
-            row = tools[r["call_id"]]
+            tools[_call_id(r)] = _add(rows, Row("tool", f"  {r.get('name', '?')}", step, at, at,
+                                                call_id=_call_id(r), record=r))
+        elif kind in ("approval_requested", "approval_decided") and _call_id(r) in tools:
+            row = tools[_call_id(r)]
             row.wait = (at, at) if kind == "approval_requested" else ((row.wait or (at, at))[0], at)
-        elif kind == "tool_call_finished" and r.get("call_id") in tools:
-            row = tools.pop(r["call_id"])
+        elif kind == "tool_call_finished" and _call_id(r) in tools:
+            row = tools.pop(_call_id(r))
             ran = _num(r.get("duration_s"))
             row.end = (row.wait[1] if row.wait else row.start) + ran
             status = "ok" if r.get("ok") else str(r.get("error_type") or "error")
@@ -176,20 +177,32 @@ def _add(rows: list[Row], row: Row) -> Row:
     return row
 
 
+# A trace file may come from someone else: a field of the wrong type is read as 0 or "".
+def as_int(value: Any) -> int:
+    """``value`` when it is an integer (a turn, step or token count), else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _call_id(record: dict[str, Any]) -> str:
+    value = record.get("call_id")
+    return value if isinstance(value, str) else ""
+
+
 def _time(record: dict[str, Any], default: float) -> float:
     value = record.get("time")
-    return float(value) if isinstance(value, int | float) else default
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else default
 
 
 def _num(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) else 0.0
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else 0.0
 
 
 def _tokens(r: dict[str, Any]) -> str:
     usage = r.get("usage")
     u = usage if isinstance(usage, dict) else {}
     mark = "~" if u.get("estimated") else ""
-    return f"in {mark}{u.get('input_tokens', 0):,} ({u.get('cached_tokens', 0):,} cached) out {mark}{u.get('output_tokens', 0):,}"
+    return (f"in {mark}{as_int(u.get('input_tokens')):,} ({as_int(u.get('cached_tokens')):,} cached) "
+            f"out {mark}{as_int(u.get('output_tokens')):,}")
 
 
 def _took(seconds: float) -> str:
@@ -254,13 +267,13 @@ def raw_calls(groups: list[list[dict[str, Any]]], wire: list[dict[str, Any]]) ->
     """The model calls of ``groups`` (turns of a trace) with their raw request and response
     (``wire`` records, paired by turn and step in file order), and how many of those turns'
     model calls have no raw request (raw records were off then, or the cap dropped them)."""
-    numbers = {r.get("turn") for group in groups for r in group if r.get("type") == "turn_started"}
+    numbers = {as_int(r.get("turn")) for group in groups for r in group if r.get("type") == "turn_started"}
     calls: list[dict[str, Any]] = []
     for w in wire:
-        if w.get("turn") not in numbers or w.get("kind") not in ("request", "response"):
+        if as_int(w.get("turn")) not in numbers or w.get("kind") not in ("request", "response"):
             continue
         body = w.get("body") if "omitted_bytes" not in w else {"omitted_bytes": w["omitted_bytes"]}
-        key = (w.get("turn"), w.get("step"))
+        key = (as_int(w.get("turn")), as_int(w.get("step")))
         if w["kind"] == "request":
             calls.append({"turn": key[0], "step": key[1], "request": body, "response": None})
             continue

@@ -5,7 +5,9 @@ bar per model call and tool call on the turn's time axis, the approval wait apar
 followed by each model call's raw request and response (``ID.wire``) and each tool
 call's arguments and result, folded in ``<details>``. No script, no network, no
 external asset: the file opens anywhere, offline. Every text in it comes from models,
-tools and servers, so all of it is escaped.
+tools and servers, and the trace file itself may come from someone else: every field is
+escaped (numbers are coerced), and the page's Content-Security-Policy forbids scripts and
+fetches, so a value the escaping missed still cannot run.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import html
 from pathlib import Path
 from typing import Any
 
-from repl.tracing.timeline import Row, raw_calls, turn_rows
+from repl.tracing.timeline import Row, as_int, raw_calls, turn_rows
 from repl.tracing.trace import read_wire, wire_path
 from repl.ui.escape import clean, json_display
 
+CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:70em;padding:0 1em;color:#222}
 h1{font-size:1.3em} h2{font-size:1.1em;margin-top:2em;border-top:1px solid #ccc;padding-top:1em}
@@ -54,28 +57,30 @@ def trace_page(path: Path, groups: list[list[dict[str, Any]]]) -> str:
         body.append(f'<p class="meta">{dropped} older raw records were dropped to keep under [trace] raw_max_kb.</p>')
     body += [_turn(group, wire) for group in groups]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f"<title>glassloop trace {_text(path.stem)}</title><style>{STYLE}</style></head>\n<body>\n"
             + "\n".join(body) + "\n</body></html>\n")
 
 
 def _turn(group: list[dict[str, Any]], wire: list[dict[str, Any]]) -> str:
     first = group[0]
-    number = first.get("turn", 0)
+    number = as_int(first.get("turn"))
     rows, total = turn_rows(group)
     title = (f"Turn {_text(number)}: <q>{_text(first.get('user_text', ''))}</q>"
              if first.get("type") == "turn_started" else f"Before turn {_text(number + 1)}")
     out = [f'<section class="turn" data-turn="{_text(number)}">', f"<h2>{title}</h2>"]
     end = next((r for r in group if r.get("type") == "turn_finished"), None)
     if end:
-        u = end.get("usage") or {}
-        out.append(f'<p class="meta">stopped by {_text(end.get("stopped_by"))} · {_text(end.get("steps"))} steps · '
-                   f'{_text(end.get("tool_calls"))} tool calls · {_text(u.get("input_tokens", 0))} in · '
-                   f'{_text(u.get("output_tokens", 0))} out · {_text(end.get("duration_s"))} s</p>')
+        usage = end.get("usage")
+        u = usage if isinstance(usage, dict) else {}
+        out.append(f'<p class="meta">stopped by {_text(end.get("stopped_by"))} · {as_int(end.get("steps"))} steps · '
+                   f'{as_int(end.get("tool_calls"))} tool calls · {as_int(u.get("input_tokens"))} in · '
+                   f'{as_int(u.get("output_tokens"))} out · {_text(end.get("duration_s"))} s</p>')
     if rows:
         out.append(_timeline(rows, total))
     calls, missing = raw_calls([group], wire)
     raw = {c["step"]: c for c in calls}
-    results = {r.get("call_id"): r for r in group if r.get("type") == "tool_call_finished"}
+    results = {r["call_id"]: r for r in group if r.get("type") == "tool_call_finished" and isinstance(r.get("call_id"), str)}
     out += [_model_details(row, raw.get(row.step)) if row.kind == "model" else _tool_details(row, results)
             for row in rows]
     if missing:
@@ -100,14 +105,14 @@ def _timeline(rows: list[Row], total: float) -> str:
     for row in rows:
         boxes = box("wait", *row.wait) if row.wait else ""
         boxes += box("bar", row.wait[1] if row.wait else row.start, row.end)
-        attrs = f'data-step="{row.step}"' + (f' data-call-id="{_text(row.call_id)}"' if row.call_id else "")
+        attrs = f'data-step="{_text(row.step)}"' + (f' data-call-id="{_text(row.call_id)}"' if row.call_id else "")
         out.append(f'<div class="row {row.kind}" {attrs}><span class="label">{_text(row.label.strip())}</span>'
                    f'<span class="track">{boxes}</span><span class="info">{_text(row.info)}</span></div>')
     return "\n".join(out) + "</div>"
 
 
 def _model_details(row: Row, call: dict[str, Any] | None) -> str:
-    parts = [f'<details class="model-call" data-step="{row.step}"><summary>{_text(row.label)} · '
+    parts = [f'<details class="model-call" data-step="{_text(row.step)}"><summary>{_text(row.label)} · '
              f"{_text(row.info)}</summary>"]
     if call is None:
         parts.append("<p>no raw record of this call</p>")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -285,3 +287,124 @@ def test_html_page_holds_every_turn_call_and_result(fake_server, home, tmp_path)
            model_calls=len(parsed.models), tool_calls=len(parsed.tools),
            parse_ms=round(parse_s * 1000, 1))
     assert parse_s < 5.0, parse_s
+
+
+# ---- a trace someone sends you: every value hostile -------------------------------------
+
+PWNED = "document.title='pwned';document.body.insertAdjacentHTML('beforeend','<p id=pwned></p>')"
+EVIL = f"\"'><script>{PWNED}</script><img src=x onerror=\"{PWNED}\"><svg onload=\"{PWNED}\">"
+EVIL_NAME = "x\"'><svg onload=alert(1)>"  # a file name cannot hold "/", so no closing tag
+PAGE_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h4", "p", "q", "span", "div",
+             "section", "details", "summary", "pre", "ul", "li"}
+PAGE_ATTRS = {"lang", "charset", "http-equiv", "content", "class", "style", "data-turn", "data-step", "data-call-id"}
+OUR_STYLES = re.compile(r"(left:\d+\.\d\d%;width:\d+\.\d\d%|background:#[0-9a-f]{6})")
+
+
+def hostile_trace(folder: Path) -> Path:
+    """A trace whose records carry a script, or a value of the wrong type, in every field the page
+    shows (file name included), with its raw bodies beside it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{EVIL_NAME}.jsonl"
+    call_ = {"call_id": EVIL, "name": EVIL}
+    records = [
+        {"type": "notice", "turn": EVIL, "message": EVIL, "time": EVIL},  # before the first turn
+        {"type": "turn_started", "turn": EVIL, "user_text": EVIL, "time": 1.0},
+        {"type": "model_request", "turn": EVIL, "step": EVIL, "time": 1.1},
+        {"type": "model_usage", "step": EVIL, "latency_s": EVIL, "time": 1.5, "finish_reason": EVIL,
+         "usage": {"input_tokens": EVIL, "cached_tokens": EVIL, "output_tokens": EVIL, "estimated": EVIL}},
+        {"type": "tool_call_started", "step": EVIL, **call_, "arguments": {EVIL: EVIL}, "time": 1.6},
+        {"type": "approval_requested", **call_, "time": 1.7},
+        {"type": "approval_decided", **call_, "allowed": EVIL, "by": EVIL, "reason": EVIL, "time": 1.8},
+        {"type": "tool_call_finished", **call_, "ok": False, "error_type": EVIL, "duration_s": EVIL,
+         "result": {EVIL: [EVIL]}, "time": 1.9},
+        {"type": "tool_call_started", "step": [EVIL], "call_id": {EVIL: 1}, "name": [EVIL], "time": 2.0},
+        {"type": "guard_tripped", "guard": EVIL, "detail": EVIL, "time": 2.1},
+        {"type": "error", "kind": EVIL, "message": EVIL, "time": 2.2},
+        {"type": "turn_finished", "stopped_by": EVIL, "steps": EVIL, "tool_calls": EVIL, "usage": EVIL,
+         "duration_s": EVIL, "time": 2.3},
+        {"type": "turn_started", "turn": [EVIL], "user_text": {EVIL: EVIL}, "time": 3.0},
+        {"type": "model_request", "step": {EVIL: 1}, "time": 3.1},
+        {"type": "model_usage", "step": {EVIL: 1}, "usage": [EVIL], "time": 3.2},
+        {"type": "turn_finished", "stopped_by": [EVIL], "usage": {"input_tokens": EVIL}, "time": 3.3},
+    ]
+    lines = [json.dumps(r) for r in records]
+    lines.insert(3, '{"type": "model_request", "step": 2, "time": Infinity}')  # Python's json reads it
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    wire = [{"type": "wire_dropped", "records": EVIL},
+            {"kind": "request", "turn": EVIL, "step": EVIL, "body": {EVIL: EVIL}},
+            {"kind": "response", "turn": EVIL, "step": EVIL, "body": {EVIL: EVIL}},
+            {"kind": "request", "turn": [EVIL], "step": {EVIL: 1}, "body": EVIL, "omitted_bytes": EVIL}]
+    path.with_suffix(".wire").write_text("".join(json.dumps(w) + "\n" for w in wire), encoding="utf-8")
+    return path
+
+
+def hostile_page(home: dict[str, str], tmp_path: Path) -> Path:
+    page = tmp_path / "page.html"
+    made = glassloop_here("trace", str(hostile_trace(tmp_path / "sent")), "--html", str(page), env=home)
+    assert made.returncode == 0 and "wrote 3 turns" in made.stdout, made
+    return page
+
+
+class TextParser(PageParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+
+    def handle_data(self, data):
+        super().handle_data(data)
+        self.text.append(data)
+
+
+def test_a_hostile_trace_becomes_a_page_of_text(home, tmp_path):
+    page = hostile_page(home, tmp_path).read_text(encoding="utf-8")
+    parsed = TextParser()
+    parsed.feed(page)
+    assert {tag for tag, _ in parsed.tags} <= PAGE_TAGS
+    assert {name for _, attrs in parsed.tags for name in attrs} <= PAGE_ATTRS
+    values = {name: [a[name] for _, a in parsed.tags if name in a] for name in PAGE_ATTRS}
+    assert values["data-step"] and all(v and v.isdigit() for v in values["data-step"])  # numbers, coerced
+    assert parsed.turns == ["0", "0", "0"]
+    assert all(OUR_STYLES.fullmatch(v or "") for v in values["style"])
+    assert EVIL in values["data-call-id"]  # escaped, not dropped: the attribute reads back as the value
+    shown = "".join(parsed.text)
+    assert shown.count(EVIL) >= 10 and EVIL_NAME in shown
+    assert not re.search(r"<(script|img|svg)", page)
+    head = [tag for tag, _ in parsed.tags][:4]
+    assert head == ["html", "head", "meta", "meta"]
+    csp = parsed.tags[3][1]
+    assert csp["http-equiv"] == "Content-Security-Policy"
+    assert "default-src 'none'" in (csp["content"] or "") and "script" not in (csp["content"] or "")
+
+
+CHROMIUM = shutil.which("chromium")
+
+
+def rendered(page: Path, tmp_path: Path) -> str:
+    """The page's DOM after a headless Chromium loaded it and ran what it was allowed to run."""
+    result = subprocess.run(
+        [CHROMIUM or "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'chromium'}",
+         "--dump-dom", page.as_uri()],
+        capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and "</html>" in result.stdout, result.stderr[-2000:]
+    return result.stdout
+
+
+def scripts_ran(dom: str) -> bool:
+    return "<title>pwned</title>" in dom or 'id="pwned"' in dom
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it)")
+@pytest.mark.timeout(400)
+def test_a_hostile_trace_page_runs_no_script_in_a_browser(home, tmp_path):
+    page = hostile_page(home, tmp_path)
+    assert not scripts_ran(rendered(page, tmp_path))
+    text = page.read_text(encoding="utf-8")
+    planted = tmp_path / "planted.html"  # a script the escaping missed: the page's policy still stops it
+    planted.write_text(text.replace("<body>", f"<body><script>{PWNED}</script><img src=x onerror=\"{PWNED}\">", 1),
+                       encoding="utf-8")
+    assert not scripts_ran(rendered(planted, tmp_path))
+    bare = tmp_path / "bare.html"  # the same page without its policy: the browser runs it (the check can fail)
+    bare.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", planted.read_text("utf-8")),
+                    encoding="utf-8")
+    assert scripts_ran(rendered(bare, tmp_path))

@@ -336,13 +336,14 @@ def run_cases(provider: Any, cases: list[Case], work: Path, label: str) -> list[
 
 
 def local_provider(temperature: float, model: Path, work: Path, grammar: bool = True,
-                   profile: str = "local", gate: bool = True) -> Any:
+                   profile: str = "local", gate: bool = True, calls: str | None = None) -> Any:
     from repl.config.load import load_settings
     from repl.session.runtime import make_provider
 
     config = work / "bench.toml"
     config.write_text(f"[providers.{profile}]\nmodel_path = {json.dumps(str(model))}\n"
-                      f"temperature = {temperature}\nsmall_talk_gate = {str(gate).lower()}\n", "utf-8")
+                      f"temperature = {temperature}\nsmall_talk_gate = {str(gate).lower()}\n"
+                      f"{call_temperature_line(calls)}", "utf-8")
     settings = load_settings({"provider": profile}, cwd=work, env=os.environ, config_file=config)
     provider = make_provider(settings.active, settings)
     # the runtime switched the grammar on for the embedded server; off only to measure without it
@@ -350,12 +351,20 @@ def local_provider(temperature: float, model: Path, work: Path, grammar: bool = 
     return provider
 
 
-def calls_sampling() -> str:
-    """The temperature cap the embedded server decodes a step's first token and its calls at
-    (``repl/providers/local.py``), or "off" (everything at the request's temperature)."""
-    from repl.providers.local import call_temperature
+def call_temperature_line(calls: str | None) -> str:
+    """The profile's ``call_temperature`` for ``--call-temperature T|off`` (None: the default;
+    "off": 2, the highest temperature, so calls are sampled at the request's)."""
+    if calls is None:
+        return ""
+    return f"call_temperature = {2.0 if calls == 'off' else float(calls)}\n"
 
-    return call_temperature(os.environ)
+
+def calls_sampling(calls: str | None) -> str:
+    """The temperature cap the embedded server decodes a step's first token and its calls at
+    (``[providers.local] call_temperature``), or "off" (everything at the request's temperature)."""
+    from repl.providers.local import CALL_TEMPERATURE
+
+    return str(CALL_TEMPERATURE) if calls is None else calls
 
 
 def evaluate(temperatures: tuple[float, ...], cases: list[Case], grammar: bool = True,
@@ -366,18 +375,16 @@ def evaluate(temperatures: tuple[float, ...], cases: list[Case], grammar: bool =
     model = ensure_model(data_dir or Path(tempfile.gettempdir()) / "glassloop-bench", spec=BUNDLED[profile])
     runs: dict[str, Any] = {}
     with scratch("tool-use") as work, patched_environ(isolated_env(work / "xdg")):
-        if calls:  # else the server's default
-            os.environ["GLASSLOOP_CALL_TEMPERATURE"] = calls
         for temperature in temperatures:
             label = f"t{temperature}"
             before = load()
-            provider = local_provider(temperature, model, work, grammar, profile, gate)
+            provider = local_provider(temperature, model, work, grammar, profile, gate, calls)
             try:
                 results = run_cases(provider, cases, work, label)
             finally:
                 provider.close()
             runs[label] = {"profile": profile, "temperature": temperature, "grammar": grammar,
-                           "small_talk_gate": gate, "call_temperature": calls_sampling(), "load_before": before,
+                           "small_talk_gate": gate, "call_temperature": calls_sampling(calls), "load_before": before,
                            "load_after": load(), **score(results), "results": results}
     return runs
 
@@ -391,7 +398,7 @@ def grammar_cost(cases: list[Case], rounds: int = 2, data_dir: Path | None = Non
     (temperature 0: the same text either way, checked) with the prompt prefix cached, for the
     two orders of sampling: the grammar checked on the sampled token only (llama.cpp's own
     order, glassloop's default) and over the whole vocabulary first (llama-cpp-python's,
-    ``GLASSLOOP_GRAMMAR_FIRST=1``). One server per order; requests alternate with and without."""
+    ``LocalServer(grammar_first=True)``). One server per order; requests alternate with and without."""
     import httpx
 
     from repl.providers.grammar import tool_grammar
@@ -404,8 +411,8 @@ def grammar_cost(cases: list[Case], rounds: int = 2, data_dir: Path | None = Non
         tools = fixture(work / "fixture").schemas()
         grammar = tool_grammar(tools)
         for order in ("last", "first"):
-            os.environ["GLASSLOOP_GRAMMAR_FIRST"] = "1" if order == "first" else "0"
-            server = LocalServer(model, log_path=work / f"server-{order}.log", state_dir=work / "state")
+            server = LocalServer(model, log_path=work / f"server-{order}.log", state_dir=work / "state",
+                                 grammar_first=order == "first")
             seconds = {"with": 0.0, "without": 0.0}
             tokens = {"with": 0, "without": 0}
             same = []
@@ -428,7 +435,6 @@ def grammar_cost(cases: list[Case], rounds: int = 2, data_dir: Path | None = Non
             out[order] = {"s_per_token_with": per_token["with"], "s_per_token_without": per_token["without"],
                           "cost_pct": 100.0 * (per_token["with"] / per_token["without"] - 1),
                           "identical": f"{sum(same)} of {len(same)}", "tokens": tokens["with"]}
-        os.environ.pop("GLASSLOOP_GRAMMAR_FIRST", None)
     out["load_after"] = load()
     return out
 

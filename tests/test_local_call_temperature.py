@@ -1,16 +1,15 @@
 """The embedded server decodes calls conservatively: real llama.cpp inference.
 
 A step's first token and every token of a call are sampled at min(t, 0.1); prose keeps the
-request's temperature (``_GRAMMAR_LAST`` in ``repl/providers/local.py``). At temperature 1.0
+request's temperature (``_GrammarLast`` in ``repl/providers/llama_server.py``). At temperature 1.0
 the same first step under other seeds must decide alike (answer, or call the same tool with
 the same required arguments), while a prose answer still varies. Sampled at 1.0 throughout
-(GLASSLOOP_CALL_TEMPERATURE=off in the test's environment) the seeds called three tools.
+(``LocalServer(call_temperature=None)``) the seeds called three tools.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from importlib import util
 from pathlib import Path
 
@@ -42,9 +41,8 @@ def test_calls_are_decoded_alike_under_any_seed_while_prose_is_sampled(tmp_path:
 
     model = ensure_model(tmp_path / "data")
     tools = [s for s in fixture(tmp_path / "tools").schemas() if s["name"] in TOOLS]
-    # the server's default; GLASSLOOP_CALL_TEMPERATURE=off in the test's environment shows the old sampling
-    env = {**isolated_env(tmp_path / "xdg"), "GLASSLOOP_CALL_TEMPERATURE": os.environ.get("GLASSLOOP_CALL_TEMPERATURE", "")}
-    with patched_environ({k: v for k, v in env.items() if v}), \
+    # the server's default cap (call_temperature=None shows the old sampling)
+    with patched_environ(isolated_env(tmp_path / "xdg")), \
             LocalServer(model, n_ctx=2048, log_path=tmp_path / "server.log", state_dir=tmp_path / "state") as server, \
             httpx.Client(timeout=300, trust_env=False) as client:
         def replies(question: str, max_tokens: int) -> list[str]:

@@ -67,8 +67,9 @@ def _greedy_first_steps(model: Path, tmp_path: Path, grammar_first: bool) -> tup
 
     tools = [s for s in fixture(tmp_path / "tools").schemas() if s["name"] in TOOLS]
     log = tmp_path / f"server-{grammar_first}.log"
-    env = {**isolated_env(tmp_path / "xdg"), "GLASSLOOP_GRAMMAR_FIRST": "1" if grammar_first else "0"}
-    with patched_environ(env), LocalServer(model, n_ctx=2048, log_path=log, state_dir=tmp_path / "state") as server:
+    with patched_environ(isolated_env(tmp_path / "xdg")), \
+            LocalServer(model, n_ctx=2048, log_path=log, state_dir=tmp_path / "state",
+                        grammar_first=grammar_first) as server:
         replies = []
         with httpx.Client(timeout=300, trust_env=False) as client:
             for case in QUESTIONS:
@@ -90,7 +91,7 @@ def test_the_grammar_checked_on_the_sampled_token_decodes_what_the_whole_vocabul
     checked, log = _greedy_first_steps(model, tmp_path, grammar_first=False)
     whole, old_log = _greedy_first_steps(model, tmp_path, grammar_first=True)
     assert "glassloop sampler: grammar checked on the sampled token" in log
-    assert "glassloop sampler" not in old_log  # GLASSLOOP_GRAMMAR_FIRST=1: llama-cpp-python's order
+    assert "glassloop sampler" not in old_log  # grammar_first: llama-cpp-python's order
     assert checked == whole
     assert any(reply.lstrip().startswith(("{", "```json")) for reply in checked)  # calls were decoded
     assert any(not reply.lstrip().startswith(("{", "```")) for reply in checked)  # and a text answer

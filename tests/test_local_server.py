@@ -146,6 +146,7 @@ def _own_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_threads_default_to_one_decoding_and_all_cpus_evaluating(tmp_path: Path) -> None:
     from repl.providers.local import LocalServer, _usable_cpus
 
+    (tmp_path / "m.gguf").write_bytes(b"x")  # the command names its state, keyed by the file
     server = LocalServer(tmp_path / "m.gguf", log_path=tmp_path / "log")
     command = server.command(8080)
     decode = int(command[command.index("--n_threads") + 1])
@@ -332,3 +333,50 @@ def test_killing_the_parent_leaves_no_orphan_server(
     finally:
         if parent.poll() is None:
             parent.kill()
+
+
+# llama_server.py overrides these private llama-cpp-python internals; pinned version, and names.
+PRIVATE_NAMES = {
+    "llama_cpp": ("llama_sampler_init_grammar", "llama_sampler_apply", "llama_sampler_accept",
+                  "llama_sampler_free", "llama_get_logits_ith", "llama_token_data",
+                  "llama_token_data_array", "llama_state_seq_get_size", "llama_state_seq_get_data",
+                  "llama_state_seq_set_data"),
+    "llama_cpp.Llama": ("_init_sampler", "create_completion", "detokenize", "n_ctx"),
+    "llama_cpp.llama.llama_cpp": ("llama_model_default_params",),
+    "llama_cpp.server.model.LlamaProxy": ("load_llama_from_model_settings",),
+}
+
+
+def _is_module(name: str) -> bool:
+    try:
+        return util.find_spec(name) is not None
+    except ImportError:  # a part of the name is not a package
+        return False
+
+
+@needs_extra
+def test_the_server_program_was_written_for_the_installed_llama_cpp_python() -> None:
+    """Upgrading llama-cpp-python means reading repl/providers/llama_server.py again: each
+    override there replaces a private internal of this exact version."""
+    import importlib
+    from importlib import metadata
+
+    assert metadata.version("llama-cpp-python") == "0.3.36"
+    for owner, names in PRIVATE_NAMES.items():
+        parts = owner.split(".")
+        cut = max(n for n in range(1, len(parts) + 1) if _is_module(".".join(parts[:n])))
+        target = importlib.import_module(".".join(parts[:cut]))
+        for part in parts[cut:]:
+            target = getattr(target, part)
+        missing = [name for name in names if not hasattr(target, name)]
+        assert missing == [], (owner, missing)
+
+
+def test_the_server_program_takes_its_knobs_as_arguments_and_passes_the_rest_on() -> None:
+    from repl.providers.llama_server import Options, parse
+
+    options, rest = parse(["--state", "/s.bin", "--state-key", "k", "--call-temperature", "0.1",
+                           "--grammar-first", "--", "--model", "m.gguf", "--port", "1"])
+    assert options == Options("/s.bin", "k", 0.1, True, False)
+    assert rest == ["--model", "m.gguf", "--port", "1"]
+    assert parse(["--call-temperature", "off", "--"])[0].call_temperature is None

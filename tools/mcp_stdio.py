@@ -43,9 +43,12 @@ class ConnectionClosed(Exception):
 
 
 def child_env(extra: dict[str, str]) -> dict[str, str]:
-    """The SDK's rule: only the safe variables are inherited (no shell functions), then ``extra``."""
+    """The SDK's rule: only the safe variables are inherited (no shell functions), then ``extra``.
+    ``PYTHONSAFEPATH`` keeps the working directory (an untrusted folder) off the path of a
+    Python server started as ``python -m NAME`` or ``python -c``, unless the server's own
+    ``env`` says otherwise."""
     env = {k: v for k in INHERITED_ENV if (v := os.environ.get(k)) is not None and not v.startswith("()")}
-    return env | extra
+    return env | {"PYTHONSAFEPATH": "1"} | extra
 
 
 class StdioConnection:

@@ -121,6 +121,8 @@ class ProviderSettings:
     compact_results: int = safe(0, local_only=True)
     # grammar mode: a message of only greetings, thanks or goodbyes gets the text-only grammar
     small_talk_gate: bool = safe(False, local_only=True)
+    # a step's first token and every token of a tool call sampled at min(temperature, this)
+    call_temperature: float = safe(0.1, local_only=True)
 
     @property
     def embedded(self) -> bool:

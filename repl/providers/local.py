@@ -31,310 +31,18 @@ from typing import IO
 
 import httpx
 
+from repl.providers.llama_server import STATE_LINE
 from repl.providers.weights import EMBEDDED_MODEL, ModelSpec, model_digest, parts_installed
 
 _SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
 _PR_SET_PDEATHSIG = 1
 _STATE_FORMAT = 1
 _N_BATCH = 512  # llama-cpp-python's default, passed explicitly: it is part of the state key
-_STATE_LINE = "glassloop prefix state: "
-# Runs in the child: exit when the parent's end of the stdin pipe closes.
-_WATCHDOG = (
-    "import os, runpy, threading\n"
-    "def watch():\n"
-    "    while os.read(0, 512):\n"
-    "        pass\n"
-    "    os._exit(0)\n"
-    "threading.Thread(target=watch, daemon=True).start()\n"
-)
-# Runs in the child: on CPUs with AMX, keep llama.cpp off its AMX weight buffers.
-# Their matrix product crashes (SIGSEGV at ldtilecfg) on the first prompt of more
-# than one token on the Sapphire Rapids test machine (upstream llama.cpp issue
-# 20824, unfixed in llama-cpp-python 0.3.36). This also turns off the other
-# "extra" (repacked) weight layouts; prompt evaluation measured 44 tokens/s
-# without them, as fast as on the AMD machine of docs/LOCAL_MODEL.md.
-_NO_AMX = r'''
-def _has_amx():
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
-            return " amx_tile" in cpuinfo.read()
-    except OSError:
-        return False
-if _has_amx() and os.environ.get("GLASSLOOP_LLAMA_AMX") != "1":
-    import llama_cpp.llama as _llama_module
-    _default_model_params = _llama_module.llama_cpp.llama_model_default_params
-    def _model_params_without_amx():
-        params = _default_model_params()
-        params.use_extra_bufts = False
-        return params
-    _llama_module.llama_cpp.llama_model_default_params = _model_params_without_amx
-'''
-# Runs in the child when GLASSLOOP_PREFIX_STATE names a state file: restore the
-# KV cache of the prompt prefix saved by an earlier server right after the model
-# loads, and save it after the first completion when there was none (or it no
-# longer fits). llama-cpp-python's own longest-common-prefix check then skips the
-# tokens that match. The file is ours: magic line, JSON header (settings key,
-# token count, state size, SHA-256 of the rest), the tokens (int32), the seq state
-# (llama_state_seq_get_data: the KV cells only, ~12 KB per token here; not
-# Llama.save_state, which also copies a ~300 MB logits buffer).
-_PREFIX_STATE = r'''
-import ctypes, hashlib, json, sys, tempfile, time
-_STATE = os.environ.pop("GLASSLOOP_PREFIX_STATE", "")
-_KEY = os.environ.pop("GLASSLOOP_PREFIX_KEY", "")
-_MAGIC = b"glassloop prefix state 1\n"
-_restored = []  # the tokens restored at start
-_handled = []   # non-empty once the first completion has been looked at
-
-def _say(text):
-    sys.stderr.write("glassloop prefix state: " + text + "\n")
-    sys.stderr.flush()
-
-def _sweep(folder):
-    for name in os.listdir(folder) if os.path.isdir(folder) else ():
-        path = os.path.join(folder, name)
-        try:
-            age = time.time() - os.path.getmtime(path)
-            if name.endswith(".partial") and age > 3600:
-                os.unlink(path)  # left by a server killed while writing
-            elif name.endswith(".bin") and path != _STATE and age > 30 * 86400:
-                os.unlink(path)  # other settings, unused for 30 days (a used one is touched)
-        except OSError:
-            pass  # another server finished or swept it meanwhile
-
-def _restore(llama):
-    import llama_cpp, numpy as np
-    try:
-        _sweep(os.path.dirname(_STATE))
-        with open(_STATE, "rb") as handle:
-            data = bytearray(handle.read())
-    except FileNotFoundError:
-        return "missing"
-    except OSError as exc:
-        return "unusable (unreadable: %s)" % (exc.strerror or exc)
-    end = data.find(b"\n", len(_MAGIC))
-    if not data.startswith(_MAGIC) or end < 0:
-        return "unusable (not a state file)"
-    try:
-        head = json.loads(bytes(data[len(_MAGIC):end]))
-        n, size, digest = int(head["n_tokens"]), int(head["state_bytes"]), str(head["sha256"])
-    except (ValueError, KeyError, TypeError):
-        return "unusable (damaged header)"
-    if head.get("key") != _KEY:
-        return "unusable (made for another model or other settings)"
-    body = memoryview(data)[end + 1:]
-    if len(body) != 4 * n + size:
-        return "unusable (truncated)" if len(body) < 4 * n + size else "unusable (wrong length)"
-    if hashlib.sha256(body).hexdigest() != digest:
-        return "unusable (checksum mismatch)"
-    if not 0 < n <= llama.n_ctx():
-        return "unusable (token count out of range)"
-    blob = (ctypes.c_uint8 * size).from_buffer(data, end + 1 + 4 * n)
-    if llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, blob, size, 0) != size:
-        llama._ctx.kv_cache_seq_rm(-1, 0, -1)
-        return "unusable (rejected by llama.cpp)"
-    tokens = np.frombuffer(body[:4 * n], dtype="<i4")
-    llama.input_ids[:n] = tokens
-    llama.n_tokens = n
-    llama._requires_eval = True  # the logits are not restored: always evaluate one token
-    _restored[:] = tokens.tolist()
-    try:
-        os.utime(_STATE)  # in use: not swept as unused by servers with other settings
-    except OSError:
-        pass
-    return "loaded %d tokens" % n
-
-def _save(llama):
-    import llama_cpp, numpy as np
-    n, ctx = llama.n_tokens, llama._ctx.ctx
-    blob = (ctypes.c_uint8 * llama_cpp.llama_state_seq_get_size(ctx, 0))()
-    size = llama_cpp.llama_state_seq_get_data(ctx, blob, len(blob), 0)
-    tokens = np.ascontiguousarray(llama.input_ids[:n], dtype="<i4").tobytes()
-    state = memoryview(blob).cast("B")[:size]
-    digest = hashlib.sha256(tokens)
-    digest.update(state)
-    head = {"key": _KEY, "n_tokens": n, "state_bytes": size, "sha256": digest.hexdigest()}
-    folder = os.path.dirname(_STATE)
-    os.makedirs(folder, exist_ok=True)
-    handle, temp = tempfile.mkstemp(dir=folder, prefix=".prefix-", suffix=".partial")
-    try:
-        with os.fdopen(handle, "wb") as out:
-            out.write(_MAGIC + json.dumps(head).encode() + b"\n")
-            out.write(tokens)
-            out.write(state)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temp, _STATE)  # atomic: readers see the old file or the whole new one
-    except BaseException:
-        try:
-            os.unlink(temp)
-        except OSError:
-            pass
-        raise
-    return n, size
-
-def _after_first(llama):
-    if _handled:
-        return
-    _handled.append(True)
-    n = llama.n_tokens
-    same = 0
-    for a, b in zip(_restored, llama.input_ids[:n].tolist()):
-        if a != b:
-            break
-        same += 1
-    if _restored and 2 * same >= n:
-        return  # the saved prefix served this request: keep it
-    started = time.perf_counter()
-    try:
-        saved, size = _save(llama)
-    except Exception as exc:
-        _say("not saved (%s: %s)" % (type(exc).__name__, exc))
-        return
-    _say("saved %d tokens, %.0f MB, in %.2f s" % (saved, size / 1e6, time.perf_counter() - started))
-
-if _STATE:
-    import llama_cpp
-    from llama_cpp.server import model as _server_model
-    _load = _server_model.LlamaProxy.load_llama_from_model_settings
-    _create = llama_cpp.Llama.create_completion
-
-    def _load_restoring(settings):
-        llama = _load(settings)
-        started = time.perf_counter()
-        try:
-            outcome = _restore(llama)
-        except Exception as exc:
-            llama.n_tokens = 0  # the next evaluation drops whatever was restored
-            outcome = "unusable (%s: %s)" % (type(exc).__name__, exc)
-        _say("%s (%.2f s)" % (outcome, time.perf_counter() - started))
-        return llama
-
-    def _create_saving(self, *args, **kwargs):
-        result = _create(self, *args, **kwargs)
-        if _handled:
-            return result
-        if isinstance(result, dict):
-            _after_first(self)
-            return result
-        def chunks():
-            yield from result
-            _after_first(self)
-        return chunks()
-
-    _server_model.LlamaProxy.load_llama_from_model_settings = staticmethod(_load_restoring)
-    llama_cpp.Llama.create_completion = _create_saving
-'''
-# Runs in the child: a request's grammar is applied the way llama.cpp's own server
-# does it (common_sampler_sample): sample without it, check only the sampled token
-# against it, and apply it to the whole vocabulary only when that token is refused.
-# llama-cpp-python puts the grammar first in its sampler chain, which checks all
-# 151,936 tokens at every step: +26-34% per generated token whatever the grammar
-# (docs/LOCAL_MODEL.md). GLASSLOOP_GRAMMAR_FIRST=1 keeps llama-cpp-python's order.
-# Calls are decoded conservatively: a step's first token (call or answer?) and every token
-# of a call (the reply starts with `{`, a ``` fence or <tool_call>, the openings
-# textcalls.py accepts) use temperature min(t, CALL_TEMPERATURE); once the reply is prose
-# it keeps the request's t. A sampled wrong tool or argument is a wrong action, not a turn
-# of phrase: the temperature is for wording. GLASSLOOP_CALL_TEMPERATURE=off samples
-# everything at t (for measuring), a number sets the low temperature.
-_GRAMMAR_LAST = r'''
-import ctypes, math, sys
-import llama_cpp as _lc
-
-_OPENINGS = (b"{", b"```", b"<tool_call>")
-
-def _calling(head):
-    """Whether a reply starting with ``head`` is still undecided or a call."""
-    head = head.lstrip()
-    return any(head.startswith(o) or o.startswith(head) for o in _OPENINGS)
-
-class _GrammarLast:
-    def __init__(self, chain, grammar, n_vocab, call_chain=None, piece=None):
-        import numpy as np
-        self._chain, self._grammar, self._n_vocab = chain, grammar, n_vocab
-        self._call_chain, self._piece, self._head = call_chain, piece, b""
-        self._cells = np.zeros(n_vocab, dtype=[("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])
-        self._ids = np.arange(n_vocab, dtype="<i4")
-        self._one = _lc.llama_token_data()
-
-    def _candidates(self, ctx, idx):
-        import numpy as np
-        logits = _lc.llama_get_logits_ith(ctx.ctx, idx)
-        self._cells["id"] = self._ids
-        self._cells["logit"] = np.ctypeslib.as_array(logits, shape=(self._n_vocab,))
-        self._cells["p"] = 0.0
-        data = self._cells.ctypes.data_as(ctypes.POINTER(_lc.llama_token_data))
-        return _lc.llama_token_data_array(data, self._n_vocab, -1, False)
-
-    def _pick(self, cells, *samplers):
-        for sampler in samplers:
-            _lc.llama_sampler_apply(sampler, ctypes.byref(cells))
-        return int(cells.data[cells.selected].id)
-
-    def sample(self, ctx, idx=-1):
-        calling = self._call_chain is not None and _calling(self._head)
-        chain = (self._call_chain if calling else self._chain).sampler
-        token = self._pick(self._candidates(ctx, idx), chain)
-        self._one.id, self._one.logit, self._one.p = token, 1.0, 0.0
-        single = _lc.llama_token_data_array(ctypes.pointer(self._one), 1, -1, False)
-        _lc.llama_sampler_apply(self._grammar, ctypes.byref(single))
-        if math.isinf(single.data[0].logit):  # refused: the grammar over every token, then the chain
-            token = self._pick(self._candidates(ctx, idx), self._grammar, chain)
-        _lc.llama_sampler_accept(self._grammar, token)
-        _lc.llama_sampler_accept(self._chain.sampler, token)
-        if self._call_chain is not None:
-            _lc.llama_sampler_accept(self._call_chain.sampler, token)
-            if len(self._head) < 16:  # enough to tell a call's opening from prose
-                self._head += self._piece(token)
-        return token
-
-    def close(self):
-        if self._grammar is not None:
-            _lc.llama_sampler_free(self._grammar)
-            self._grammar = None
-        self._chain.close()
-        if self._call_chain is not None:
-            self._call_chain.close()
-            self._call_chain = None
-
-    __del__ = close
-
-if os.environ.get("GLASSLOOP_GRAMMAR_FIRST") != "1":
-    _init_sampler = _lc.Llama._init_sampler
-
-    def _init_sampler_grammar_last(self, *args, grammar=None, **kwargs):
-        chain = _init_sampler(self, *args, **kwargs)
-        if grammar is None:
-            return chain
-        checker = _lc.llama_sampler_init_grammar(
-            self._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
-        if not checker:  # llama.cpp could not parse it: its own order, and its own error
-            chain.close()
-            return _init_sampler(self, *args, grammar=grammar, **kwargs)
-        call_chain, low = None, os.environ.get("GLASSLOOP_CALL_TEMPERATURE", "@CALL_T@")
-        try:
-            low = float(low)
-        except ValueError:  # "off" (or not a number): every token at the request's temperature
-            low = None
-        if low is not None and kwargs.get("temp", 0.8) > low:
-            call_chain = _init_sampler(self, *args, **{**kwargs, "temp": low})
-        piece = lambda token: self.detokenize([token])
-        return _GrammarLast(chain, checker, self._n_vocab, call_chain, piece)
-
-    _lc.Llama._init_sampler = _init_sampler_grammar_last
-    sys.stderr.write("glassloop sampler: grammar checked on the sampled token\n")
-'''
-CALL_TEMPERATURE = "0.1"  # the default; GLASSLOOP_CALL_TEMPERATURE (a number or "off") in the server's environment wins
-
-
-def call_temperature(env: dict[str, str] | os._Environ[str]) -> str:
-    """The temperature cap a server started with ``env`` decodes calls at, or "off"."""
-    return env.get("GLASSLOOP_CALL_TEMPERATURE", CALL_TEMPERATURE)
-
-
-_BOOTSTRAP = (
-    _WATCHDOG + _NO_AMX + _GRAMMAR_LAST.replace("@CALL_T@", CALL_TEMPERATURE) + _PREFIX_STATE
-    + "runpy.run_module('llama_cpp.server', run_name='__main__', alter_sys=True)\n"
-)
+# The child's program: a module of ours run by its path under ``python -I``, so neither the
+# working directory nor PYTHON* variables reach its sys.path (a folder holding threading.py
+# or llama_cpp/ runs nothing), whether or not glassloop is installed.
+_SERVER_PROGRAM = Path(__file__).with_name("llama_server.py")
+CALL_TEMPERATURE = 0.1  # the default cap of a call's temperature: [providers.local] call_temperature
 
 
 class LocalServerError(RuntimeError):
@@ -423,8 +131,11 @@ class LocalServer:
         on_wait: Callable[[float], None] | None = None,
         start_timeout: float = 180.0,
         stop_grace: float = 5.0,
+        call_temperature: float | None = CALL_TEMPERATURE,
+        grammar_first: bool = False,
+        amx: bool = False,
     ) -> None:
-        self.model_path = Path(model_path)
+        self.model_path = Path(model_path).absolute()
         self.n_ctx = n_ctx
         self.threads = threads if threads > 0 else _default_threads()
         self.threads_batch = threads_batch if threads_batch > 0 else max(self.threads, _usable_cpus())
@@ -435,6 +146,10 @@ class LocalServer:
         self.on_wait = on_wait
         self.start_timeout = start_timeout
         self.stop_grace = stop_grace
+        # the server's knobs: calls decoded at min(t, call_temperature) (None: at t); the
+        # grammar over the whole vocabulary first (llama-cpp-python's order, for measuring);
+        # AMX weight buffers kept where they crash (for a llama.cpp that fixed them)
+        self.call_temperature, self.grammar_first, self.amx = call_temperature, grammar_first, amx
         self.base_url: str | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -445,8 +160,12 @@ class LocalServer:
         return self._process.pid if self._process else None
 
     def command(self, port: int) -> list[str]:
+        key = self.state_key()
+        ours = ["--state", str(self.state_path(key)), "--state-key", key,
+                "--call-temperature", "off" if self.call_temperature is None else str(self.call_temperature)]
+        ours += ["--grammar-first"] * self.grammar_first + ["--amx"] * self.amx
         return [
-            sys.executable, "-c", _BOOTSTRAP,
+            sys.executable, "-I", str(_SERVER_PROGRAM), *ours, "--",
             "--model", str(self.model_path),
             "--model_alias", self.model_path.stem,
             "--host", "127.0.0.1", "--port", str(port),
@@ -468,7 +187,7 @@ class LocalServer:
         self._log = self.log_path.open("ab")
         log_start = self._log.tell()
         self._process = subprocess.Popen(
-            self.command(port), env=self._environment(),
+            self.command(port), env=self._environment(), cwd=self.log_path.parent,
             stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,
             start_new_session=True, preexec_fn=_die_with_parent(os.getpid()),
         )
@@ -499,7 +218,7 @@ class LocalServer:
         return self.state_dir / f"prefix-{(key or self.state_key())[:32]}.bin"
 
     def _environment(self) -> dict[str, str]:
-        """The child's environment: where its prompt state lives, and OpenMP's wait policy.
+        """The child's environment: OpenMP's wait policy.
 
         llama.cpp's OpenMP threads spin while they wait for each other by default;
         on a busy machine the spinning thread takes the CPU from the one doing the
@@ -507,9 +226,7 @@ class LocalServer:
         on the shared 2-core machine (docs/LOCAL_MODEL.md). A value set by the user
         is kept; an empty one means the OpenMP runtime's own default.
         """
-        key = self.state_key()
-        env = {**os.environ, "GLASSLOOP_PREFIX_STATE": str(self.state_path(key)),
-               "GLASSLOOP_PREFIX_KEY": key}
+        env = dict(os.environ)
         env["OMP_WAIT_POLICY"] = env.get("OMP_WAIT_POLICY", "PASSIVE")
         if not env["OMP_WAIT_POLICY"]:
             del env["OMP_WAIT_POLICY"]
@@ -523,8 +240,8 @@ class LocalServer:
                 text = log.read().decode("utf-8", "replace")
         except OSError:
             text = ""
-        lines = [line for line in text.splitlines() if line.startswith(_STATE_LINE)]
-        self.prefix_state = lines[0][len(_STATE_LINE):] if lines else None
+        lines = [line for line in text.splitlines() if line.startswith(STATE_LINE)]
+        self.prefix_state = lines[0][len(STATE_LINE):] if lines else None
         state = self.prefix_state or ""
         if state.startswith("missing"):
             self.notice = ("local model: no saved prompt state yet, so the first answer reads "

@@ -139,6 +139,7 @@ def _start_local(profile: ProviderSettings, settings: Settings,
         model_path = (Path(profile.model_path).expanduser() if profile.model_path
                       else ensure_model(settings.data_dir, assembling, spec=BUNDLED[profile.name]))
         server = LocalServer(model_path, n_ctx=profile.n_ctx, threads=profile.threads,
+                             call_temperature=profile.call_temperature,
                              log_path=settings.state_dir / "local-server.log",
                              on_wait=lambda s: status(f"starting the local model… {s:.0f} s"))
         server.start()

@@ -1,0 +1,391 @@
+"""The embedded model's server process: llama-cpp-python's OpenAI-compatible server with
+glassloop's changes to it, started by ``repl.providers.local.LocalServer`` as
+
+    python -I -m repl.providers.llama_server [OUR OPTIONS] -- [THE SERVER'S OPTIONS]
+
+``-I`` keeps the working directory (and ``PYTHON*`` variables, the user site) off
+``sys.path``: a folder that ships ``threading.py`` or ``llama_cpp/`` runs nothing here.
+Our options are parsed here and never reach the server; every knob is an argument.
+
+The changes, each an override of a private llama-cpp-python 0.3.36 internal (the
+version pinned in pyproject.toml; ``tests/test_local_server.py`` checks every name
+used here still exists):
+
+- a watchdog thread exits when the parent's end of our stdin pipe closes;
+- on CPUs with AMX, llama.cpp's extra weight layouts are off (their matrix product
+  crashes on the first prompt of more than one token: llama.cpp issue 20824);
+- a request's grammar is checked on the sampled token only, and calls are decoded at a
+  low temperature (``_GrammarLast``);
+- the KV cache of the prompt prefix is restored at start and saved after the first
+  completion (``_PrefixState``).
+
+Standard library only at import; ``llama_cpp`` is imported by the parts that need it.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import math
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+STATE_LINE = "glassloop prefix state: "  # LocalServer reads the outcome from the log by it
+SAMPLER_LINE = "glassloop sampler: grammar checked on the sampled token"
+_MAGIC = b"glassloop prefix state 1\n"
+# The openings textcalls.py accepts for a call: a reply that starts with one is a call.
+_OPENINGS = (b"{", b"```", b"<tool_call>")
+
+
+@dataclass(frozen=True)
+class Options:
+    """Ours, from the front of the command line (``--`` ends them)."""
+
+    state: str  # the prefix state file ("" : none)
+    state_key: str  # what the state was made for (LocalServer.state_key)
+    call_temperature: float | None  # the cap for a step's first token and its calls; None: off
+    grammar_first: bool  # llama-cpp-python's own sampler order (for measuring)
+    amx: bool  # keep llama.cpp's AMX weight buffers even where they crash
+
+
+def parse(argv: Sequence[str]) -> tuple[Options, list[str]]:
+    """Our options and the server's arguments (everything after ``--``)."""
+    import argparse
+
+    ours, server = list(argv), []
+    if "--" in ours:
+        cut = ours.index("--")
+        ours, server = ours[:cut], ours[cut + 1:]
+    parser = argparse.ArgumentParser(prog="repl.providers.llama_server")
+    parser.add_argument("--state", default="")
+    parser.add_argument("--state-key", default="")
+    parser.add_argument("--call-temperature", default="off")
+    parser.add_argument("--grammar-first", action="store_true")
+    parser.add_argument("--amx", action="store_true")
+    args = parser.parse_args(ours)
+    try:
+        low: float | None = float(args.call_temperature)
+    except ValueError:  # "off": every token at the request's temperature
+        low = None
+    return Options(args.state, args.state_key, low, args.grammar_first, args.amx), server
+
+
+def _watch_parent() -> None:
+    """Exit when the parent's end of the stdin pipe closes (the parent died or stopped us)."""
+    def watch() -> None:
+        while os.read(0, 512):
+            pass
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
+def _has_amx() -> bool:
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as cpuinfo:
+            return " amx_tile" in cpuinfo.read()
+    except OSError:
+        return False
+
+
+def _without_amx() -> None:
+    """Keep llama.cpp off its extra (repacked, AMX) weight buffers. Prompt evaluation measured
+    44 tokens/s without them, as fast as on a machine without AMX (docs/LOCAL_MODEL.md)."""
+    import llama_cpp.llama as llama_module
+
+    default_params = llama_module.llama_cpp.llama_model_default_params
+
+    def model_params_without_amx() -> Any:
+        params = default_params()
+        params.use_extra_bufts = False
+        return params
+
+    llama_module.llama_cpp.llama_model_default_params = model_params_without_amx
+
+
+def _calling(head: bytes) -> bool:
+    """Whether a reply starting with ``head`` is still undecided or a call."""
+    head = head.lstrip()
+    return any(head.startswith(o) or o.startswith(head) for o in _OPENINGS)
+
+
+class _GrammarLast:
+    """A sampler that applies the grammar the way llama.cpp's own server does
+    (common_sampler_sample): sample without it, check only the sampled token, and apply it
+    to the whole vocabulary only when that token is refused. llama-cpp-python puts the
+    grammar first, checking all 151,936 tokens at every step: +26-34% per generated token.
+
+    With ``call_chain`` a step's first token and every token of a call are sampled at the
+    low temperature; once the reply is prose it keeps the request's. A sampled wrong tool
+    or argument is a wrong action, not a turn of phrase."""
+
+    def __init__(self, chain: Any, grammar: Any, n_vocab: int, call_chain: Any = None,
+                 piece: Callable[[int], bytes] | None = None) -> None:
+        import llama_cpp
+        import numpy as np
+
+        self._lc = llama_cpp
+        self._chain, self._grammar, self._n_vocab = chain, grammar, n_vocab
+        self._call_chain, self._piece, self._head = call_chain, piece, b""
+        self._cells = np.zeros(n_vocab, dtype=[("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])
+        self._ids = np.arange(n_vocab, dtype="<i4")
+        self._one: Any = llama_cpp.llama_token_data()
+
+    def _candidates(self, ctx: Any, idx: int) -> Any:
+        import numpy as np
+
+        lc = self._lc
+        logits = lc.llama_get_logits_ith(ctx.ctx, idx)
+        self._cells["id"] = self._ids
+        self._cells["logit"] = np.ctypeslib.as_array(logits, shape=(self._n_vocab,))
+        self._cells["p"] = 0.0
+        data = self._cells.ctypes.data_as(ctypes.POINTER(lc.llama_token_data))
+        return lc.llama_token_data_array(data, self._n_vocab, -1, False)
+
+    def _pick(self, cells: Any, *samplers: Any) -> int:
+        for sampler in samplers:
+            self._lc.llama_sampler_apply(sampler, ctypes.byref(cells))
+        return int(cells.data[cells.selected].id)
+
+    def sample(self, ctx: Any, idx: int = -1) -> int:
+        lc = self._lc
+        calling = self._call_chain is not None and _calling(self._head)
+        chain = (self._call_chain if calling else self._chain).sampler
+        token = self._pick(self._candidates(ctx, idx), chain)
+        self._one.id, self._one.logit, self._one.p = token, 1.0, 0.0
+        single = lc.llama_token_data_array(ctypes.pointer(self._one), 1, -1, False)
+        lc.llama_sampler_apply(self._grammar, ctypes.byref(single))
+        if math.isinf(single.data[0].logit):  # refused: the grammar over every token, then the chain
+            token = self._pick(self._candidates(ctx, idx), self._grammar, chain)
+        lc.llama_sampler_accept(self._grammar, token)
+        lc.llama_sampler_accept(self._chain.sampler, token)
+        if self._call_chain is not None:
+            lc.llama_sampler_accept(self._call_chain.sampler, token)
+            if len(self._head) < 16 and self._piece is not None:  # enough to tell a call from prose
+                self._head += self._piece(token)
+        return token
+
+    def close(self) -> None:
+        if self._grammar is not None:
+            self._lc.llama_sampler_free(self._grammar)
+            self._grammar = None
+        self._chain.close()
+        if self._call_chain is not None:
+            self._call_chain.close()
+            self._call_chain = None
+
+    __del__ = close
+
+
+def _grammar_last(call_temperature: float | None) -> None:
+    import llama_cpp
+
+    init_sampler: Any = llama_cpp.Llama._init_sampler
+
+    def init_sampler_grammar_last(self: Any, *args: Any, grammar: Any = None, **kwargs: Any) -> Any:
+        chain = init_sampler(self, *args, **kwargs)
+        if grammar is None:
+            return chain
+        checker = llama_cpp.llama_sampler_init_grammar(
+            self._model.vocab, grammar._grammar.encode("utf-8"), grammar._root.encode("utf-8"))
+        if not checker:  # llama.cpp could not parse it: its own order, and its own error
+            chain.close()
+            return init_sampler(self, *args, grammar=grammar, **kwargs)
+        call_chain = None
+        if call_temperature is not None and kwargs.get("temp", 0.8) > call_temperature:
+            call_chain = init_sampler(self, *args, **{**kwargs, "temp": call_temperature})
+        return _GrammarLast(chain, checker, self._n_vocab, call_chain,
+                            lambda token: self.detokenize([token]))
+
+    llama_cpp.Llama._init_sampler = init_sampler_grammar_last  # type: ignore[method-assign]
+    sys.stderr.write(SAMPLER_LINE + "\n")
+
+
+def _say(text: str) -> None:
+    sys.stderr.write(STATE_LINE + text + "\n")
+    sys.stderr.flush()
+
+
+class _PrefixState:
+    """The KV cache of the prompt prefix saved by an earlier server, restored right after the
+    model loads, and saved after the first completion when there was none (or it no longer
+    fits). llama-cpp-python's own longest-common-prefix check then skips the tokens that
+    match. The file: magic line, JSON header (settings key, token count, state size, SHA-256
+    of the rest), the tokens (int32), the seq state (llama_state_seq_get_data: the KV cells
+    only, ~12 KB per token here; not Llama.save_state, which also copies a ~300 MB logits
+    buffer)."""
+
+    def __init__(self, path: str, key: str) -> None:
+        self.path, self.key = path, key
+        self.restored: list[int] = []  # the tokens restored at start
+        self.handled = False  # once the first completion has been looked at
+
+    def sweep(self, folder: str) -> None:
+        for name in os.listdir(folder) if os.path.isdir(folder) else ():
+            path = os.path.join(folder, name)
+            try:
+                age = time.time() - os.path.getmtime(path)
+                if name.endswith(".partial") and age > 3600:
+                    os.unlink(path)  # left by a server killed while writing
+                elif name.endswith(".bin") and path != self.path and age > 30 * 86400:
+                    os.unlink(path)  # other settings, unused for 30 days (a used one is touched)
+            except OSError:
+                pass  # another server finished or swept it meanwhile
+
+    def restore(self, llama: Any) -> str:
+        import llama_cpp
+        import numpy as np
+
+        try:
+            self.sweep(os.path.dirname(self.path))
+            with open(self.path, "rb") as handle:
+                data = bytearray(handle.read())
+        except FileNotFoundError:
+            return "missing"
+        except OSError as exc:
+            return f"unusable (unreadable: {exc.strerror or exc})"
+        end = data.find(b"\n", len(_MAGIC))
+        if not data.startswith(_MAGIC) or end < 0:
+            return "unusable (not a state file)"
+        try:
+            head = json.loads(bytes(data[len(_MAGIC):end]))
+            n, size, digest = int(head["n_tokens"]), int(head["state_bytes"]), str(head["sha256"])
+        except (ValueError, KeyError, TypeError):
+            return "unusable (damaged header)"
+        if head.get("key") != self.key:
+            return "unusable (made for another model or other settings)"
+        body = memoryview(data)[end + 1:]
+        if len(body) != 4 * n + size:
+            return "unusable (truncated)" if len(body) < 4 * n + size else "unusable (wrong length)"
+        if hashlib.sha256(body).hexdigest() != digest:
+            return "unusable (checksum mismatch)"
+        if not 0 < n <= llama.n_ctx():
+            return "unusable (token count out of range)"
+        blob = (ctypes.c_uint8 * size).from_buffer(data, end + 1 + 4 * n)
+        if llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, blob, size, 0) != size:
+            llama._ctx.kv_cache_seq_rm(-1, 0, -1)
+            return "unusable (rejected by llama.cpp)"
+        tokens = np.frombuffer(body[:4 * n], dtype="<i4")
+        llama.input_ids[:n] = tokens
+        llama.n_tokens = n
+        llama._requires_eval = True  # the logits are not restored: always evaluate one token
+        self.restored = tokens.tolist()
+        try:
+            os.utime(self.path)  # in use: not swept as unused by servers with other settings
+        except OSError:
+            pass
+        return f"loaded {n} tokens"
+
+    def save(self, llama: Any) -> tuple[int, int]:
+        import tempfile
+
+        import llama_cpp
+        import numpy as np
+
+        n, ctx = llama.n_tokens, llama._ctx.ctx
+        blob = (ctypes.c_uint8 * llama_cpp.llama_state_seq_get_size(ctx, 0))()
+        size = llama_cpp.llama_state_seq_get_data(ctx, blob, len(blob), 0)
+        tokens = np.ascontiguousarray(llama.input_ids[:n], dtype="<i4").tobytes()
+        state = memoryview(blob).cast("B")[:size]
+        digest = hashlib.sha256(tokens)
+        digest.update(state)
+        head = {"key": self.key, "n_tokens": n, "state_bytes": size, "sha256": digest.hexdigest()}
+        folder = os.path.dirname(self.path)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        handle, temp = tempfile.mkstemp(dir=folder, prefix=".prefix-", suffix=".partial")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(_MAGIC + json.dumps(head).encode() + b"\n")
+                out.write(tokens)
+                out.write(state)
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(temp, self.path)  # atomic: readers see the old file or the whole new one
+        except BaseException:
+            try:
+                os.unlink(temp)
+            except OSError:
+                pass
+            raise
+        return n, size
+
+    def after_first(self, llama: Any) -> None:
+        if self.handled:
+            return
+        self.handled = True
+        n = llama.n_tokens
+        same = 0
+        for a, b in zip(self.restored, llama.input_ids[:n].tolist(), strict=False):
+            if a != b:
+                break
+            same += 1
+        if self.restored and 2 * same >= n:
+            return  # the saved prefix served this request: keep it
+        started = time.perf_counter()
+        try:
+            saved, size = self.save(llama)
+        except Exception as exc:
+            _say(f"not saved ({type(exc).__name__}: {exc})")
+            return
+        _say(f"saved {saved} tokens, {size / 1e6:.0f} MB, in {time.perf_counter() - started:.2f} s")
+
+    def install(self) -> None:
+        import llama_cpp
+        from llama_cpp.server import model as server_model
+
+        load = server_model.LlamaProxy.load_llama_from_model_settings
+        create = llama_cpp.Llama.create_completion
+        state = self
+
+        def load_restoring(settings: Any) -> Any:
+            llama = load(settings)
+            started = time.perf_counter()
+            try:
+                outcome = state.restore(llama)
+            except Exception as exc:
+                llama.n_tokens = 0  # the next evaluation drops whatever was restored
+                outcome = f"unusable ({type(exc).__name__}: {exc})"
+            _say(f"{outcome} ({time.perf_counter() - started:.2f} s)")
+            return llama
+
+        def create_saving(self: Any, *args: Any, **kwargs: Any) -> Any:
+            result = create(self, *args, **kwargs)
+            if state.handled:
+                return result
+            if isinstance(result, dict):
+                state.after_first(self)
+                return result
+
+            def chunks() -> Iterator[Any]:
+                yield from result
+                state.after_first(self)
+
+            return chunks()
+
+        server_model.LlamaProxy.load_llama_from_model_settings = staticmethod(load_restoring)  # type: ignore[method-assign]
+        llama_cpp.Llama.create_completion = create_saving  # type: ignore[method-assign]
+
+
+def main(argv: Sequence[str]) -> None:
+    import runpy
+
+    options, server_args = parse(argv)
+    _watch_parent()
+    if _has_amx() and not options.amx:
+        _without_amx()
+    if not options.grammar_first:
+        _grammar_last(options.call_temperature)
+    if options.state:
+        _PrefixState(options.state, options.state_key).install()
+    sys.argv = [sys.argv[0], *server_args]
+    runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

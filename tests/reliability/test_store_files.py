@@ -14,6 +14,7 @@ of ``/dev/zero`` ends in a MemoryError instead of eating the machine's memory.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import resource
@@ -169,6 +170,57 @@ def test_undo_does_not_replace_a_store_made_read_only_since(tmp_path):
         store.revert(writes)
     assert caught.value.type == "read_only_store" and str(path) in caught.value.message
     assert path.read_bytes() == before
+
+
+# ---- a write that fails part-way: the disk fills up --------------------------------------
+
+FULL_DISK = """
+import json, resource, sys
+from pathlib import Path
+from tools import build_tools, store
+from tools.registry import Registry
+
+target, limit, what = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+registry = Registry(build_tools(todos_path=target, notes_path=target.parent / "notes.json",
+                                files_root=target.parent, weather="sample"))
+resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))  # no file grows past `limit` bytes: EFBIG
+if what == "add_todo":
+    print(json.dumps(registry.call("add_todo", {"title": "y" * 4 * limit})))
+else:
+    try:
+        store.atomic_write(target, lambda out: out.write(b"x" * 4 * limit))
+    except OSError as exc:
+        print(json.dumps({"errno": exc.errno}))
+"""
+
+
+def write_past_a_full_disk(target: Path, what: str) -> dict:
+    """``what`` done to ``target`` in a child whose writes stop after 4 KB, as on a full disk: the
+    kernel writes the first bytes and refuses the rest, whatever the code does with the file."""
+    result = subprocess.run([sys.executable, "-c", FULL_DISK, str(target), "4096", what], capture_output=True,
+                            text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_atomic_write_that_fails_part_way_leaves_the_old_file_and_no_temporary_one(tmp_path):
+    path = tmp_path / "data.json"
+    path.write_bytes(b'{"old": true}\n')
+    assert write_past_a_full_disk(path, "atomic_write") == {"errno": errno.EFBIG}
+    assert path.read_bytes() == b'{"old": true}\n'
+    assert os.listdir(tmp_path) == ["data.json"]
+
+
+def test_todo_store_write_that_fails_part_way_leaves_the_old_file_and_no_temporary_one(tmp_path):
+    path = tmp_path / "todos.json"
+    path.write_text(json.dumps(SEED_TODOS, ensure_ascii=False), encoding="utf-8")
+    before = path.read_bytes()
+    result = write_past_a_full_disk(path, "add_todo")
+    assert result["ok"] is False and "File too large" in result["error"]["message"], result
+    assert path.read_bytes() == before
+    assert set(os.listdir(tmp_path)) <= {"todos.json", "todos.json.lock"}
+    assert Registry(build_tools(todos_path=path, notes_path=tmp_path / "notes.json", files_root=tmp_path,
+                                weather="sample")).call("add_todo", {"title": "x"})["ok"] is True
 
 
 def test_record_store_file_figures() -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record
-from tests.support import glassloop
+from tests.support import glassloop, glassloop_here
 
 KEY = "glKey0123456789PlainSecretZZ"
 TYPED_SHAPED = "sk-typedButUnknown0123456789"  # not configured: caught by its shape
@@ -105,6 +105,32 @@ def test_repl_journal_trace_and_saves_hold_no_streamed_key(fake_server, keyed, t
         kinds.add(path.parent.name if path.suffix == ".jsonl" else path.suffix)
     assert {"traces", "sessions", "saved", ".md", ".json"} <= kinds
     record("secrets", path="repl", files_checked=len(files), key_found=0)
+
+
+def test_raw_wire_file_holds_no_secret(fake_server, keyed, tmp_path):
+    """The ``.wire`` file keeps each model call's request and response body: a configured key,
+    an ``sk-`` key, a URL's password and a key streamed in two pieces are blanked there too."""
+    shaped, password = "sk-wireShapedKey0123456789", "dbPassw0rdInUrl"
+    url = f"postgres://admin:{password}@db.example.test/app"
+    answer = f"your key is {KEY}, the other is {shaped}, the database {url}"
+    halfway = answer.index(KEY) + len(KEY) // 2  # the first chunk ends in the middle of the key
+    fake_server.script(tool_calls(call("search_notes", {"query": f"{KEY} {shaped} {url}"})),
+                       text(answer, chunk_size=halfway))
+    trace_file = tmp_path / "t.jsonl"
+    result = glassloop_here("ask", f"remember {KEY}, {shaped} and {url}", "--base-url", fake_server.base_url,
+                            "--trace-file", str(trace_file), env=keyed)
+    assert result.returncode == 0 and "your key is [redacted]" in result.stdout, result.stdout + result.stderr
+    assert all(KEY in json.dumps(r.body) for r in fake_server.chat_requests())  # the bodies held the secrets
+    wire = trace_file.with_suffix(".wire")
+    raw, records = wire.read_bytes(), jsonl(wire)
+    assert [(r["step"], r["kind"]) for r in records] == [(1, "request"), (1, "response"), (2, "request"),
+                                                          (2, "response")]
+    for secret in (KEY, shaped, password):
+        assert secret.encode() not in raw, f"the .wire file holds {secret}"
+        assert not [joined for joined in stitchable(records) if secret in joined]
+    assert records[-1]["body"]["content"] == ("your key is [redacted], the other is [redacted], "
+                                              "the database postgres://[redacted]@db.example.test/app")
+    record("secrets", path="raw wire", records=len(records), secrets=3, found=0)
 
 
 def test_typed_key_stays_out_of_the_history_file(repl_factory, fake_server, keyed):

@@ -7,6 +7,7 @@ The real program in a pseudo-terminal against the scripted server.
 from __future__ import annotations
 
 import base64
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -64,6 +65,26 @@ def test_copy_sends_the_last_answer_as_osc_52(sized_repl, fake_server):
     raw = "".join(repl.transcript)
     sequence = "\x1b]52;c;" + base64.b64encode(b"copy **me**, please").decode() + "\x07"
     assert sequence in raw
+    repl.close()
+
+
+def test_copy_puts_on_the_clipboard_what_the_screen_shows(sized_repl, fake_server):
+    """Pasted into a shell, a bracketed-paste end, carriage returns, backspaces or bidi controls
+    in the copied text could run commands: the clipboard gets the answer cleaned as it was drawn."""
+    answer = ("run this:\n\tls\x1b[201~\rrm -rf ~\x08\x08\u202eevil\u202c\x1b]0;title\x07 end\x9b31m!"
+              "\n\u2066second\u2069 line\x00\x7f")
+    fake_server.script(text(answer))
+    repl = sized_repl()
+    repl.say("say it")
+    repl.expect("second line")
+    repl.ready()
+    repl.say("/copy")
+    repl.expect("copied the last answer")
+    repl.ready()
+    assert "(42 characters)" in repl.screen()
+    copied = [base64.b64decode(data).decode("utf-8")
+              for data in re.findall(r"\x1b\]52;c;([A-Za-z0-9+/=]*)\x07", "".join(repl.transcript))]
+    assert copied == ["run this:\n\tlsrm -rf ~evil end!\nsecond line"]
     repl.close()
 
 

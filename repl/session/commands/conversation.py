@@ -12,7 +12,7 @@ from repl.config.redact import redactor_for
 from repl.providers.base import ProviderError
 from repl.session.commands import CommandContext, command, save_text, table
 from repl.session.journal import recent_sessions
-from repl.ui.escape import one_line
+from repl.ui.escape import clean, one_line
 from tools.store import Reverted, StoreError
 
 
@@ -191,8 +191,9 @@ OSC52_MAX_CHARS = 100_000  # terminals refuse (or cut) longer clipboard requests
 @command("copy", help="Copy the last answer to the clipboard (through the terminal: works over SSH).",
          means=("clipboard", "yank", "cp"))
 def copy(ctx: CommandContext, args: list[str]) -> None:
-    answer = next((m["content"] for m in reversed(ctx.history.messages)
-                   if m["role"] == "assistant" and m.get("content")), "")
+    # as the screen shows it: a paste end (ESC[201~), CR, BS or bidi control could run commands in a shell
+    answer = clean(next((m["content"] for m in reversed(ctx.history.messages)
+                         if m["role"] == "assistant" and m.get("content")), ""))
     if not answer:
         ctx.ui.info("nothing to copy: no answer yet")
         return

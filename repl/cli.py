@@ -31,24 +31,45 @@ from repl.loop.unicode import valid_text
 _PROGRAM = threading.Event()  # set by main(): this process is glassloop, a command may end it itself
 FIRST_MESSAGE = "first_message"  # ctx.meta key: `glassloop "question"` starts the REPL with it
 PIPED_MAX_CHARS = 200_000  # the most piped text `ask` sends with a question
+# Click's usage error, of the click Typer runs on (its own copy since Typer 0.2x): the base of
+# the one exception Typer exports.
+UsageError: type[Exception] = typer.BadParameter.__mro__[1]
 
 
 class _Group(TyperGroup):
-    """``glassloop "question"``: words that name no command are the REPL's first message."""
+    """``glassloop "question"``: words that name no command are the REPL's first message, and
+    the options stand anywhere among them (``glassloop "q" --base-url URL``); after ``--`` all
+    is words."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        rest = super().parse_args(ctx, args)
+        first = self._first_word(ctx, args)
+        if first is None or first in self.commands:
+            return super().parse_args(ctx, args)
+        ctx.allow_interspersed_args = True  # a group stops at its first word: a command's options follow it
+        try:
+            super().parse_args(ctx, args)
+        except UsageError as exc:
+            typer.echo(f"error: {exc} (a question with words that begin with '-' "
+                       "goes after --: glassloop [OPTIONS] -- \"QUESTION\")", err=True)
+            raise typer.Exit(2) from None
         words = [*ctx._protected_args, *ctx.args]
-        if words and words[0] not in self.commands:
-            close = difflib.get_close_matches(words[0], list(self.commands), n=1, cutoff=0.75)
-            if len(words) == 1 and close:  # `glassloop trce`: a typo, not a question
-                typer.echo(f"error: no command {words[0]!r}; did you mean {close[0]!r}? "
-                           "(to start with a question, write a sentence)", err=True)
-                raise typer.Exit(2)
-            ctx.meta[FIRST_MESSAGE] = valid_text(" ".join(words))
-            ctx._protected_args, ctx.args = [], []
-            return []
-        return rest
+        close = difflib.get_close_matches(words[0], list(self.commands), n=1, cutoff=0.75)
+        if len(words) == 1 and close:  # `glassloop trce`: a typo, not a question
+            typer.echo(f"error: no command {words[0]!r}; did you mean {close[0]!r}? "
+                       "(to start with a question, write a sentence)", err=True)
+            raise typer.Exit(2)
+        ctx.meta[FIRST_MESSAGE] = valid_text(" ".join(words))
+        ctx._protected_args, ctx.args = [], []
+        return []
+
+    def _first_word(self, ctx: Any, args: list[str]) -> str | None:
+        """The first word that is not an option or its value (None: none, or an option the
+        group does not know, for the ordinary parse to refuse)."""
+        try:
+            _, words, _ = self.make_parser(ctx).parse_args(args=list(args))
+        except UsageError:
+            return None
+        return words[0] if words else None
 
 
 app = typer.Typer(

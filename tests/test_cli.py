@@ -188,3 +188,38 @@ def test_ask_with_user_tools_exits_as_python_does_so_their_open_files_are_flushe
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "noted it"
     assert log.read_text(encoding="utf-8") == "called\n"
+
+
+ELSEWHERE = "http://127.0.0.1:9/v1"  # the default endpoint here: a message must never go to it unasked
+
+
+@pytest.mark.parametrize("door", [[], ["ask"]])
+def test_flags_after_the_question_choose_the_endpoint_and_stay_out_of_the_message(fake_server, home, door):
+    """``glassloop "question" --base-url URL --model m``: the flags are parsed wherever they stand."""
+    fake_server.script(text("from the chosen server"))
+    env = {**home, "OPENAI_BASE_URL": ELSEWHERE}
+    result = glassloop(*door, "what is open?", "--base-url", fake_server.base_url, "--model", "chosen-model",
+                       env=env, stdin="")
+    assert result.returncode == 0, result.stderr
+    assert "from the chosen server" in result.stdout
+    [sent] = fake_server.chat_requests()
+    assert sent.body["model"] == "chosen-model"
+    assert [m["content"] for m in sent.body["messages"] if m["role"] == "user"] == ["what is open?"]
+
+
+@pytest.mark.parametrize("door", [[], ["ask"]])
+def test_a_question_that_starts_with_a_dash_goes_after_two_dashes(fake_server, home, door):
+    fake_server.script(text("minus one is less"))
+    result = glassloop(*door, "--base-url", fake_server.base_url, "--", "-1 or 1: which is less?", env=home, stdin="")
+    assert result.returncode == 0, result.stderr
+    [sent] = fake_server.chat_requests()
+    assert [m["content"] for m in sent.body["messages"] if m["role"] == "user"] == ["-1 or 1: which is less?"]
+
+
+def test_an_unknown_option_among_the_words_of_a_question_is_one_line(fake_server, home):
+    result = glassloop("what", "does", "-v", "mean", "--base-url", fake_server.base_url,
+                       env={**home, "OPENAI_BASE_URL": ELSEWHERE}, stdin="")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "-v" in lines[0] and "--" in lines[0]
+    assert fake_server.requests == []

@@ -264,7 +264,9 @@ def test_a_model_that_cannot_load_fails_with_its_log(tmp_path: Path) -> None:
     server = LocalServer(broken, log_path=tmp_path / "server.log", start_timeout=60)
     with pytest.raises(LocalServerError, match="exited with code") as failure:
         server.start()
-    assert "last lines of" in str(failure.value)
+    first, *rest = str(failure.value).splitlines()  # a user sees the first line: what went wrong
+    assert "Failed to load model from file" in first and str(tmp_path / "server.log") in first
+    assert "last lines of" in rest[0]
     assert server.pid is None
 
 

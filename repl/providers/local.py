@@ -258,15 +258,9 @@ class LocalServer:
             while True:
                 elapsed = time.monotonic() - started
                 if self._process.poll() is not None:
-                    raise LocalServerError(
-                        f"the local model server exited with code {self._process.returncode}; "
-                        f"last lines of {self.log_path}:\n{_log_tail(self.log_path)}"
-                    )
+                    raise self._failure(f"exited with code {self._process.returncode}")
                 if elapsed > self.start_timeout:
-                    raise LocalServerError(
-                        f"the local model server did not answer within {self.start_timeout:.0f} s; "
-                        f"last lines of {self.log_path}:\n{_log_tail(self.log_path)}"
-                    )
+                    raise self._failure(f"did not answer within {self.start_timeout:.0f} s")
                 if self.on_wait:
                     self.on_wait(elapsed)
                 try:
@@ -275,6 +269,14 @@ class LocalServer:
                 except httpx.HTTPError:
                     pass
                 time.sleep(0.2)
+
+    def _failure(self, what: str) -> LocalServerError:
+        """The error: one line (what happened, the log's last line, where the log is), then
+        the log's last lines."""
+        tail = _log_tail(self.log_path)
+        last = tail.splitlines()[-1].strip()[:200] if tail else ""
+        return LocalServerError(f"the local model server {what}: {last} (log: {self.log_path})\n"
+                                f"last lines of {self.log_path}:\n{tail}")
 
     def stop(self) -> None:
         """Terminate the process group (SIGTERM, then SIGKILL). Safe to call twice."""

@@ -33,15 +33,17 @@ ADD_REORDERED = '{"priority": "low",  "title": "Buy milk"}'  # the same call, ot
 
 
 class Person:
-    """An approver's asker that answers each question with the next of ``answers``."""
+    """An approver's asker that answers each question with the next of ``answers`` (an action,
+    or a whole ``UserChoice``: edited arguments)."""
 
-    def __init__(self, *answers: str) -> None:
+    def __init__(self, *answers: str | UserChoice) -> None:
         self.answers = list(answers)
         self.asked: list[ApprovalRequest] = []
 
     def ask(self, request: ApprovalRequest, validate: Any) -> UserChoice:
         self.asked.append(request)
-        return UserChoice(self.answers.pop(0))  # type: ignore[arg-type]
+        answer = self.answers.pop(0)
+        return answer if isinstance(answer, UserChoice) else UserChoice(answer)  # type: ignore[arg-type]
 
 
 def run(provider: Any, registry: Registry, question: str, person: Person | None = None,
@@ -148,6 +150,24 @@ def test_a_denied_call_repeated_is_not_asked_again(scripted, registry, todos_fil
     assert [d.allowed for d in log.of(ApprovalDecided)] == [False]
     assert "not asked again" in tool_messages(history)[1]["error"]["message"]
     assert finished.answer == "Not added." and check(history.messages) == []
+
+
+def test_a_call_edited_at_approval_is_matched_on_the_arguments_that_ran(scripted, registry, todos_file):
+    """The user edited the first call: the model's own arguments never ran, so a later call with
+    them is asked for (and runs); a later call with the edited arguments is the one that ran."""
+    edited = {"title": "Buy oat milk", "priority": "low"}
+    scripted.script(tool_calls(call("add_todo", ADD)), tool_calls(call("add_todo", ADD_REORDERED)),
+                    tool_calls(call("add_todo", edited)), text("Added both."))
+    person = Person(UserChoice("yes", arguments=edited), "yes")
+    finished, log, history = run(scripted, registry, "add buy milk", person)
+    assert [r.arguments for r in person.asked] == [ADD, ADD]  # asked again for the model's own
+    assert titles(todos_file).count("Buy oat milk") == 1 and titles(todos_file).count("Buy milk") == 1
+    first, original, again = log.of(ToolCallFinished)
+    assert first.ok and first.result["arguments_edited_by_user"] == edited
+    assert original.ok and not original.repeat_of and "already_ran" not in original.result
+    assert again.repeat_of == first.call_id and again.ok  # what ran first is not run again
+    assert tool_messages(history)[2]["earlier_result"]["todo"]["title"] == "Buy oat milk"
+    assert finished.answer == "Added both." and check(history.messages) == []
 
 
 def test_two_identical_side_effects_in_one_step_are_asked_for_once(scripted, registry, todos_file):

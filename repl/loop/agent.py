@@ -513,6 +513,7 @@ class _Turn:
         registry = runner.registry
         started = time.monotonic()
         arguments, error = registry.parse_arguments(call.name, call.arguments)
+        ran_with = call.arguments  # the arguments an identical later call is matched on
         if error is None:
             assert arguments is not None  # parse_arguments sets one of the two
             later = tuple(PendingCall(c.id, c.name, _display_args(c.arguments), t.destructive)
@@ -541,21 +542,25 @@ class _Turn:
                 error, _ = self._wait(call, future, started, cancel)
                 if edited is not None and edited != arguments:
                     error["arguments_edited_by_user"] = edited
+                    ran_with = json.dumps(edited, ensure_ascii=False)  # the model's own never ran
             else:
                 reason = f": {decision.reason}" if decision.reason else ""
                 error = error_result("denied", f"the call was not allowed{reason}")
         results[call.id] = error
         _emit_finished(runner.emit, step, call, error, started)
-        self._remember(call, error, side_effects=True)
+        self._remember(call, error, side_effects=True, arguments=ran_with)
 
-    def _remember(self, call: ToolCall, result: dict[str, Any], side_effects: bool) -> None:
-        """A call that succeeded or was denied answers the identical calls after it in the turn."""
+    def _remember(self, call: ToolCall, result: dict[str, Any], side_effects: bool,
+                  arguments: str | None = None) -> None:
+        """A call that succeeded or was denied answers the identical calls after it in the turn:
+        the same tool with the same ``arguments`` (those that ran; default: the call's own)."""
         ok = result.get("ok") is True
         if not ok and result.get("error", {}).get("type") != "denied":
             return
         if ok and side_effects:  # what a read-only call returned may have changed
             self.done = {key: d for key, d in self.done.items() if d.side_effects}
-        self.done[canonical(call.name, call.arguments)] = _Done(call.id, self.steps, result, side_effects)
+        key = canonical(call.name, call.arguments if arguments is None else arguments)
+        self.done[key] = _Done(call.id, self.steps, result, side_effects)
 
     def _repeat(self, call: ToolCall, earlier: _Done, results: dict[str, dict[str, Any]]) -> None:
         """The result of a call identical to ``earlier``, which is not run (or asked for) again."""

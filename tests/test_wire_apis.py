@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,13 +21,15 @@ from repl.loop.events import (
     EventLog,
     GuardTripped,
     ModelUsage,
+    Notice,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
 )
 from repl.loop.history import History, check
 from tests.fakeserver import FakeServer, call, text, tool_calls
-from tests.support import ADAPTERS, glassloop
+from tests.reliability.helpers import trace_records
+from tests.support import ADAPTERS, glassloop, glassloop_here
 from tools.registry import Registry
 
 QUESTION = "今天还有哪些没完成？把优先级最高的一项展开说明。"
@@ -165,6 +168,47 @@ def test_max_steps_guard_ends_with_a_tool_free_answer(fake_server, provider, reg
     bodies = sent(fake_server, api)
     assert len(bodies) == 3 and all("tools" in b for b in bodies[:2]) and "tools" not in bodies[2]
     assert finished.answer == "final answer without tools"
+    assert fake_server.history_errors == []
+
+
+def test_calls_of_an_answer_cut_at_the_token_limit_do_not_run(fake_server, provider, registry, todos_file, api):
+    """Responses reports the cut as ``incomplete`` (max_output_tokens), Chat Completions as
+    ``length``: a call that looks whole may be cut too, so none runs; each gets a result."""
+    before = todos_file.read_bytes()
+    fake_server.script(
+        tool_calls(call("add_todo", {"title": "Buy milk"}), call("get_todo", '{"todo_id": "todo-0'),
+                   finish_reason="length"),
+        lambda body: text("cut: " + ", ".join(r["error"]["type"] for _, r in tool_results(body))),
+    )
+    finished, log, history = turn(provider, registry, "add milk, then show todo 2", mode="auto")
+    assert todos_file.read_bytes() == before and not log.of(ApprovalDecided)  # neither ran, nor was asked
+    assert [e.finish_reason for e in log.of(ModelUsage)] == ["length", "stop"]
+    cut = log.of(ToolCallFinished)
+    assert [(e.name, e.ok, e.error_type) for e in cut] == [("add_todo", False, "truncated"),
+                                                           ("get_todo", False, "truncated")]
+    assert cut[0].result["error"]["message"].startswith(
+        "the reply was cut off at the token limit before this call was complete; it did not run")
+    assert [e.call_id for e in log.of(ToolCallStarted)] == [e.call_id for e in cut]
+    assert any("token limit" in n.message and "2 calls did not run" in n.message for n in log.of(Notice))
+    second = sent(fake_server, api)[1]
+    assert [cid for cid, _ in tool_results(second)] == call_ids(second)  # each call answered once, in order
+    assert finished.stopped_by == "answer" and finished.answer == "cut: truncated, truncated"
+    assert fake_server.history_errors == [] and check(history.messages) == []
+
+
+def test_calls_cut_at_the_token_limit_are_shown_and_traced(fake_server, home):
+    before = Path(home["GLASSLOOP_TODOS_FILE"]).read_bytes()
+    fake_server.script(tool_calls(call("add_todo", {"title": "Buy milk"}), finish_reason="length"),
+                       text("The call was cut off."))
+    result = glassloop_here("--base-url", fake_server.base_url, "--api", "responses", "--yes",
+                            env=home, stdin="add milk\n")
+    assert result.returncode == 0, result.stderr
+    shown = " ".join(result.stdout.split())
+    assert "✗ cut off · not run" in shown and "the reply was cut off at the token limit" in shown
+    assert "2048 tokens) before its tool calls were complete; 1 call did not run" in shown
+    assert Path(home["GLASSLOOP_TODOS_FILE"]).read_bytes() == before
+    finished = [r for r in trace_records(home) if r["type"] == "tool_call_finished"]
+    assert [(r["name"], r["error_type"]) for r in finished] == [("add_todo", "truncated")]
     assert fake_server.history_errors == []
 
 

@@ -10,7 +10,9 @@ before side effects, runs the read-only calls of a step concurrently, appends
 exactly one result per call in call order, and stops on an answer or a
 tripped guard (then one more model call with tools disabled, so the user
 still gets an answer). Ctrl-C ends the turn as ``interrupted`` with a valid
-history; it is the only exception that crosses a tool call.
+history; it is the only exception that crosses a tool call. The calls of an
+answer cut off at the token limit (``finish_reason`` ``length``) may be
+incomplete: none runs, each gets a ``truncated`` result, and the turn goes on.
 
 ``turn_timeout_s`` is a deadline, not only a check between steps: a model call
 gets it (the provider drops a stream still open when it passes, even one kept
@@ -50,6 +52,7 @@ from repl.config.settings import Limits
 from repl.loop.approval import Allow, ApprovalRequest, Approver, PendingCall
 from repl.loop.context import ContextWindow, cached_estimate, messages_tokens, tools_tokens
 from repl.loop.events import (
+    TRUNCATED,
     ApprovalDecided,
     ApprovalRequested,
     Emit,
@@ -93,6 +96,8 @@ FINAL_NOTE = (
     "and say briefly what is missing."
 )
 STOPPED_ANSWER = "[stopped by the user in step mode]"
+TRUNCATED_MESSAGE = ("the reply was cut off at the token limit before this call was complete; it did not run. "
+                     "Make the call again if it is still needed, with shorter arguments, or answer.")
 # The answer asked for after a timeout gets this share of turn_timeout_s (at most the cap).
 FINAL_GRACE_SHARE, FINAL_GRACE_CAP_S = 0.25, 30.0
 
@@ -285,6 +290,9 @@ class _Turn:
             completed = self._call_model(request_tools(runner.registry.schemas()))
             if not completed.tool_calls:
                 return "answer"
+            if completed.finish_reason == "length":
+                self._cut_off(completed.tool_calls)
+                continue
             stepping = runner.stepping
             preset, stop = self._pause_before_tools(completed.tool_calls) \
                 if stepping is not None and stepping.stepper is not None else ({}, False)
@@ -442,6 +450,19 @@ class _Turn:
             self.deadline = time.monotonic() + grace
         self._call_model(None, final_note=note)
         return guard.reason
+
+    def _cut_off(self, calls: list[ToolCall]) -> None:
+        """The answer reached the token limit (``finish_reason`` ``length``) while making
+        ``calls``: any of them may be incomplete, so none runs. Each gets a ``truncated``
+        result telling the model, and the turn goes on (it may call again, shorter, or answer)."""
+        provider = self.runner.provider
+        limit = f" ({provider.max_tokens} tokens)" if provider.max_tokens else ""
+        self.runner.emit(Notice(
+            f"step {self.steps}: the answer reached the token limit{limit} before its tool calls were complete; "
+            f"{len(calls)} call{'' if len(calls) == 1 else 's'} did not run ([providers.{provider.name}] "
+            "max_tokens raises the limit)"))
+        cut = error_result(TRUNCATED, TRUNCATED_MESSAGE)
+        self._run_tools(calls, {call.id: cut for call in calls})
 
     def _run_tools(self, calls: list[ToolCall], preset: dict[str, dict[str, Any]]) -> None:
         """Run one step's calls; results go into the history in call order, whatever happens.

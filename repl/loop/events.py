@@ -142,6 +142,9 @@ class ApprovalDecided:
     type: Literal["approval_decided"] = "approval_decided"
 
 
+TRUNCATED = "truncated"  # the error type of a call from an answer cut off at the token limit: it did not run
+
+
 @dataclass(frozen=True)
 class ToolCallFinished:
     step: int

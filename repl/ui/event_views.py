@@ -17,6 +17,7 @@ from rich.text import Text
 
 from repl.loop.cost import format_usd
 from repl.loop.events import (
+    TRUNCATED,
     ApprovalDecided,
     ModelUsage,
     ToolCallFinished,
@@ -73,12 +74,14 @@ def finished_panel(event: ToolCallFinished, arguments: Any, decided_s: float = 0
 
 
 def call_status(event: ToolCallFinished) -> tuple[str, str]:
-    """('✓ 3 ms' | '✗ timeout · 3 ms' | 'denied · 3 ms', colour)."""
+    """('✓ 3 ms' | '✗ timeout · 3 ms' | 'denied · 3 ms' | '✗ cut off · not run', colour)."""
     ms = f"{round(event.duration_s * 1000)} ms"
     if event.ok:
         return f"✓ {ms}", "green"
     if event.error_type == "denied":
         return f"denied · {ms}", "yellow"
+    if event.error_type == TRUNCATED:  # it never ran: no time to show
+        return "✗ cut off · not run", "yellow"
     return f"✗ {clean(event.error_type or 'error')} · {ms}", "red"
 
 

@@ -223,3 +223,17 @@ def test_an_unknown_option_among_the_words_of_a_question_is_one_line(fake_server
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "-v" in lines[0] and "--" in lines[0]
     assert fake_server.requests == []
+
+
+def test_a_config_of_two_top_level_lines_chooses_the_endpoint_and_the_model(fake_server, home, tmp_path):
+    """``model = "x"`` and ``base_url = "..."``: the first lines anyone writes, for the profile in use."""
+    mine = tmp_path / "mine.toml"
+    mine.write_text(f'model = "first-model"\nbase_url = "{fake_server.base_url}"\n', encoding="utf-8")
+    fake_server.script(text("from the configured server"))
+    result = glassloop("ask", "hi", "--config", str(mine), env=home)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "from the configured server"
+    assert fake_server.chat_requests()[0].body["model"] == "first-model"
+    shown = glassloop("config", "--config", str(mine), env=home).stdout.splitlines()
+    assert any(line.split()[:3] == ["model", "first-model", str(mine)] for line in shown), shown
+    assert any(line.split()[:2] == ["providers.openai.model", "first-model"] for line in shown), shown

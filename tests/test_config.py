@@ -174,6 +174,50 @@ def test_glassloop_model_beats_openai_model_and_flag_beats_both(home: Path) -> N
     assert s.active.base_url == "http://127.0.0.1:9/v1"
 
 
+def test_top_level_model_and_base_url_set_the_active_profile(home: Path) -> None:
+    """The obvious first line, ``model = "x"``, is a key: the active provider's model."""
+    user = user_file(home, 'model = "x"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    s = load(home)
+    assert s.provider == "openai" and s.provider_auto  # a base URL chooses the OpenAI-compatible profile
+    assert (s.active.model, s.active.base_url) == ("x", "http://127.0.0.1:9/v1")
+    assert s.sources["providers.openai.model"] == f"{user}: model"
+    assert s.providers["deepseek"].model == "deepseek-chat"  # only the active profile
+    rows = {key: (value, source) for key, value, source in describe(s)}
+    assert rows["model"] == ("x", str(user)) and rows["base_url"] == ("http://127.0.0.1:9/v1", str(user))
+    assert rows["providers.openai.model"] == ("x", f"{user}: model")
+    ollama = load(home, flags={"provider": "ollama"})
+    assert (ollama.active.model, ollama.active.base_url) == ("x", "http://127.0.0.1:9/v1")
+    user_file(home, 'base_url = "http://me:pw-secret-1234@127.0.0.1:9/v1"\n')
+    assert "pw-secret-1234" not in repr(describe(load(home)))
+
+
+def test_top_level_model_and_the_profile_key_the_later_layer_wins(home: Path) -> None:
+    user_file(home, 'model = "user-top"\n[providers.openai]\nmodel = "user-profile"\n')
+    env = {"OPENAI_API_KEY": SECRET}
+    assert load(home, env=env).active.model == "user-profile"  # one file: the profile's own key
+    project_file(home, 'model = "project-top"\n')
+    assert load(home, env=env).active.model == "project-top"
+    project_file(home, '[providers.openai]\nmodel = "project-profile"\n')
+    user_file(home, 'model = "user-top"\n')
+    assert load(home, env=env).active.model == "project-profile"
+    assert load(home, env={**env, "GLASSLOOP_MODEL": "by-env"}).active.model == "by-env"
+    assert load(home, env=env, flags={"model": "by-flag"}).active.model == "by-flag"
+
+
+def test_an_untrusted_project_file_sets_the_top_level_model_but_not_base_url(home: Path) -> None:
+    project = project_file(home, 'model = "repo-model"\nbase_url = "http://127.0.0.1:9/v1"\n')
+    s = load(home, env={"OPENAI_API_KEY": SECRET})
+    assert s.active.model == "repo-model" and s.active.base_url == "https://api.openai.com/v1"
+    assert s.project is not None and s.project.path == project and list(s.project.ignored) == ["base_url"]
+    local = load(home)  # no key: the URL it asked for does not choose the profile either
+    assert local.provider == "local" and local.active.base_url == ""
+
+
+def test_a_misspelt_top_level_model_still_names_the_file_and_key(home: Path) -> None:
+    message = config_error(home, 'modle = "x"\n')
+    assert "modle: unknown key" in message and "did you mean model?" in message
+
+
 def test_flags_apply_to_the_active_profile(home: Path, tmp_path: Path) -> None:
     flags = {"provider": "vllm", "model": "m", "api": "responses", "todos_file": tmp_path / "x.json",
              "trace": False, "approval": "read-only", "yes": False, "notes_file": None}

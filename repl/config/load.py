@@ -111,7 +111,8 @@ def _resolve_provider(flat: dict, sources: dict, env: Mapping[str, str],
     if name == "auto":
         key_var = flat.get("providers.openai.api_key_env", "")
         has_key = bool(key_var and env.get(key_var))
-        has_url = bool(env.get("OPENAI_BASE_URL")) or any(k == "@.base_url" for k, _, _ in active)
+        has_url = (bool(flat.get("base_url") or env.get("OPENAI_BASE_URL"))
+                   or any(k == "@.base_url" for k, _, _ in active))
         return ("openai" if has_key or has_url else "local"), True
     if name not in names:
         expected = "auto or one of " + ", ".join(names)
@@ -155,6 +156,7 @@ def load_settings(flags: dict | None = None, *, cwd: Path | None = None,
     _settle(*whole, given, env, cwd, tuple(read))  # the file is checked whole, ignored parts too
     later.update(k for k, _, _ in given)
     later.update(f"providers.{settings.provider}.{k[2:]}" for k, _, _ in given if k.startswith("@."))
+    later.update(k[2:] for k, _, _ in given if k.startswith("@.") and k[2:] in TOP_LEVEL)
     return replace(settings, project=_without(project, later))
 
 
@@ -165,10 +167,24 @@ def _settle(flat: dict[str, Any], sources: dict[str, str], given: list[tuple[str
     for key, raw, label in [o for o in given if not o[0].startswith("@.")]:
         flat[key], sources[key] = coerce(spec_for(key), raw, label, key), label
     provider, auto = _resolve_provider(flat, sources, env, active)
+    _top_level(flat, sources, provider, read)
     for key, raw, label in active:
         key = f"providers.{provider}.{key[2:]}"
         flat[key], sources[key] = coerce(spec_for(key), raw, label, key), label
     return _build(flat, sources, env, cwd, provider, auto, read)
+
+
+TOP_LEVEL = ("model", "base_url")  # a file's keys for the active profile (``Settings.model``)
+
+
+def _top_level(flat: dict[str, Any], sources: dict[str, str], provider: str, read: tuple[Path, ...]) -> None:
+    """A file's top-level ``model`` and ``base_url`` set the active profile's, unless the profile's
+    own key comes from the same or a later layer (a file above, the environment)."""
+    rank = {"default": 0, **{str(path): i for i, path in enumerate(read)}}
+    for key in TOP_LEVEL:
+        profile_key = f"providers.{provider}.{key}"
+        if flat.get(key) and rank[sources[key]] > rank.get(sources.get(profile_key, "default"), len(read)):
+            flat[profile_key], sources[profile_key] = flat[key], f"{sources[key]}: {key}"
 
 
 def _without(project: ProjectTrust, keys: set[str]) -> ProjectTrust:

@@ -100,7 +100,7 @@ def url_secrets(url: str) -> list[str]:
 def known_secrets(settings: Settings) -> list[str]:
     """Every secret value the configuration holds: API keys, URL passwords and tokens,
     MCP env and header values whose names say they are secret."""
-    found = [p.api_key for p in settings.providers.values()]
+    found = [p.api_key for p in settings.providers.values()] + url_secrets(settings.base_url)
     for profile in settings.providers.values():
         found += url_secrets(profile.base_url)
     for server in settings.mcp_servers.values():

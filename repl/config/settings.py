@@ -162,6 +162,10 @@ class Settings:
 
     provider: str = setting("auto", env="GLASSLOOP_PROVIDER", flag="provider",
                             cli="Provider profile: openai, deepseek, ollama, vllm, local, or your own.")
+    # a file's top-level model and base URL: the active profile's, unless the profile's own key is
+    # set in the same or a later layer ("" = the profile's)
+    model: str = safe("")
+    base_url: str = setting("", url=True)
     providers: dict[str, ProviderSettings] = setting(factory=dict)
     approval: ApprovalMode = setting("ask", env="GLASSLOOP_APPROVAL", flag="approval",
                                      cli="Approval mode: ask, auto or read-only.",

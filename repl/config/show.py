@@ -64,7 +64,7 @@ def _plain_rows(settings: Settings, table: Any, prefix: str) -> list[tuple[str, 
         if dataclasses.is_dataclass(value):
             rows += _plain_rows(settings, value, key + ".")
         elif key != "provider" and spec_at(key) is not None:
-            rows.append((key, _fmt(value), settings.sources.get(key, "default")))
+            rows.append((key, _fmt(_shown(key, value)), settings.sources.get(key, "default")))
     return rows
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from repl.providers.base import ProviderError, RequestSent, TextPart
+from repl.providers.base import AttemptFailed, Completed, ProviderError, RequestSent, TextPart
 from tests.fake_responses import install
 from tests.fakeserver import (
     FakeServer,
@@ -190,6 +190,68 @@ def test_slow_server_times_out(fake_server: FakeServer, api: str) -> None:
     err = stream_error(p)
     p.close()
     assert err.kind == "timeout" and "0.3 s" in err.message
+
+
+# ---- the server's own words, and each failed attempt ---------------------------------------
+
+RATE_LIMIT = ("Rate limit reached for test-model in organization org-123 on tokens per min (TPM): "
+              "Limit 30000, Used 29876, Requested 1200. Please try again in 2.15s.")
+HOSTILE = f"bad thing\x1b[2J\u202e here\nnext line Bearer {ADAPTER_KEY} " + "x" * 600
+
+
+def test_a_rate_limit_shows_the_servers_own_message(fake_server: FakeServer, wire: Any) -> None:
+    fake_server.script(*[fault_status(429, retry_after=0.01, message=RATE_LIMIT)] * 2)
+    err = stream_error(wire)
+    assert err.kind == "rate_limit"
+    assert err.message == f"fake: rate limited (HTTP 429) after 1 retry: {RATE_LIMIT}"
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 409, 422, 429, 500])
+def test_every_http_error_shows_the_servers_message_redacted_escaped_and_cut(
+        fake_server: FakeServer, wire: Any, status: int) -> None:
+    fake_server.script(*[fault_status(status, retry_after=0.01, message=HOSTILE)] * 2)
+    err = stream_error(wire)  # one line, never the key
+    assert "bad thing\\x1b[2J\\u202e here next line Bearer ***" in err.message
+    assert "\x1b" not in err.message and "\u202e" not in err.message
+    assert "x" * 200 not in err.message and len(err.message) <= 400
+
+
+def test_each_failed_attempt_reports_its_status_and_the_servers_answer(
+        fake_server: FakeServer, wire: Any, api: str) -> None:
+    fake_server.script(fault_status(429, retry_after=0.01, message=RATE_LIMIT), text("recovered"))
+    parts = list(wire.stream(QUESTION, TODO_TOOLS))
+    failed = [p for p in parts if isinstance(p, AttemptFailed)]
+    assert [(f.attempt, f.status, f.reason, f.retried_as) for f in failed] == [(1, 429, "429 rate limited", 2)]
+    assert failed[0].response["error"]["message"] == RATE_LIMIT  # the body as the server sent it
+    sent = [p for p in parts if isinstance(p, RequestSent)]
+    assert len(sent) == 1 and sent[0].body == fake_server.requests_to(api)[0].body  # one body, sent twice
+    assert isinstance(parts[-1], Completed) and parts[-1].text == "recovered" and parts[-1].retries == 1
+
+
+def test_the_last_failed_attempt_comes_before_the_error(fake_server: FakeServer, wire: Any) -> None:
+    fake_server.script(*[fault_status(503, retry_after=0.01)] * 2)
+    parts: list[Any] = []
+    with pytest.raises(ProviderError):
+        for part in wire.stream(QUESTION, TODO_TOOLS):
+            parts.append(part)
+    assert [type(p).__name__ for p in parts] == ["RequestSent", "AttemptFailed", "Retrying", "AttemptFailed"]
+    assert [(p.attempt, p.status, p.retried_as) for p in parts if isinstance(p, AttemptFailed)] == [
+        (1, 503, 2), (2, 503, None)]
+
+
+def test_a_refused_connection_is_a_failed_attempt_without_a_status(api: str) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    p = adapter(api, f"http://127.0.0.1:{port}/v1", max_retries=0)
+    parts: list[Any] = []
+    with pytest.raises(ProviderError):
+        for part in p.stream(QUESTION, TODO_TOOLS):
+            parts.append(part)
+    p.close()
+    (failed,) = [x for x in parts if isinstance(x, AttemptFailed)]
+    assert (failed.attempt, failed.status, failed.response, failed.reason, failed.retried_as) == (
+        1, None, None, "connection failed", None)
 
 
 # ---- the stream cut or closed ---------------------------------------------------------------

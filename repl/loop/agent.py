@@ -45,7 +45,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from repl.config.settings import Limits
@@ -77,6 +77,7 @@ from repl.loop.history import History
 from repl.loop.stepping import SKIPPED, CallView, Edit, NoTools, Result, Skip, Stepping, Stop
 from repl.loop.unicode import split_high_surrogate, valid_text
 from repl.providers.base import (
+    AttemptFailed,
     Completed,
     Provider,
     ProviderError,
@@ -183,6 +184,8 @@ class Runner:
                     emit(ModelRetry(step, part.attempt, part.attempts, part.delay_s, part.reason))
                 elif isinstance(part, RequestSent):
                     emit(WireRecord(step, "request", part.body))
+                elif isinstance(part, AttemptFailed):
+                    emit(WireRecord(step, "error", asdict(part)))
                 elif isinstance(part, Completed):
                     completed = part
             if held:

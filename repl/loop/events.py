@@ -101,12 +101,14 @@ class ModelUsage:
 @dataclass(frozen=True)
 class WireRecord:
     """What went over the wire for model call ``step``: the request body exactly as sent
-    (``kind="request"``, after windowing and any text tool-call transform) or the response
+    (``kind="request"``, after windowing and any text tool-call transform), the response
     as assembled from the stream (``kind="response"``: text, tool calls, usage, finish
-    reason). The trace keeps these apart from the events, capped (``/trace --raw``)."""
+    reason), or an attempt that failed (``kind="error"``: ``attempt``, ``status``, the
+    server's ``response`` body, ``reason`` and ``retried_as``, the attempt that retried it).
+    The trace keeps these apart from the events, capped (``/trace --raw``)."""
 
     step: int
-    kind: Literal["request", "response"]
+    kind: Literal["request", "response", "error"]
     body: Any
     type: Literal["wire"] = "wire"
 

@@ -69,6 +69,20 @@ class RequestSent:
 
 
 @dataclass(frozen=True)
+class AttemptFailed:
+    """One attempt of a model call failed: ``status`` is the HTTP status (None when no answer
+    came: a timeout, a refused connection), ``response`` the server's body (parsed JSON, else
+    its text), ``reason`` a few words ("429 rate limited"); ``retried_as`` is the number of the
+    attempt that retried it (None: none did, the call failed)."""
+
+    attempt: int
+    status: int | None
+    response: Any
+    reason: str
+    retried_as: int | None
+
+
+@dataclass(frozen=True)
 class Completed:
     """The end of one model call: the whole assistant message and its cost."""
 
@@ -81,7 +95,7 @@ class Completed:
     response: dict[str, Any] | None = None  # as assembled from the stream, for /trace --raw
 
 
-Part = TextPart | ReasoningPart | Retrying | RequestSent | Completed
+Part = TextPart | ReasoningPart | Retrying | RequestSent | AttemptFailed | Completed
 
 
 class ProviderError(Exception):

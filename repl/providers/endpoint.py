@@ -2,10 +2,11 @@
 
 ``SdkEndpoint.stream`` is the one model call: the adapter builds the request body
 (``_prepare``) and makes the SDK call (``_create``); here it is sent with retries
-(``_opened``: each wait a ``Retrying`` part, the body as sent a ``RequestSent``), its
-stream is read under the deadline's watch (``StreamDeadline``) while the adapter turns
-each event into parts (``_parts_of``, into an ``Assembly``), SDK and shape errors become
-one-line ``ProviderError`` s, and ``Completed`` carries the usage (the server's, else an
+(``_opened``: the body as sent a ``RequestSent``, each failed attempt an ``AttemptFailed``
+with the server's answer, each wait a ``Retrying``), its stream is read under the
+deadline's watch (``StreamDeadline``) while the adapter turns each event into parts
+(``_parts_of``, into an ``Assembly``), SDK and shape errors become one-line
+``ProviderError`` s, and ``Completed`` carries the usage (the server's, else an
 estimate) and the answer as assembled (``wire_response``, for ``/trace --raw``).
 """
 
@@ -24,6 +25,7 @@ from typing import Any
 from repl.config.settings import ProviderSettings
 from repl.loop.events import Usage
 from repl.providers.base import (
+    AttemptFailed,
     BadShape,
     Completed,
     Part,
@@ -159,7 +161,7 @@ class SdkEndpoint:
                         latency_s=time.monotonic() - started, retries=retries, response=response)
 
     def _open(self, params: dict[str, Any],
-              deadline: float | None) -> Generator[Retrying | RequestSent, None, tuple[Any, int]]:
+              deadline: float | None) -> Generator[Retrying | RequestSent | AttemptFailed, None, tuple[Any, int]]:
         def create(client: Any, headers: dict[str, str]) -> Any:
             return self._create(client, params, headers)
 
@@ -214,33 +216,40 @@ class SdkEndpoint:
         return self._client
 
     def _opened(self, open_once: Callable[[Any, dict[str, str]], Any],
-                deadline: float | None) -> Generator[Retrying | RequestSent, None, tuple[Any, int]]:
+                deadline: float | None) -> Generator[Retrying | RequestSent | AttemptFailed, None, tuple[Any, int]]:
         """``open_once(client, headers)`` (raising SDK errors) until it works, retrying as
         the SDK would (``errors.retry_delay``, at most ``max_retries`` times, never past
-        ``deadline``); a ``Retrying`` part is yielded before each wait, and a ``RequestSent``
-        with the body of the request that was answered (or of the last one refused). Returns (what
+        ``deadline``). Yields a ``RequestSent`` with the body as it went out (again only when
+        a later attempt sent another), an ``AttemptFailed`` for each attempt that failed (its
+        status and the server's answer) and a ``Retrying`` before each wait. Returns (what
         ``open_once`` returned, retries made); the last failure raises ProviderError,
         naming the attempts."""
         import openai
 
-        started, retries = time.monotonic(), 0
+        started, retries, sent = time.monotonic(), 0, None
         while True:
             try:
                 opened = open_once(self._client_until(deadline), {RETRY_COUNT_HEADER: str(retries)})
             except openai.OpenAIError as err:
+                if (body := sent_body(getattr(err, "request", None))) is not None and body != sent:
+                    sent = body
+                    yield RequestSent(body)
                 delay = retry_delay(err, retries) if retries < self.settings.max_retries else None
-                left = math.inf if deadline is None else deadline - time.monotonic()
-                if delay is None or delay >= left:
+                if delay is not None and deadline is not None and delay >= deadline - time.monotonic():
+                    delay = None  # no time left for another attempt
+                reason = retry_reason(err, self._context())
+                yield AttemptFailed(retries + 1, getattr(err, "status_code", None), error_response(err), reason,
+                                    None if delay is None else retries + 2)
+                if delay is None:
                     ctx = replace(self._context(), attempts=retries + 1, elapsed_s=time.monotonic() - started)
-                    if (sent := sent_body(getattr(err, "request", None))) is not None:
-                        yield RequestSent(sent)
                     raise from_sdk_error(err, ctx) from err
                 retries += 1
-                yield Retrying(retries + 1, self.settings.max_retries + 1, round(delay, 2), retry_reason(err, self._context()))
+                yield Retrying(retries + 1, self.settings.max_retries + 1, round(delay, 2), reason)
                 time.sleep(delay)
                 continue
-            if (sent := sent_body(getattr(getattr(opened, "response", None), "request", None))) is not None:
-                yield RequestSent(sent)
+            body = sent_body(getattr(getattr(opened, "response", None), "request", None))
+            if body is not None and body != sent:
+                yield RequestSent(body)
             return opened, retries
 
     def list_models(self, timeout_s: float = 10.0) -> list[str]:
@@ -285,6 +294,21 @@ def sent_body(request: Any) -> Any:
         content = request.content if request is not None else None
     except Exception:  # noqa: BLE001 - a streamed body that was never read: nothing to show
         return None
+    return _decoded(content)
+
+
+def error_response(err: Any) -> Any:
+    """The body of the server's answer to a refused request (parsed JSON; text when it is
+    not JSON); None when no answer came (a timeout, a refused connection)."""
+    response = getattr(err, "response", None)
+    try:
+        content = response.content if response is not None else None
+    except Exception:  # noqa: BLE001 - a streamed answer never read: what the SDK made of it
+        return getattr(err, "body", None)
+    return _decoded(content)
+
+
+def _decoded(content: Any) -> Any:
     if not isinstance(content, bytes | bytearray) or not content:
         return None
     try:

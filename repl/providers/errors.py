@@ -37,8 +37,13 @@ class ErrorContext:
     elapsed_s: float = 0.0  # from the first attempt to the failure
 
 
+# what a terminal would act on (ANSI escapes, bidi overrides): written as escapes, never sent raw
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
 def one_line(text: str, limit: int = 200) -> str:
-    flat = " ".join(str(text).split())
+    """``text`` on one line, control characters escaped (``\\x1b``), cut to ``limit``."""
+    flat = _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), " ".join(str(text).split()))
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
@@ -52,8 +57,11 @@ def retries_taken(request: Any) -> int:
 
 
 def make_error(kind: ErrorKind, message: str, ctx: ErrorContext, partial_text: str = "") -> ProviderError:
-    redact = Redactor((*ctx.secrets, *url_secrets(ctx.base_url)), mark="***")
-    return ProviderError(kind, redact(one_line(message, 400)), partial_text)
+    return ProviderError(kind, one_line(_redactor(ctx)(message), 400), partial_text)
+
+
+def _redactor(ctx: ErrorContext) -> Redactor:
+    return Redactor((*ctx.secrets, *url_secrets(ctx.base_url)), mark="***")
 
 
 def from_sdk_error(
@@ -86,20 +94,20 @@ def from_sdk_error(
 
 def _from_status(err: Any, ctx: ErrorContext, where: str, partial_text: str) -> ProviderError:
     code = err.status_code
-    detail = server_detail(err)
+    detail = server_detail(err, _redactor(ctx))
     retries = max(ctx.attempts - 1, retries_taken(err.response.request))
     after = f" after {retries} {'retry' if retries == 1 else 'retries'}" if retries else ""
     if code == 401:
         hint = f"the {ctx.api_key_env} environment variable" if ctx.api_key_env else "the API key setting"
-        return make_error("auth", f"{ctx.provider}: API key rejected (HTTP 401); check {hint}", ctx)
+        return make_error("auth", f"{ctx.provider}: API key rejected (HTTP 401: {detail}); check {hint}", ctx)
     if code == 403:
         return make_error("auth", f"{ctx.provider}: access denied (HTTP 403): {detail}", ctx)
     if code == 404:
         msg = f"model '{ctx.model}' not found at {where} (HTTP 404: {detail})"
         return make_error("not_found", msg, ctx)
     if code == 429:
-        msg = f"{ctx.provider}: rate limited (HTTP 429){after}; wait and try again"
-        return make_error("rate_limit", msg, ctx)
+        said = f": {detail}" if detail != NO_DETAILS else "; wait and try again"
+        return make_error("rate_limit", f"{ctx.provider}: rate limited (HTTP 429){after}{said}", ctx)
     if code >= 500:
         return make_error("server", f"{ctx.provider}: server error (HTTP {code}){after}: {detail}", ctx)
     kind: ErrorKind = "bad_request" if code in (400, 413, 422) else "other"
@@ -163,14 +171,18 @@ def _retry_after(headers: Any) -> float | None:
         return None
 
 
-def server_detail(err: Any) -> str:
-    """The server's own error message (body.message), else the raw body, shortened."""
+NO_DETAILS = "no details"
+
+
+def server_detail(err: Any, redact: Redactor) -> str:
+    """The server's own error message (body.message), else the raw body: redacted, then on one
+    line, escaped and shortened (a secret is blanked before a cut could leave half of it)."""
     body = getattr(err, "body", None)
     if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return one_line(body["message"])
+        return one_line(redact(body["message"])) or NO_DETAILS
     if body:
-        return one_line(str(body))
-    return "no details"
+        return one_line(redact(str(body)))
+    return NO_DETAILS
 
 
 def _cause(err: BaseException) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from repl.tracing.trace import read_records, turns
+from repl.ui.escape import one_line
 
 
 def trace_path(trace_dir: Path, session: str) -> Path | None:
@@ -264,35 +265,55 @@ def _fit(text: str, width: int) -> str:
 
 
 def raw_calls(groups: list[list[dict[str, Any]]], wire: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
-    """The model calls of ``groups`` (turns of a trace) with their raw request and response
-    (``wire`` records, paired by turn and step in file order), and how many of those turns'
-    model calls have no raw request (raw records were off then, or the cap dropped them)."""
+    """The model calls of ``groups`` (turns of a trace) with their raw request, their failed
+    attempts (``failed_attempts``: status, the server's answer, the attempt that retried it)
+    and their response (``wire`` records, paired by turn and step in file order), and how many
+    of those turns' model calls have no raw request (raw records were off then, or the cap
+    dropped them)."""
     numbers = {as_int(r.get("turn")) for group in groups for r in group if r.get("type") == "turn_started"}
     calls: list[dict[str, Any]] = []
     for w in wire:
-        if as_int(w.get("turn")) not in numbers or w.get("kind") not in ("request", "response"):
+        if as_int(w.get("turn")) not in numbers or w.get("kind") not in ("request", "error", "response"):
             continue
         body = w.get("body") if "omitted_bytes" not in w else {"omitted_bytes": w["omitted_bytes"]}
         key = (as_int(w.get("turn")), as_int(w.get("step")))
         if w["kind"] == "request":
-            calls.append({"turn": key[0], "step": key[1], "request": body, "response": None})
+            calls.append({"turn": key[0], "step": key[1], "request": body, "failed_attempts": [], "response": None})
             continue
         open_call = next((c for c in reversed(calls) if (c["turn"], c["step"]) == key and c["response"] is None), None)
         if open_call is None:
-            calls.append(open_call := {"turn": key[0], "step": key[1], "request": None, "response": None})
-        open_call["response"] = body
+            calls.append(open_call := {"turn": key[0], "step": key[1], "request": None, "failed_attempts": [],
+                                       "response": None})
+        if w["kind"] == "error":
+            open_call["failed_attempts"].append(body)
+        else:
+            open_call["response"] = body
     made = sum(1 for group in groups for r in group if r.get("type") == "model_request")
     return calls, max(0, made - sum(1 for c in calls if c["request"] is not None))
 
 
 def raw_sections(calls: list[dict[str, Any]]) -> list[tuple[str, Any]]:
-    """(heading, JSON value or None) per request and response, for display."""
+    """(heading, JSON value or None) per request, failed attempt and response, for display;
+    a call whose last attempt failed shows that failure in place of a response."""
     out: list[tuple[str, Any]] = []
     for c in calls:
         where = f"turn {c['turn']} · model call {c['step']}"
         out.append((f"── {where} · request, as sent", c["request"]))
-        out.append((f"── {where} · response, as assembled from the stream", c["response"]))
+        failed = c.get("failed_attempts") or []
+        out += [(f"── {where} · {failed_attempt(f)}", f) for f in failed]
+        if c["response"] is not None or not failed:
+            out.append((f"── {where} · response, as assembled from the stream", c["response"]))
     return out
+
+
+def failed_attempt(record: Any) -> str:
+    """'attempt 1 failed: HTTP 429, retried as attempt 2' for an error record."""
+    if not isinstance(record, dict):
+        return "a failed attempt"
+    attempt, status, retry = (record.get(k) for k in ("attempt", "status", "retried_as"))
+    what = f"HTTP {status}" if isinstance(status, int) else one_line(str(record.get("reason") or "no answer"), 80)
+    then = f"retried as attempt {retry}" if isinstance(retry, int) else "the call failed"
+    return f"attempt {attempt if isinstance(attempt, int) else '?'} failed: {what}, {then}"
 
 
 def missing_raw(missing: int, dropped: int, why_off: str = "") -> str:

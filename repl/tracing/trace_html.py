@@ -16,7 +16,7 @@ import html
 from pathlib import Path
 from typing import Any
 
-from repl.tracing.timeline import Row, as_int, raw_calls, turn_rows
+from repl.tracing.timeline import Row, as_int, failed_attempt, raw_calls, turn_rows
 from repl.tracing.trace import read_wire, wire_path
 from repl.ui.escape import clean, json_display
 
@@ -119,9 +119,12 @@ def _model_details(row: Row, call: dict[str, Any] | None) -> str:
     else:
         parts.append("<h4>request, as sent</h4>" + (_json(call["request"], "request") if call["request"] is not None
                                                     else "<p>not kept</p>"))
-        parts.append("<h4>response, as assembled from the stream</h4>"
-                     + (_json(call["response"], "response") if call["response"] is not None
-                        else "<p>none: the call failed or was stopped</p>"))
+        failed = call.get("failed_attempts") or []
+        parts += [f"<h4>{_text(failed_attempt(f))}</h4>" + _json(f, "failed-attempt") for f in failed]
+        if call["response"] is not None or not failed:
+            parts.append("<h4>response, as assembled from the stream</h4>"
+                         + (_json(call["response"], "response") if call["response"] is not None
+                            else "<p>none: the call failed or was stopped</p>"))
     return "".join(parts) + "</details>"
 
 

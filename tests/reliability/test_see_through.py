@@ -23,7 +23,7 @@ import pytest
 
 from tests.fakeserver import call, fault_status, text, tool_calls
 from tests.reliability.helpers import record, trace_records
-from tests.support import glassloop_here
+from tests.support import SECRET, glassloop_here
 
 SLOW_TOOL = """import time
 
@@ -86,7 +86,35 @@ def test_raw_body_of_text_tool_calls_and_of_a_refused_request(fake_server, home,
     answer = next(r["body"] for r in wire if r["kind"] == "response")
     assert answer["content"].startswith("<tool_call>") and answer["tool_calls"][0]["name"] == "list_todos"
     assert [r["turn"] for r in wire if r["kind"] == "response"] == [1, 1]  # the refused call got no answer
-    assert "(none: the call failed or was stopped before it was answered)" in result.stdout
+    assert "attempt 1 failed: HTTP 400, the call failed" in result.stdout and '"no such model"' in result.stdout
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_failed_attempts_are_kept_with_the_servers_answer(fake_server, home, api):
+    said = f"Rate limit reached for fake-model on requests per min; key {SECRET} is throttled."
+    fake_server.script(*[fault_status(429, retry_after=0.01, message=said)] * 3)
+    result = chat(home, fake_server.base_url, ["hello", "/trace --raw"], "--api", api)
+    assert result.returncode == 0, result.stderr
+    shown = " ".join((result.stdout + result.stderr).split())  # the terminal wraps long lines
+    assert "rate limited (HTTP 429) after 2 retries: Rate limit reached for fake-model on requests per min" in shown
+    (path,) = trace_folder(home).glob("*.wire")
+    assert SECRET not in shown and SECRET not in path.read_text(encoding="utf-8")
+    errors = [r["body"] for r in wire_lines(home) if r["kind"] == "error"]
+    assert [(e["attempt"], e["status"], e["retried_as"]) for e in errors] == [(1, 429, 2), (2, 429, 3), (3, 429, None)]
+    assert all(e["response"]["error"]["message"].startswith("Rate limit reached for fake-model") for e in errors)
+    assert "attempt 1 failed: HTTP 429, retried as attempt 2" in shown
+    assert "attempt 3 failed: HTTP 429, the call failed" in shown and "(none: the call failed" not in shown
+    session_id = next(trace_folder(home).glob("*.jsonl")).stem  # a turn that failed leaves no journal
+    as_json = glassloop_here("trace", session_id, "--raw", "--json", env=home)
+    (failed_call,) = json.loads(as_json.stdout)
+    assert failed_call["request"] == fake_server.requests_to(api)[0].body and failed_call["response"] is None
+    assert [a["status"] for a in failed_call["failed_attempts"]] == [429, 429, 429]
+    text_view = glassloop_here("trace", session_id, "--raw", env=home).stdout
+    assert re.findall(r"^── (.*)$", text_view, flags=re.M) == [
+        "turn 1 · model call 1 · request, as sent",
+        "turn 1 · model call 1 · attempt 1 failed: HTTP 429, retried as attempt 2",
+        "turn 1 · model call 1 · attempt 2 failed: HTTP 429, retried as attempt 3",
+        "turn 1 · model call 1 · attempt 3 failed: HTTP 429, the call failed"]
 
 
 def test_raw_bodies_are_capped_oldest_first_and_events_kept(fake_server, home, tmp_path):

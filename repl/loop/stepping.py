@@ -16,6 +16,7 @@ step mode is off), so the view before a call shows what that call adds.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -147,18 +148,28 @@ def _common(now: list[Any], before: list[Any]) -> int:
 
 def check_result(value: Any) -> str | None:
     """Why ``value`` is not a tool result (``{"ok": true, ...}`` or ``{"ok": false, "error":
-    {"type": str, "message": str}}``), or None when it is one."""
+    {"type": str, "message": str}}``, only values JSON can hold), or None when it is one."""
     if not isinstance(value, dict):
         return "a result is a JSON object"
     if not isinstance(value.get("ok"), bool):
         return 'a result needs "ok": true or false'
-    if value["ok"]:
-        return None
     error = value.get("error")
-    if not isinstance(error, dict) or not isinstance(error.get("type"), str) or not isinstance(
-            error.get("message"), str):
+    if not value["ok"] and (not isinstance(error, dict) or not isinstance(error.get("type"), str)
+                            or not isinstance(error.get("message"), str)):
         return 'a failed result needs "error": {"type": "...", "message": "..."}'
+    if not _finite(value):  # Python's json reads them; the trace, the journal and the model could not
+        return "NaN and Infinity are not JSON: write a number, or a string"
     return None
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(item) for item in value.values())
+    if isinstance(value, list):
+        return all(_finite(item) for item in value)
+    return True
 
 
 def check_edit(role: str, text: str) -> str | None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from repl.loop.unicode import json_dumps
 from repl.tracing.trace import read_records, turns
 from repl.ui.escape import one_line
 
@@ -29,7 +30,7 @@ def select_turns(path: Path, which: str, *, as_json: bool = False) -> list[str]:
     if not chosen:
         return ["(the trace is empty)"]
     if as_json:
-        return [json.dumps(r, ensure_ascii=False) for group in chosen for r in group]
+        return [json_dumps(r, ensure_ascii=False) for group in chosen for r in group]
     return [line for group in chosen for line in format_turn(group)]
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from repl.config.redact import Redactor
 from repl.loop.events import Event, ReasoningDelta, TextDelta, TurnStarted, WireRecord, to_dict
-from repl.loop.unicode import valid_text
+from repl.loop.unicode import json_dumps
 from tools.store import atomic_write
 
 
@@ -58,7 +58,7 @@ class JsonlWriter:
         return self._file is not None
 
     def write(self, record: dict[str, Any]) -> None:
-        line = valid_text(json.dumps(self.redact.value(record), ensure_ascii=False, default=str))
+        line = json_dumps(self.redact.value(record), ensure_ascii=False, default=str)
         file = self._open()
         file.write(line + "\n")
         file.flush()
@@ -114,7 +114,7 @@ class WireLog:
 
     @staticmethod
     def _line(record: dict[str, Any]) -> bytes:
-        return (valid_text(json.dumps(record, ensure_ascii=False, default=str)) + "\n").encode("utf-8")
+        return (json_dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
 
     def _open(self) -> Any:
         if self._file is None:

@@ -17,7 +17,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from repl.loop.unicode import valid_text
+from repl.loop.unicode import json_dumps, valid_text
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -72,8 +72,9 @@ _JSON_RAW_CONTROLS = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u20
 def json_display(value: Any, indent: int | None = None) -> str:
     """``value`` as JSON that is safe to print whole: readable (not ASCII-escaped), but each
     character a terminal could act on written as a ``\\u`` escape (``json.dumps`` escapes
-    the C0 controls itself), so the text still parses to the same value."""
-    text = valid_text(json.dumps(value, ensure_ascii=False, indent=indent))
+    the C0 controls itself), so the text still parses to the same value (NaN and the
+    infinities, which JSON cannot hold, as strings: ``json_dumps``)."""
+    text = json_dumps(value, ensure_ascii=False, indent=indent)
     return _JSON_RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 

@@ -97,5 +97,21 @@ def trace_records(env: dict[str, str]) -> list[dict[str, Any]]:
     return records
 
 
+def strict_json(text: str) -> Any:
+    """``text`` parsed as JSON by the standard's rules: ``NaN`` and ``Infinity``, which Python's json
+    reads, are refused as every other parser refuses them."""
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def written_lines(env: dict[str, str]) -> list[str]:
+    """Every line of every trace, raw-body file and session journal under the environment's XDG dirs."""
+    folders = [Path(env["XDG_STATE_HOME"]) / "glassloop" / "traces", Path(env["XDG_DATA_HOME"]) / "glassloop" / "sessions"]
+    return [line for folder in folders for path in sorted(folder.glob("*.*"))
+            for line in path.read_text(encoding="utf-8").splitlines()]
+
+
 def finished_turns(env: dict[str, str]) -> list[dict[str, Any]]:
     return [r for r in trace_records(env) if r.get("type") == "turn_finished"]

@@ -6,7 +6,8 @@ usage counts as strings...; a Responses event whose ``delta`` is a number,
 ``item`` null, ``output`` a string... Every one ends the turn with
 ``stopped_by == "error"`` and one ``bad_response`` line, never a traceback;
 the history stays valid (the next turn goes through the server's history
-check). One shape also goes through ``glassloop ask`` in a subprocess.
+check). One shape also goes through ``glassloop ask`` in a subprocess, and so do tool-call
+arguments holding NaN and Infinity, which Python's json reads and no strict parser does.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from repl.loop.agent import Limits, run_turn
 from repl.loop.approval import Approver
 from repl.loop.events import ErrorEvent, EventLog
 from repl.loop.history import History, check
-from tests.fakeserver import FakeServer, raw_stream, text
-from tests.reliability.helpers import record
+from tests.fakeserver import FakeServer, call, raw_stream, text, tool_calls
+from tests.reliability.helpers import record, strict_json, written_lines
 from tests.support import ADAPTERS, glassloop
 
 
@@ -155,3 +156,16 @@ def test_ask_prints_one_line_for_a_bad_shape(api, fake_server, home):
     assert "Traceback" not in result.stderr + result.stdout
     lines = [line for line in result.stderr.splitlines() if "malformed" in line]
     assert len(lines) == 1 and result.returncode != 0, result.stderr
+
+
+def test_numbers_json_cannot_hold_leave_ask_and_the_trace_as_json(fake_server, home):
+    fake_server.script(tool_calls(call("get_weather", '{"city": NaN, "days": [Infinity, -Infinity]}')),
+                       text("No such city."))
+    result = glassloop("ask", "weather?", "--json", "--base-url", fake_server.base_url, env=home)
+    assert result.returncode == 0, result.stderr
+    out = strict_json(result.stdout)
+    (started,) = [e for e in out["trace"] if e["type"] == "tool_call_started"]
+    assert started["arguments"] == {"city": "NaN", "days": ["Infinity", "-Infinity"]}
+    assert out["answer"] == "No such city."
+    written = written_lines(home)  # trace, raw bodies, journal
+    assert len(written) > 5 and all(strict_json(line) for line in written)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakeserver import call, fault_status, text, tool_calls
-from tests.reliability.helpers import record, trace_records
+from tests.reliability.helpers import record, strict_json, trace_records
 from tests.support import SECRET, glassloop_here
 
 SLOW_TOOL = """import time
@@ -436,3 +436,12 @@ def test_a_hostile_trace_page_runs_no_script_in_a_browser(home, tmp_path):
     bare.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", planted.read_text("utf-8")),
                     encoding="utf-8")
     assert scripts_ran(rendered(bare, tmp_path))
+
+
+def test_a_trace_read_back_as_json_is_json(home, tmp_path):
+    """Python's json reads ``Infinity`` in a trace line; what ``trace --json`` prints is JSON any parser reads."""
+    path = hostile_trace(tmp_path / "sent")
+    shown = glassloop_here("trace", str(path), "--turn", "all", "--json", env=home)
+    assert shown.returncode == 0, shown
+    records = [strict_json(line) for line in shown.stdout.splitlines()]
+    assert {"type": "model_request", "step": 2, "time": "Infinity"} in records

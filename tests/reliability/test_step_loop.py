@@ -18,9 +18,11 @@ from repl.loop.agent import Limits, run_turn
 from repl.loop.approval import Approver
 from repl.loop.events import EventLog, UserStep
 from repl.loop.history import History, check
-from repl.loop.stepping import Continue, Edit, Stepping, Stop, check_edit, check_result
+from repl.loop.stepping import Continue, Edit, Result, Stepping, Stop, check_edit, check_result
 from repl.session.journal import Journal, load
+from repl.tracing.trace import JsonlWriter, Trace
 from tests.fakeserver import call, text, tool_calls
+from tests.reliability.helpers import strict_json
 from tools import build_tools
 from tools.registry import Registry
 
@@ -97,8 +99,36 @@ def test_time_paused_does_not_count_against_the_turn(scripted, registry):
     ("tool", '{"ok": true}', True), ("tool", '{"ok": "yes"}', False), ("tool", "not json", False),
     ("tool", '{"ok": false, "error": {"type": "x", "message": "y"}}', True),
     ("tool", '{"ok": false, "error": "bad"}', False), ("tool", "[1]", False),
+    ("tool", '{"ok": true, "v": NaN}', False), ("tool", '{"ok": true, "v": [1, -Infinity]}', False),
+    ("tool", '{"ok": false, "error": {"type": "x", "message": "y"}, "n": {"m": Infinity}}', False),
 ])
 def test_what_an_edit_may_be(role, text, ok):
     assert (check_edit(role, text) is None) == ok
     if role == "tool" and ok:
         assert check_result(json.loads(text)) is None
+    if "Infinity" in text or "NaN" in text:
+        assert "NaN" in (check_edit(role, text) or "")  # one line that says why
+
+
+def test_numbers_json_cannot_hold_never_reach_the_trace_or_journal_as_such(scripted, registry, tmp_path):
+    """A stepper (or a tool) that hands the loop NaN or Infinity: the turn goes on, and every line
+    written to the trace and the journal is JSON a strict parser reads (the numbers as strings)."""
+    scripted.script(tool_calls(call("get_weather", {"city": "Paris"})), text("Odd weather."))
+    made = {"ok": True, "temperature": float("nan"), "range": [float("-inf"), float("inf")]}
+    history = History("sys")
+    journal = Journal(tmp_path / "s.jsonl", Redactor(), {"session": "s"})
+    trace = Trace(JsonlWriter(tmp_path / "t.jsonl"), "s", "r")
+
+    def emit(event):
+        trace(event)
+        journal.sync(history)
+
+    finished, _ = _turn(history, "weather?", scripted, registry, Scripted(after=[[Result(made)]]), emit=emit)
+    journal.sync(history)
+    journal.close()
+    trace.close()
+    assert finished.stopped_by == "answer" and finished.answer == "Odd weather."
+    lines = [line for name in ("s.jsonl", "t.jsonl") for line in (tmp_path / name).read_text("utf-8").splitlines()]
+    records = [strict_json(line) for line in lines]
+    (step,) = [r for r in records if r.get("type") == "user_step"]
+    assert step["detail"] == {"ok": True, "temperature": "NaN", "range": ["-Infinity", "Infinity"]}

@@ -13,7 +13,7 @@ import subprocess
 import sys
 
 from tests.fakeserver import call, text, tool_calls
-from tests.reliability.helpers import trace_records
+from tests.reliability.helpers import strict_json, trace_records, written_lines
 
 SEND = r"stop turn ›"  # the end of both step prompts (also in a prompt redrawn with its answer)
 BEFORE_CALL = "before the model call"  # panel titles: printed once, after the last prompt's redraw
@@ -145,6 +145,11 @@ def test_a_result_made_by_hand_is_checked_then_sent(sized_repl, fake_server, hom
     repl.expect("ok\": true or false")
     repl.child.sendcontrol("a")
     repl.child.sendcontrol("k")
+    repl.child.send('{"ok": true, "degrees": NaN}')  # Python's json reads it; no strict parser does
+    repl.child.send("\x1b\r")
+    repl.expect("NaN and Infinity are not JSON")
+    repl.child.sendcontrol("a")
+    repl.child.sendcontrol("k")
     repl.child.send('{"ok": true, "forecast": "sunny, by hand"}')
     repl.child.send("\x1b\r")
     pause(repl, BEFORE_CALL)  # before the next model call
@@ -157,6 +162,8 @@ def test_a_result_made_by_hand_is_checked_then_sent(sized_repl, fake_server, hom
     [made] = _user_steps(home)
     assert made["action"] == "result_by_user" and made["detail"]["forecast"] == "sunny, by hand"
     repl.close()
+    written = written_lines(home)  # trace, raw bodies, journal
+    assert len(written) > 10 and all(strict_json(line) for line in written)
 
 
 def test_quit_mid_step_leaves_a_history_the_server_accepts(sized_repl, fake_server, home):

@@ -3,11 +3,11 @@ the trace, usage, verbose, reasoning."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from repl.loop.cost import context_window_for
+from repl.loop.unicode import json_dumps
 from repl.session.commands import CommandContext, command, save_text
 from repl.tracing.timeline import (
     draw_turn,
@@ -60,7 +60,7 @@ def trace(ctx: CommandContext, args: list[str]) -> None:
         return
     records = [r for g in chosen for r in g]
     if "--json" in flags:
-        lines = [json.dumps(r, ensure_ascii=False) for r in records]
+        lines = [json_dumps(r, ensure_ascii=False) for r in records]
     elif "--events" in flags:
         lines = [line for g in chosen for line in format_turn(g)]
     else:
@@ -78,7 +78,7 @@ def _trace_raw(ctx: CommandContext, trace: Trace, chosen: list[list[dict[str, An
     wire, dropped = read_wire(wire_path(trace.path))
     calls, missing = raw_calls(chosen, wire)
     if save:
-        text = json.dumps(calls, ensure_ascii=False, indent=2) + "\n"
+        text = json_dumps(calls, ensure_ascii=False, indent=2) + "\n"
         if saved := save_text(ctx, save, text):
             ctx.ui.info(f"saved {len(calls)} model call{'' if len(calls) == 1 else 's'} to {saved}")
     else:

@@ -202,11 +202,13 @@ class StubUI:
 MCP_TEST_SERVER = ROOT / "tests" / "mcp_test_server.py"
 
 
-def mcp_config_file(tmp_path: Path, **env: str) -> Path:
-    """A config file with the stdio test server as MCP server ``t``, ``env`` its environment."""
+def mcp_config_file(tmp_path: Path, *, startup_timeout_s: float | None = None, **env: str) -> Path:
+    """A config file with the stdio test server as MCP server ``t``, ``env`` its environment;
+    ``startup_timeout_s`` sets ``[mcp] startup_timeout_s`` (else the default applies)."""
     path = tmp_path / "mcp.toml"
     table = ", ".join(f"{key} = {json.dumps(value)}" for key, value in env.items())
-    path.write_text(f"[mcp.servers.t]\ncommand = {json.dumps(sys.executable)}\n"
+    startup = "" if startup_timeout_s is None else f"[mcp]\nstartup_timeout_s = {startup_timeout_s}\n"
+    path.write_text(f"{startup}[mcp.servers.t]\ncommand = {json.dumps(sys.executable)}\n"
                     f"args = [{json.dumps(str(MCP_TEST_SERVER))}]\nenv = {{ {table} }}\n", encoding="utf-8")
     return path
 

@@ -19,7 +19,7 @@ from repl.loop.events import ApprovalDecided, EventLog, ToolCallFinished, ToolCa
 from repl.loop.history import History, check
 from repl.providers.chat import ChatProvider
 from repl.session import commands
-from repl.session.runtime import build_registry, start_mcp
+from repl.session.runtime import McpStart, build_registry, start_mcp, wait_for_mcp
 from tests.fakeserver import call, text, tool_calls
 from tests.support import Stack, StubUI, stdio_server
 from tools.mcp_client import McpManager, ServerConfig
@@ -153,10 +153,10 @@ def test_a_bad_server_is_one_line_and_the_others_still_work(tmp_path: Path) -> N
     s.manager.start()
     assert time.monotonic() - started < 0.5  # never blocks the caller
     try:
-        assert s.manager.wait_ready(30)
-        assert len(s.notices) == 1
-        assert s.notices[0].startswith("MCP server 'bad' failed to start: FileNotFoundError")
-        assert "\n" not in s.notices[0]
+        not_ready = s.manager.wait_started()
+        assert list(not_ready) == ["bad"] and not_ready["bad"].startswith("FileNotFoundError")
+        assert "\n" not in not_ready["bad"]
+        assert s.notices == []  # named by the first turn's wait, once
         assert s.manager.servers["bad"].status == "failed"
         assert s.registry.call("good__lookup", {"country": "China"})["ok"] is True
         assert not any(n.startswith("bad__") for n in s.registry.names())
@@ -172,9 +172,28 @@ def test_a_server_that_never_answers_times_out(tmp_path: Path) -> None:
     try:
         assert time.monotonic() - started < 8
         assert s.manager.servers["mute"].status == "failed"
-        assert s.notices == ["MCP server 'mute' failed to start: no answer within 1 s"]
+        assert s.manager.wait_started() == {"mute": "no answer within 1 s"}
     finally:
         s.manager.close()
+
+
+def test_the_first_turns_wait_shows_what_it_waits_for_and_names_the_late_server() -> None:
+    """``wait_for_mcp``, the REPL's and ask's wait: a status while a server starts, cleared after;
+    a server still starting at the start-up timeout is not ready (the test server slow to start
+    that both doors offer: tests/reliability/test_mcp_start.py)."""
+    s = Stack([ServerConfig("late", command="sleep", args=("60",))], connect_timeout_s=1.5)
+    shown: list[str | None] = []
+    s.manager.start()
+    try:
+        started = wait_for_mcp(s.manager, shown.append)
+    finally:
+        s.manager.close()
+    assert started == McpStart(ready=[], not_ready={"late": "no answer within 1.5 s"})
+    assert started.line() == "MCP server not ready, its tools not offered: late (no answer within 1.5 s)"
+    *waiting, cleared = shown
+    assert waiting and cleared is None
+    assert all(isinstance(line, str) and line.startswith("waiting for MCP server late… ") for line in waiting)
+    assert s.notices == [] and not any(name.startswith("late__") for name in s.registry.names())
 
 
 def test_tool_names_are_sanitised_for_the_wire() -> None:

@@ -63,13 +63,12 @@ def _gone_within(pid: int, timeout: float) -> bool:
 def test_ask_talks_to_a_stdio_server_without_importing_the_mcp_sdk(fake_server, home, tmp_path):
     """The SDK's import (~0.4 s of pydantic models and server modules) competed with the
     provider's for the GIL on every `ask`; a stdio server now needs none of it."""
-    config = mcp_config_file(tmp_path)
+    config = mcp_config_file(tmp_path, startup_timeout_s=30)  # listed before the first request, however loaded
     fake_server.script(tool_calls(call("t__lookup", {"country": "France"})),
                        lambda body: text("got: " + json.loads(body["messages"][-1]["content"])["content"]["result"]))
-    env = {**home, "GLASSLOOP_MCP_ASK_WAIT_S": "30"}  # listed before the first request, however loaded
     result = subprocess.run([sys.executable, "-X", "importtime", "-m", "repl.cli", "ask", "capital?", "--yes",
                              "--config", str(config), "--base-url", fake_server.base_url],
-                            env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+                            env=home, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "got: The capital of France is Paris."
     imported = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines()
@@ -89,11 +88,10 @@ def test_ask_vets_a_servers_tools_without_importing_jsonschema(fake_server, home
         return text("done")
 
     fake_server.script(answer)
-    env = {**home, "GLASSLOOP_MCP_ASK_WAIT_S": "30"}  # listed before the first request, however loaded
+    config = mcp_config_file(tmp_path, startup_timeout_s=30)  # listed before the first request, however loaded
     result = subprocess.run([sys.executable, "-X", "importtime", "-m", "repl.cli", "ask", "hi",
-                             "--config", str(mcp_config_file(tmp_path)),
-                             "--base-url", fake_server.base_url],
-                            env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+                             "--config", str(config), "--base-url", fake_server.base_url],
+                            env=home, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert result.returncode == 0, result.stderr[-2000:]
     assert {"t__lookup", "t__stats", "t__write_note"} <= set(seen["tools"])
     imported = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines()
@@ -159,7 +157,8 @@ def test_ask_exits_without_waiting_for_a_server_that_ignores_stdin_close_and_sig
     """Once the answer is out, ``ask`` closes the server's stdin and exits; a reaper sends
     SIGTERM and then SIGKILL to the server's group, so it does not outlive us for long."""
     marker = uuid.uuid4().hex
-    config = mcp_config_file(tmp_path, MCP_TEST_IGNORE_STDIN_CLOSE="1", MCP_TEST_IGNORE_SIGTERM="1", MCP_TEST_MARK=marker)
+    config = mcp_config_file(tmp_path, startup_timeout_s=30, MCP_TEST_IGNORE_STDIN_CLOSE="1",
+                             MCP_TEST_IGNORE_SIGTERM="1", MCP_TEST_MARK=marker)
     seen: dict = {}
 
     def answer(body: dict):
@@ -168,10 +167,9 @@ def test_ask_exits_without_waiting_for_a_server_that_ignores_stdin_close_and_sig
         return text("done")
 
     fake_server.script(answer)
-    env = {**home, "GLASSLOOP_MCP_ASK_WAIT_S": "30"}
     result = subprocess.run([sys.executable, "-m", "repl.cli", "ask", "hi", "--config", str(config),
                              "--base-url", fake_server.base_url],
-                            env=env, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+                            env=home, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     exited = time.monotonic()
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == "done" and "t__lookup" in seen["tools"]

@@ -8,9 +8,10 @@ thread and only for such a server. Both give the protocol's JSON, which
 ``run_coroutine_threadsafe`` and a timeout, and cancelled on the loop when the
 call's cancel signal is set (the turn was interrupted or ran out of time), so
 the worker thread is free at once. Nothing here raises into the
-session: a server that fails to start is one ``on_notice`` line, and a server
-that dies mid-session turns its calls into ``mcp_unavailable`` tool errors
-until ``restart()``.
+session: a server that fails to start, or is not ready ``connect_timeout_s`` after
+the start, is named by ``wait_started()`` (the first turn's wait, the REPL's and
+``ask``'s), and a server that dies mid-session is one ``on_notice`` line and turns
+its calls into ``mcp_unavailable`` tool errors until ``restart()``.
 """
 
 from __future__ import annotations
@@ -139,6 +140,24 @@ class McpManager:
             return self._settle.wait_for(
                 lambda: all(s.status != "connecting" for s in self.servers.values()), max(0.0, timeout))
 
+    def wait_started(self, tick: Callable[[list[str], float], None] | None = None,
+                     every: float = 0.5) -> dict[str, str]:
+        """Wait for the servers still starting, at most ``connect_timeout_s`` after ``start()``
+        (``_connect`` gives up on a server then); a server that fails (a bad command) ends its
+        wait at once. ``tick`` gets the names still starting and the seconds since the start,
+        at once and every ``every`` s while any is. Returns why each server is not ready."""
+        deadline = self.started_at + self.connect_timeout_s + 1.0  # 1 s: the loop thread's lag
+        while True:
+            starting = [name for name, s in self.servers.items() if s.status == "connecting"]
+            left = deadline - time.monotonic()
+            if not starting or left <= 0:
+                break
+            if tick is not None:
+                tick(starting, time.monotonic() - self.started_at)
+            self.wait_ready(min(every, left))
+        return {name: ("still starting" if s.status == "connecting" else s.error or s.status)
+                for name, s in self.servers.items() if s.status != "ready"}
+
     def ping(self, timeout: float = 2.0) -> None:
         """Check the servers marked ready; a dead one becomes ``lost``."""
         with contextlib.suppress(FutureTimeout):
@@ -198,9 +217,7 @@ class McpManager:
         elif state.status == "connecting":
             state.status, state.error = "failed", f"no answer within {self.connect_timeout_s:g} s"
             serving.cancel()
-        if state.status == "failed":
-            self.on_notice(f"MCP server {state.config.name!r} failed to start: {state.error}")
-        with self._settle:
+        with self._settle:  # a failure is reported by whoever waits: wait_started, /mcp restart
             self._settle.notify_all()
         return state.status
 

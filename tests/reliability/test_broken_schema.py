@@ -40,6 +40,7 @@ FUZZ_EXAMPLES = scaled(3000, 300)
 
 def mcp_config(path: Path) -> Path:
     path.write_text(
+        "[mcp]\nstartup_timeout_s = 30\n"  # listed before the first call, however loaded
         "[mcp.servers.t]\n"
         f"command = {json.dumps(sys.executable)}\n"
         f"args = [{json.dumps(str(TEST_SERVER))}]\n"
@@ -85,7 +86,6 @@ def test_mcp_tool_with_a_dangling_ref_is_refused_and_the_others_load(scripted: S
 def test_glassloop_ask_survives_a_model_calling_the_broken_tool(fake_server: FakeServer, home,
                                                                 tmp_path: Path) -> None:
     fake_server.script(tool_calls(call("t__broken_ref", {"value": "x"})), text("the tool is not there"))
-    home = {**home, "GLASSLOOP_MCP_ASK_WAIT_S": "20"}  # the server's tools are listed before the first call
     result = glassloop("ask", "use broken_ref", "--config", str(mcp_config(tmp_path / "mcp.toml")),
                        "--base-url", fake_server.base_url, env=home)
     assert "Traceback" not in result.stderr, result.stderr

@@ -36,14 +36,15 @@ from repl.session.journal import (
 )
 from repl.session.recap import TurnNote, recap, resumed_line, totals
 from repl.session.runtime import (
-    MCP_READY_WAIT_S,
     LazyProvider,
+    McpStart,
     build_registry,
     make_provider,
     new_id,
     not_saved,
     open_trace,
     start_mcp,
+    wait_for_mcp,
 )
 from repl.session.user_tools import UserTools
 from tools import store
@@ -178,6 +179,7 @@ class ChatSession:
         self._open_trace()
         self.journal: Journal | None = None
         self.mcp: McpManager | None = None  # once started, with servers configured
+        self.mcp_start: McpStart | None = None  # the servers as the first turn found them
         self.user_tools = UserTools(self.settings, self.registry, self._background_notice,
                                     self.ui.confirm if self.interactive else None)
 
@@ -391,8 +393,10 @@ class ChatSession:
         except KeyboardInterrupt:
             self.ui.info("cancelled while the model was starting")
             return None
-        if self.mcp is not None and not self.turns:
-            self.mcp.wait_ready(MCP_READY_WAIT_S)  # the first turn sees every server's tools
+        if self.mcp is not None and self.mcp_start is None:  # the first turn sees every server's tools
+            self.mcp_start = wait_for_mcp(self.mcp, self.ui.waiting)
+            if line := self.mcp_start.line():
+                self.emit(Notice(line))
         if not self.turns:
             self.user_tools.wait(USER_TOOLS_WAIT_S)
         self._writes, self._model_calls, self._turn_cost = [], [], Cost()

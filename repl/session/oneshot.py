@@ -18,11 +18,10 @@ controls and bidirectional overrides that JSON itself leaves raw.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import threading
-import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, TextIO
@@ -53,13 +52,14 @@ from repl.loop.history import History
 from repl.loop.prompts import system_prompt
 from repl.providers.base import ProviderError
 from repl.session.runtime import (
-    MCP_ASK_WAIT_S,
+    McpStart,
     build_registry,
     make_provider,
     new_id,
     not_saved,
     open_trace,
     start_mcp,
+    wait_for_mcp,
 )
 from repl.session.user_tools import UserTools
 from repl.tracing.trace import joined_text
@@ -228,8 +228,9 @@ def _answer(settings: Settings, history: History, question: str, provider: Any, 
             progress: Progress, redact: Redactor) -> int:
     """The turn, its answer printed and flushed; the exit code."""
     warming.join()
-    if mcp is not None:  # a server still starting after the bound offers its tools from the next step
-        mcp.wait_ready(mcp.started_at + _mcp_ask_wait_s() - time.monotonic())
+    started = None if mcp is None else wait_for_mcp(mcp, _status_line(stderr))
+    if started is not None and (line := started.line()):
+        emit(Notice(line))
     with Runner(provider, registry, Approver(mode), settings.guards, emit,
                 budget=session_budget(settings, Usage(), Cost())) as runner:
         finished = runner.run_turn(history, question)
@@ -239,7 +240,8 @@ def _answer(settings: Settings, history: History, question: str, provider: Any, 
               file=stderr)
     failure = turn_failure(finished, log)
     if not streamed:
-        _print_result(finished, log, as_json, stdout, redact, usd(finished.usage, price_for(settings)), failure)
+        _print_result(finished, log, as_json, stdout, redact, usd(finished.usage, price_for(settings)), failure,
+                      started)
     if failure and failure[0] == "no_answer" and not as_json:
         progress.say(f"error: {failure[1]}")
     stdout.flush()
@@ -262,11 +264,17 @@ def _warm(provider: Any) -> threading.Thread:
     return thread
 
 
-def _mcp_ask_wait_s() -> float:
-    try:
-        return max(0.0, float(os.environ.get("GLASSLOOP_MCP_ASK_WAIT_S", MCP_ASK_WAIT_S)))
-    except ValueError:
-        return MCP_ASK_WAIT_S
+def _status_line(out: TextIO) -> Callable[[str | None], None]:
+    """A status line written over in place on a terminal ``out`` (None clears it); nothing when
+    ``out`` is not a terminal (scripts get the progress lines only)."""
+    terminal = _is_terminal(out)
+
+    def status(text: str | None) -> None:
+        if terminal:
+            out.write("\r\x1b[2K" + (clean(text) if text else ""))
+            out.flush()
+
+    return status
 
 
 def turn_failure(finished: TurnFinished, log: EventLog) -> tuple[str, str] | None:
@@ -289,7 +297,7 @@ def turn_failure(finished: TurnFinished, log: EventLog) -> tuple[str, str] | Non
 
 def _print_result(finished: TurnFinished, log: EventLog, as_json: bool, out: TextIO,
                   redact: Redactor, cost_usd: float | None = None,
-                  failure: tuple[str, str] | None = None) -> None:
+                  failure: tuple[str, str] | None = None, mcp: McpStart | None = None) -> None:
     if as_json:
         payload: dict[str, Any] = {
             "answer": finished.answer,
@@ -299,6 +307,8 @@ def _print_result(finished: TurnFinished, log: EventLog, as_json: bool, out: Tex
             "cost_usd": cost_usd,  # null when the model has no price
             "trace": [to_dict(e) for e in joined_text(log.events) if not isinstance(e, WireRecord)],  # bodies: ID.wire
         }
+        if mcp is not None:  # with MCP servers configured: {"ready": [...], "not_ready": {name: why}}
+            payload["mcp"] = mcp.as_json()
         if failure:  # one place for scripts to look: {"type", "message"}
             payload["error"] = {"type": failure[0], "message": failure[1]}
         _print_json(payload, out, redact)

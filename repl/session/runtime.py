@@ -22,14 +22,9 @@ from repl.config.redact import redactor_for
 if TYPE_CHECKING:  # the REPL imports this module before its prompt: the rest is imported where used
     from repl.providers.base import Provider
     from repl.tracing.trace import Trace
+    from tools.mcp_client import McpManager
     from tools.registry import Registry
     from tools.store import StoreWrite
-
-MCP_READY_WAIT_S = 10.0  # how long a turn waits for MCP servers still connecting
-# `ask`: servers still connecting once the SDK is loaded are waited for until this long after their
-# start (GLASSLOOP_MCP_ASK_WAIT_S); a later server's tools join at the next step. Below the SDK's
-# import (~0.4 s here), so a server that is not ready costs nothing.
-MCP_ASK_WAIT_S = 0.3
 
 
 def new_id() -> str:
@@ -213,4 +208,43 @@ def start_mcp(settings: Settings, registry: Registry, notify: Callable[[str], No
     configs = [ServerConfig.from_table(name, table) for name, table in settings.mcp_servers.items()]
     return McpManager(configs, on_notice=notify, on_tools=register,
                       call_timeout_s=settings.guards.tool_timeout_s,
+                      connect_timeout_s=settings.mcp_startup_timeout_s,
                       log_dir=settings.state_dir / "mcp", redact=redactor_for(settings)).start()
+
+
+@dataclass(frozen=True)
+class McpStart:
+    """The MCP servers as the first turn found them: those ready, and why each other is not."""
+
+    ready: list[str]
+    not_ready: dict[str, str]
+
+    def line(self) -> str | None:
+        """One line naming the servers not ready; None when every one is."""
+        if not self.not_ready:
+            return None
+        one = len(self.not_ready) == 1
+        names = ", ".join(f"{name} ({why})" for name, why in self.not_ready.items())
+        return f"MCP server{'' if one else 's'} not ready, {'its' if one else 'their'} tools not offered: {names}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"ready": self.ready, "not_ready": self.not_ready}
+
+
+def wait_for_mcp(mcp: McpManager, status: Callable[[str | None], None]) -> McpStart:
+    """The first turn's wait for the MCP servers still starting, the REPL's and ``ask``'s: at most
+    ``[mcp] startup_timeout_s`` after their start. ``status`` is told what it waits for while it
+    does, and None after."""
+    shown = False
+
+    def tick(starting: list[str], elapsed: float) -> None:
+        nonlocal shown
+        shown = True
+        status(f"waiting for MCP server{'s' if len(starting) > 1 else ''} {', '.join(starting)}… {elapsed:.0f} s")
+
+    try:
+        not_ready = mcp.wait_started(tick)
+    finally:
+        if shown:
+            status(None)
+    return McpStart([name for name in mcp.servers if name not in not_ready], not_ready)

@@ -14,6 +14,7 @@ from repl.loop.agent import Limits, run_turn
 from repl.loop.approval import Approver
 from repl.loop.events import EventLog
 from repl.loop.history import History
+from repl.providers import smalltalk
 from repl.providers.chat import ChatProvider
 from repl.providers.grammar import SMALL_TALK_GRAMMAR, tool_grammar
 from repl.providers.smalltalk import is_small_talk
@@ -69,6 +70,17 @@ def test_a_message_that_splits_many_ways_is_decided_at_once() -> None:
     for message in ("bye " * 29 + "x", "thank you " * 11 + "x", "谢谢你" * 35 + "x", "bye " * 29 + "bye"):
         is_small_talk(message)
     assert time.perf_counter() - started < 0.5  # regex backtracking took seconds on the first
+
+
+def test_a_huge_paste_is_refused_before_it_is_normalised(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 5-million-character paste cost 9 s and 1.9 GB when normalised whole: its length decides first."""
+    normalised: list[int] = []
+    real = smalltalk.normalise
+    monkeypatch.setattr(smalltalk, "normalise", lambda text: normalised.append(len(text)) or real(text))
+    assert not is_small_talk("hi! " * 1_250_000)
+    assert not is_small_talk("thanks" + " " * 1000)
+    assert normalised == []
+    assert is_small_talk("  Thank you!!  ") and normalised == [15]  # a greeting still goes through
 
 
 def test_only_the_local_profiles_gate_small_talk() -> None:

@@ -123,6 +123,14 @@ def test_a_call_without_preview_shows_escaped_arguments() -> None:
     assert "needs approval (" not in shown  # a single call has no position
 
 
+def test_a_preview_that_timed_out_says_so_and_the_call_is_still_asked() -> None:
+    late = replace(NEW_TODO, preview={"unavailable": "timed out"})
+    choice, shown = ask("y", late)
+    assert choice.action == "yes"
+    assert "preview unavailable (timed out)" in shown
+    assert '"title": "明天下午三点开会"' in shown  # the arguments say what will be done
+
+
 def test_check_arguments() -> None:
     assert check_arguments('{"priority": "low"}', priority_schema) == ({"priority": "low"}, None)
     assert check_arguments("[1]", priority_schema)[1] == "the arguments must be a JSON object"

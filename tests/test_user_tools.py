@@ -11,17 +11,24 @@ from __future__ import annotations
 import json
 import re
 import sys
+import threading
 from pathlib import Path
+from typing import Any
 
 import pexpect
 import pytest
 
+from repl.loop.agent import Limits, run_turn
+from repl.loop.approval import ApprovalRequest, Approver, UserChoice
+from repl.loop.events import EventLog, ToolCallFinished
+from repl.loop.history import History
 from tests.fakeserver import call, text, tool_calls
 from tests.support import glassloop
 from tests.terminal import ANSI, READY, Repl
 from tools import store as store_module
 from tools.registry import Registry
-from tools.user_api import set_store_folder, store_folder
+from tools.user_api import MARK, set_store_folder, store_folder
+from tools.user_api import tool as user_tool
 from tools.user_loader import load_sources, read_sources, tool_files
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,6 +202,94 @@ def test_store_writes_are_reported_and_revert_byte_for_byte(stores):
     assert shop.path.read_bytes() == before
     with pytest.raises(ValueError):
         store("../escape")
+
+
+# ---- a preview: bounded, and made only for a person who sees it -------------------------------
+
+
+class Asked:
+    """The person at the approval dialog: says yes, after asking for the edited arguments' preview."""
+
+    def __init__(self) -> None:
+        self.previews: list[Any] = []
+
+    def ask(self, request: ApprovalRequest, validate: Any) -> UserChoice:
+        assert request.preview_for is not None
+        self.previews += [request.preview, request.preview_for({"name": "tea"})]
+        return UserChoice("yes")
+
+
+def slow_preview_tool(previewed: list[str], release: threading.Event, timeout_s: float | None = None) -> Registry:
+    """A user tool whose preview records each call and then waits for ``release``."""
+
+    def preview_add(name: str) -> dict:
+        previewed.append(name)
+        release.wait(60)
+        return {"before": None, "after": {"name": name}}
+
+    @user_tool(side_effects=True, preview=preview_add, timeout_s=timeout_s)
+    def add_thing(name: str) -> dict:
+        """Add a thing.
+
+        Args:
+            name: the thing
+        """
+        return {"added": name}
+
+    declared = getattr(add_thing, MARK)
+    assert declared.tool is not None, declared.problem
+    return Registry([declared.tool])
+
+
+@pytest.mark.parametrize("mode", ["read-only", "auto", "ask"])
+def test_a_preview_nobody_sees_is_not_made(fake_server, quiet_provider, mode):
+    """read-only and ask without a terminal deny, auto allows, all without asking: no preview."""
+    previewed: list[str] = []
+    release = threading.Event()
+    release.set()
+    fake_server.script(tool_calls(call("add_thing", {"name": "milk"})), text("done"))
+    log = EventLog()
+    finished = run_turn(History("test"), "add milk", provider=quiet_provider,
+                        registry=slow_preview_tool(previewed, release), approver=Approver(mode),
+                        limits=Limits(), emit=log)
+    assert finished.stopped_by == "answer" and previewed == []
+    [result] = log.of(ToolCallFinished)
+    assert result.ok is (mode == "auto")
+
+
+def test_a_slow_preview_times_out_with_the_tool_and_the_person_is_still_asked(fake_server, quiet_provider):
+    previewed: list[str] = []
+    release = threading.Event()
+    person = Asked()
+    fake_server.script(tool_calls(call("add_thing", {"name": "milk"})), text("done"))
+    log = EventLog()
+    try:
+        finished = run_turn(History("test"), "add milk", provider=quiet_provider,
+                            registry=slow_preview_tool(previewed, release, timeout_s=0.2),
+                            approver=Approver("ask", person), limits=Limits(), emit=log)
+    finally:
+        release.set()
+    assert person.previews == [{"unavailable": "timed out"}] * 2
+    assert finished.stopped_by == "answer" and log.of(ToolCallFinished)[0].result == {"ok": True, "added": "milk"}
+
+
+def test_a_slow_preview_ends_with_the_turns_time(fake_server, quiet_provider):
+    """The preview gets the turn's time left, and what it used counts against the turn."""
+    previewed: list[str] = []
+    release = threading.Event()
+    person = Asked()
+    fake_server.script(tool_calls(call("add_thing", {"name": "milk"})), text("out of time"))
+    log = EventLog()
+    try:
+        finished = run_turn(History("test"), "add milk", provider=quiet_provider,
+                            registry=slow_preview_tool(previewed, release),
+                            approver=Approver("ask", person), limits=Limits(turn_timeout_s=1.0), emit=log)
+    finally:
+        release.set()
+    assert person.previews[0] == {"unavailable": "timed out"}
+    assert finished.stopped_by == "timeout"
+    [result] = log.of(ToolCallFinished)
+    assert result.error_type == "timeout" and "was not run" in result.result["error"]["message"]
 
 
 # ---- the real program: ask, trust, packages ----------------------------------------------

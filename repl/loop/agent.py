@@ -542,8 +542,13 @@ class _Turn:
             assert arguments is not None  # parse_arguments sets one of the two
             later = tuple(PendingCall(c.id, c.name, _display_args(c.arguments), t.destructive)
                           for c, t in effectful[index + 1:])
-            request = ApprovalRequest(step, call.id, call.name, arguments, _preview(tool, arguments), index + 1,
-                                      len(effectful), tool.destructive, later, lambda edited: _preview(tool, edited))
+            request = ApprovalRequest(step, call.id, call.name, arguments, None, index + 1, len(effectful),
+                                      tool.destructive, later)
+            if runner.approver.will_ask(request):  # a preview is made only for a person who sees it
+                preview = self._preview(tool, arguments, self.time_left())
+                left = self.time_left()  # an edit's preview gets what the turn had when the person was asked
+                request = replace(request, preview=preview,
+                                  preview_for=lambda edited: self._preview(tool, edited, left))
             runner.emit(ApprovalRequested(step, call.id, call.name, arguments))
 
             def validate(args: dict[str, Any]) -> str | None:
@@ -610,22 +615,43 @@ class _Turn:
         timeout = (tool.timeout_s if tool and tool.timeout_s else self.runner.limits.tool_timeout_s)
         until = min(started + timeout, self.deadline)
         try:
-            # Short slices: a SIGINT that lands between releasing the GIL and blocking in the
-            # wait does not wake it, and would otherwise wait for the whole timeout.
-            while (left := until - time.monotonic()) > _SLICE_S:
-                try:
-                    return future.result(timeout=_SLICE_S)
-                except FutureTimeout:
-                    continue
-            return future.result(timeout=max(0.0, left))
+            return _result_by(future, until)
         except FutureTimeout:
             self.runner._overran(future, cancel)
             why = (f"did not finish within {timeout:g} s" if until < self.deadline
                    else f"was stopped after {until - started:.1f} s: the turn's time ran out (turn_timeout_s)")
             return error_result("timeout", f"{call.name} {why}"), time.monotonic()
 
+    def _preview(self, tool: Tool, arguments: dict[str, Any], left: float) -> dict[str, Any] | None:
+        """The tool's preview run like its call: in the pool, for at most its timeout and ``left``
+        (the turn's time); one that does not finish by then is ``{"unavailable": "timed out"}``."""
+        if tool.preview is None:
+            return None
+        limit = min(tool.timeout_s or self.runner.limits.tool_timeout_s, left)
+        if limit <= 0:
+            return {"unavailable": "timed out"}
+        cancel = self.cancel.child()
+        future = self.runner._pools[-1].submit(_preview, tool, arguments)
+        try:
+            return _result_by(future, time.monotonic() + limit)
+        except FutureTimeout:
+            self.runner._overran(future, cancel)
+            return {"unavailable": "timed out"}
+
 
 _SLICE_S = 0.1
+
+
+def _result_by(future: Future, until: float) -> Any:
+    """``future``'s result, or FutureTimeout once ``time.monotonic()`` reaches ``until``. Waits in
+    short slices: a SIGINT that lands between releasing the GIL and blocking in the wait does not
+    wake it, and would otherwise wait for the whole timeout."""
+    while (left := until - time.monotonic()) > 0:
+        try:
+            return future.result(timeout=min(left, _SLICE_S))
+        except FutureTimeout:
+            continue
+    return future.result(timeout=0)
 
 
 @dataclass(frozen=True)
@@ -726,10 +752,10 @@ def _emit_finished(emit, step, call, result, started, ended: float | None = None
     emit(ToolCallFinished(step, call.id, call.name, ok, result, duration, error_type, repeat_of))
 
 
-def _preview(tool, arguments) -> dict[str, Any] | None:
-    """``{"before", "after"}`` from the tool; ``{"fails": message}`` when the tool already
-    refuses these arguments (a todo that does not exist): the person is told, not asked blindly."""
-    if tool is None or tool.preview is None:
+def _preview(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """Run in a worker: ``{"before", "after"}`` from the tool; ``{"fails": message}`` when the tool
+    already refuses these arguments (a todo that does not exist): the person is told, not asked blindly."""
+    if tool.preview is None:
         return None
     try:
         return tool.preview(arguments)

@@ -2,7 +2,8 @@
 
 The agent loop asks ``Approver.decide()`` before every side effect. The mode
 and the session's rules decide without asking when they can; only mode ``ask``
-with an interactive prompt reaches the user.
+with an interactive prompt reaches the user (``will_ask``: the loop makes a
+tool's preview only then).
 
 Session rules: ``a`` (always: this tool, until ``/approve`` or ``/reset`` clears
 it) and ``r`` (the later side-effecting calls of this step, listed to the user
@@ -37,7 +38,9 @@ class ApprovalRequest:
     call_id: str
     name: str
     arguments: dict[str, Any]
-    preview: dict[str, Any] | None  # {"before": ..., "after": ...} when the tool offers one
+    # {"before": ..., "after": ...} when the tool offers one; {"fails": message} when it refuses
+    # these arguments; {"unavailable": why} when it did not finish in time
+    preview: dict[str, Any] | None
     index: int  # 1-based position among this step's side-effecting calls
     count: int
     destructive: bool = False  # never covered by a session rule
@@ -92,6 +95,14 @@ class Approver:
     always: set[str] = field(default_factory=set)
     _rest: frozenset[tuple[int, str]] = frozenset()  # (step, call id) approved with ``r``
 
+    def will_ask(self, request: ApprovalRequest) -> bool:
+        """Whether ``decide`` puts this call to a person (the loop makes a preview only then)."""
+        return self.mode == "ask" and self.asker is not None and not self._by_rule(request)
+
+    def _by_rule(self, request: ApprovalRequest) -> bool:
+        return not request.destructive and (
+            request.name in self.always or (request.step, request.call_id) in self._rest)
+
     def decide(
         self, request: ApprovalRequest, validate: Callable[[dict[str, Any]], str | None]
     ) -> Decision:
@@ -99,8 +110,7 @@ class Approver:
             return Deny("mode", "read-only mode: side effects are not allowed")
         if self.mode == "auto":
             return Allow("mode")
-        if not request.destructive and (
-                request.name in self.always or (request.step, request.call_id) in self._rest):
+        if self._by_rule(request):
             return Allow("rule")
         if self.asker is None:
             return Deny("mode", "no one to approve it (not a terminal); rerun with --yes to allow")

@@ -49,6 +49,9 @@ class _DryRun:
     def new_turn(self) -> None:
         pass
 
+    def will_ask(self, request: ApprovalRequest) -> bool:
+        return False
+
     def decide(self, request: ApprovalRequest, validate: Callable[[dict[str, Any]], str | None]) -> Deny:
         return Deny("mode", DRY_RUN)
 

@@ -198,7 +198,7 @@ def check_arguments(text: str, validate: Validate) -> tuple[dict[str, Any], str 
 def approval_panel(request: ApprovalRequest, arguments: dict[str, Any], edited: bool) -> Panel:
     """The change preview (+ new / ~ changed fields / - deleted item), one line a field, and
     the arguments only when they say what the preview does not (or were edited); a call
-    whose preview failed says it will fail."""
+    whose preview failed says it will fail, one whose preview did not finish in time says so."""
     title = Text.assemble((clean(request.name), "bold"), " — needs approval")
     if request.count > 1:
         title.append(f" ({request.index}/{request.count})")
@@ -206,11 +206,13 @@ def approval_panel(request: ApprovalRequest, arguments: dict[str, Any], edited: 
     preview = _preview(request, arguments) if edited else request.preview
     if preview is not None and "fails" in preview:
         parts.append(Text(f"✗ {_failure(preview['fails'])}: this call will fail", "bold red"))
+    elif preview is not None and "unavailable" in preview:
+        parts.append(Text(f"preview unavailable ({clean(str(preview['unavailable']))})", "dim"))
     elif preview is not None:
         parts.append(preview_view(preview.get("before"), preview.get("after")))
     elif request.preview is not None:
         parts.append(Text("no preview for the edited arguments", "dim"))
-    if edited or preview is None or "fails" in preview or not _said_by(arguments, preview):
+    if edited or preview is None or preview.keys() & {"fails", "unavailable"} or not _said_by(arguments, preview):
         parts.append(Text("arguments (edited)" if edited else "arguments", "dim italic"))
         parts.append(arguments_text(arguments))
     subtitle = Text("destructive: asked every time", "red") if request.destructive else None

@@ -9,6 +9,7 @@ scripted server for approval, preview, undo, reload, trust and entry points.
 from __future__ import annotations
 
 import json
+import py_compile
 import re
 import sys
 import threading
@@ -415,6 +416,39 @@ def test_project_trust_binds_to_content_and_only_the_user_may_trust_all(home, tm
     assert loaded_names(project) == []
     write(user_config, "config.toml", "[tools]\ntrust_project_tools = true\n")  # the user can
     assert loaded_names(project) == ["project_answer"]
+
+
+HELPED_TOOL = ("import sys\nfrom pathlib import Path\n\nsys.path.insert(0, str(Path(__file__).parent))\n"
+               "from _answer_helper import ANSWER  # noqa: E402\nfrom answer_lib.deep import DEEP  # noqa: E402\n"
+               "from glassloop_tools import tool  # noqa: E402\n\n\n@tool\ndef helped_answer() -> str:\n"
+               "    '''The project's answer, from its helper.'''\n    return ANSWER + DEEP\n")
+
+
+def test_project_trust_covers_the_files_its_tools_import(home, tmp_path, monkeypatch):
+    """Trust binds to every file of the folder Python can import (``_helper.py``, packages at any
+    depth, compiled extensions), not only the tool files: an edit to any of them asks again."""
+    for key, value in home.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the tool file puts its folder on it
+    for name in ("_answer_helper", "answer_lib", "answer_lib.deep"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    project = tmp_path / "cloned"
+    folder = project / ".glassloop" / "tools"
+    write(folder, "answer.py", HELPED_TOOL)
+    helper = write(folder, "_answer_helper.py", "ANSWER = '4'\n")
+    deep = write(folder / "answer_lib", "deep.py", "DEEP = '2'\n")
+    write(folder / "answer_lib", "__init__.py", "")
+    assert glassloop("trust", env=home, cwd=project).returncode == 0
+    assert loaded_names(project) == ["helped_answer"]
+    py_compile.compile(str(helper), doraise=True)  # the bytecode Python writes on import: still trusted
+    assert loaded_names(project) == ["helped_answer"]
+    for edit in (lambda: helper.write_text("ANSWER = 'rm -rf'\n", encoding="utf-8"),
+                 lambda: deep.write_text("DEEP = 'curl evil'\n", encoding="utf-8"),
+                 lambda: write(folder / "answer_lib", "fast.cpython-311-x86_64-linux-gnu.so", "\x7fELF")):
+        edit()
+        assert loaded_names(project) == [], "an edit beside the tool files kept the trust"
+        assert glassloop("trust", env=home, cwd=project).returncode == 0
+        assert loaded_names(project) == ["helped_answer"]
 
 
 # ---- the REPL in a pseudo-terminal ---------------------------------------------------------

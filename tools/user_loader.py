@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import os
 import re
+import stat
 import sys
 import threading
 import types
@@ -77,14 +79,51 @@ def read_sources(paths: Iterable[Path]) -> list[Source]:
     return out
 
 
-def digest(sources: Iterable[Source]) -> str:
-    """SHA-256 over the files' names and bytes, in name order (what a trust record binds to)."""
+def digest(sources: Iterable[Source], folder: Path | None = None) -> str:
+    """SHA-256 over the files' names and bytes, in name order (what a trust record binds to);
+    with ``folder``, also over every other file in it that Python could import, at any depth:
+    the ``_helper.py``, package or compiled extension a tool file may import (``__pycache__``,
+    which Python writes itself, left out)."""
     h = hashlib.sha256()
-    for source in sorted(sources, key=lambda s: s.path.name):
-        data = source.data or b""
-        h.update(source.path.name.encode("utf-8", "surrogateescape") + b"\0")
+    ran = sorted(sources, key=lambda s: s.path.name)
+    entries = [(s.path.name, s.data or b"") for s in ran]
+    if folder is not None:
+        names = {s.path.name for s in ran}
+        entries += [(name, _file_sha256(path)) for name, path in _importable(Path(folder)) if name not in names]
+    for name, data in entries:
+        h.update(name.encode("utf-8", "surrogateescape") + b"\0")
         h.update(len(data).to_bytes(8, "big") + data)
     return h.hexdigest()
+
+
+_IMPORTABLE = tuple(importlib.machinery.all_suffixes())  # .py, .pyc, the extension modules' suffixes
+
+
+def _importable(folder: Path) -> list[tuple[str, Path]]:
+    """(path relative to ``folder``, path) of each file under it with a suffix Python imports,
+    in order; a symlinked folder is followed once."""
+    found, seen = [], set()
+    for root, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:
+            dirs.clear()
+            continue
+        seen.add(real)
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        paths = [Path(root, name) for name in files if name.endswith(_IMPORTABLE)]
+        found += [(path.relative_to(folder).as_posix(), path) for path in paths]
+    return sorted(found)
+
+
+def _file_sha256(path: Path) -> bytes:
+    """The SHA-256 of a regular file's bytes; a FIFO or device is never read (its kind stands in)."""
+    try:
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as file:
+            if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+                return b"not a regular file"
+            return hashlib.file_digest(file, "sha256").digest()
+    except OSError as exc:
+        return f"unreadable: {exc.strerror or exc}".encode()
 
 
 def forget(modules: Iterable[str]) -> None:

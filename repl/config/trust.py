@@ -151,8 +151,9 @@ PROJECT_TOOLS = Path(".glassloop") / "tools"
 
 @dataclass(frozen=True)
 class ToolsTrust:
-    """A project's tool folder: its files, the SHA-256 over their names and bytes, and
-    whether that content is trusted (recorded, or ``trust_project_tools = true``)."""
+    """A project's tool folder: its tool files, the SHA-256 over their names and bytes and those
+    of every other file there Python could import (``tools.user_loader.digest``), and whether
+    that content is trusted (recorded, or ``trust_project_tools = true``)."""
 
     path: Path
     sha256: str
@@ -174,7 +175,7 @@ def project_tools(cwd: Path, trust_all: bool = False) -> ToolsTrust | None:
     sources = read_sources(tool_files(folder))
     if not sources:
         return None
-    sha = digest(sources)
+    sha = digest(sources, folder)
     return ToolsTrust(folder, sha, trust_all or tools_trusted(folder, sha),
                       tuple(s.path.name for s in sources))
 

@@ -129,7 +129,8 @@ class UserTools:
 
         if self.settings.trust_project_tools:
             return True
-        folder, sha = self.project_folder, digest(sources)
+        folder = self.project_folder
+        sha = digest(sources, folder)  # the files they may import too
         if tools_trusted(folder, sha):
             return True
         tools = ToolsTrust(folder, sha, False, tuple(s.path.name for s in sources))

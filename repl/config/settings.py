@@ -194,7 +194,7 @@ class Settings:
     provider_auto: bool = False  # True when provider = "auto" chose it
     data_dir: Path = Path()
     state_dir: Path = Path()
-    config_dir: Path = Path()  # the user's: config.toml, trusted.json, tools/
+    config_dir: Path = Path()  # the user's: config.toml, trust.json, tools/
     sources: dict[str, str] = field(default_factory=dict)  # dotted key -> "default" | file | "env X" | "flag --x"
     config_files: tuple[Path, ...] = ()  # files read, lowest layer first
     project: "ProjectTrust | None" = None  # ./glassloop.toml as read, and what it was not allowed to set

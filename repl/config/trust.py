@@ -7,8 +7,9 @@ declared ``tighten`` that only tightens a lower layer (fewer steps, a smaller
 budget, a stricter approval mode, a higher price). Everything else (MCP servers,
 base URLs and key variables, approval loosened, file roots, store and trace
 paths, provider choice, new prices) needs trust: ``glassloop trust`` or a yes
-at the REPL's start records the file's path and the SHA-256 of its bytes in the user's config dir;
-a changed file is untrusted again (the way ``direnv allow`` binds to content).
+at the REPL's start records the file's path and the SHA-256 of its bytes in the user's config dir
+(``trust.json``, a record of its own, not a config file); a changed file is untrusted again (the
+way ``direnv allow`` binds to content).
 
 Standard library and platformdirs only: this module is on the start-up path.
 Writes go through the locked, atomic JSON store, imported when needed.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,11 @@ import platformdirs
 from repl.config.schema import ConfigError, Spec, printable, read_input, spec_at
 
 APP = "glassloop"
-TRUST_FILE = "trusted.json"
+TRUST_FILE = "trust.json"  # {"version": 2, "trusted": [{"path", "sha256"}, ...]}, one entry a line
+OLD_TRUST_FILE = "trusted.json"  # {"version": 1, "projects": {path: sha256}}: read once, moved in
+# The record's own limit, not a config file's 256 kB (which ~1,900 folders filled): ~100,000
+# folders, and a write drops the folders that are gone.
+MAX_TRUST_BYTES = 16_000_000
 
 
 @dataclass(frozen=True)
@@ -84,25 +90,62 @@ def digest(raw: bytes) -> str:
 
 
 def _validate(data: Any) -> dict[str, Any]:
+    entries = data.get("trusted") if isinstance(data, dict) else None
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("path"), str) and isinstance(e.get("sha256"), str)
+            for e in entries):
+        raise ValueError('expected {"version": 2, "trusted": [{"path": ..., "sha256": ...}, ...]}')
+    return {"version": 2, "trusted": entries}
+
+
+def _entries(data: Any) -> dict[str, str]:
+    return {e["path"]: e["sha256"] for e in _validate(data)["trusted"]}
+
+
+def _old_entries(data: Any) -> dict[str, str]:
     projects = data.get("projects") if isinstance(data, dict) else None
     if not isinstance(projects, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in projects.items()):
         raise ValueError('expected {"version": 1, "projects": {path: sha256}}')
-    return {"version": 1, "projects": projects}
+    return projects
 
 
-def trusted_projects() -> dict[str, str]:
-    """path -> sha256 of every trusted project file; ConfigError (one line) if the record is bad."""
-    path = trust_file()
-    raw = read_input(path, required=False)
-    if raw is None or not raw.strip():
+def _old_trust_file() -> Path:
+    return trust_file().with_name(OLD_TRUST_FILE)
+
+
+def _read(path: Path, entries: Callable[[Any], dict[str, str]]) -> dict[str, str] | None:
+    """path -> sha256 of the record at ``path`` (``entries`` reads its format); None when there
+    is no such file; ConfigError (one line) if it is bad."""
+    raw = read_input(path, required=False, limit=MAX_TRUST_BYTES)
+    if raw is None:
+        return None
+    if not raw.strip():
         return {}
     try:
-        return _validate(json.loads(raw.decode("utf-8")))["projects"]
+        return entries(json.loads(raw.decode("utf-8")))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         problem = str(exc).splitlines()[0] if isinstance(exc, ValueError) else "not valid JSON"
         raise ConfigError(f"config error in {path}: {problem}; fix it or delete it "
                           "(every project file is then untrusted)") from None
+
+
+def trusted_projects() -> dict[str, str]:
+    """path -> sha256 of every trusted project file and tool folder; ConfigError (one line) if
+    the record is bad. The old record, when there is no new one, is read and moved into it."""
+    trusted = _read(trust_file(), _entries)
+    if trusted is not None:
+        return trusted
+    old = _read(_old_trust_file(), _old_entries)
+    if old is None:  # none, or another process just moved it
+        return _read(trust_file(), _entries) or {}
+    from tools.store import StoreError
+
+    try:
+        _update(lambda record: False)
+    except (ConfigError, StoreError, OSError):
+        pass  # a config dir we cannot write: the old record still answers, and is moved by a later write
+    return old
 
 
 def screen(path: Path, raw: bytes, layer: dict[str, Any], below: dict[str, Any]) -> ProjectTrust:
@@ -117,24 +160,51 @@ def screen(path: Path, raw: bytes, layer: dict[str, Any], below: dict[str, Any])
     return ProjectTrust(path, sha, trusted, risky)
 
 
+def _update(change: Callable[[dict[str, str]], bool]) -> bool:
+    """Locked read -> ``change(record)`` (path -> sha256, changed in place; True if it changed)
+    -> atomic write. The first write moves the old record in; every write drops the entries
+    whose folder is gone."""
+    from tools.store import encode_json, update_json  # locked atomic write, off the start-up path
+
+    path, old = trust_file(), _old_trust_file()
+
+    def apply(data: dict[str, Any]) -> tuple[dict[str, Any] | None, tuple[bool, bool]]:
+        moving = not path.exists() and old.exists()  # under the lock: no other writer moves it now
+        record = (_read(old, _old_entries) or {}) if moving else _entries(data)
+        before = dict(record)
+        changed = change(record)
+        record = {key: sha for key, sha in record.items() if os.path.isdir(os.path.dirname(key))}
+        if record == before and not moving:
+            return None, (changed, False)
+        new = {"version": 2, "trusted": [{"path": key, "sha256": sha} for key, sha in sorted(record.items())]}
+        if len(encode_json(new)) > MAX_TRUST_BYTES:
+            raise ConfigError(f"cannot record trust in {path}: it would exceed {MAX_TRUST_BYTES // 1_000_000} MB; "
+                              "revoke the folders you no longer use (`glassloop trust --revoke`)")
+        return new, (changed, moving)
+
+    changed, moved = update_json(path, apply, {"version": 2, "trusted": []}, _validate)
+    if moved:
+        old.unlink(missing_ok=True)
+    return changed
+
+
 def _change_record(path: Path, sha: str | None) -> bool:
     """Set (``sha``) or remove (None) the record for ``path``; True if it changed."""
-    from tools.store import StoreError, update_json  # locked atomic write, off the start-up path
+    from tools.store import StoreError
 
     key = trust_key(path)
 
-    def change(data: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
-        projects = data["projects"]
-        if projects.get(key) == sha:
-            return None, False
+    def change(record: dict[str, str]) -> bool:
+        if record.get(key) == sha:
+            return False
         if sha is None:
-            del projects[key]
+            del record[key]
         else:
-            projects[key] = sha
-        return data, True
+            record[key] = sha
+        return True
 
     try:
-        return update_json(trust_file(), change, {"version": 1, "projects": {}}, _validate)
+        return _update(change)
     except (StoreError, OSError) as exc:
         reason = str(exc).splitlines()[0] if isinstance(exc, StoreError) else exc.strerror or str(exc)
         raise ConfigError(f"cannot record trust in {trust_file()}: {reason}") from None

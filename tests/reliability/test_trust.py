@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import sys
+from hashlib import sha256
 from pathlib import Path
 
 import pexpect
@@ -40,8 +41,9 @@ def mcp_marker_project(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def trust_records(env: dict[str, str]) -> dict[str, str]:
-    path = Path(env["XDG_CONFIG_HOME"]) / "glassloop" / "trusted.json"
-    return json.loads(path.read_text(encoding="utf-8"))["projects"] if path.exists() else {}
+    path = Path(env["XDG_CONFIG_HOME"]) / "glassloop" / "trust.json"
+    entries = json.loads(path.read_text(encoding="utf-8"))["trusted"] if path.exists() else []
+    return {entry["path"]: entry["sha256"] for entry in entries}
 
 
 def test_untrusted_mcp_command_never_runs_until_trusted(fake_server, home, tmp_path):
@@ -212,12 +214,44 @@ def test_trust_errors_are_one_line(home, tmp_path):
     bad = glassloop_here("trust", env=home, cwd=broken)
     assert bad.returncode == 2 and "mcp.servers.x.command" in bad.stderr and trust_records(home) == {}
     project, _ = mcp_marker_project(tmp_path / "other")
-    records = Path(home["XDG_CONFIG_HOME"]) / "glassloop" / "trusted.json"
-    records.parent.mkdir(parents=True)
-    records.write_text("{not json", encoding="utf-8")
-    for args in (["trust"], ["ask", "hi"], ["config"]):
-        result = glassloop(*args, env=home, cwd=project)
-        assert result.returncode == 2, result.stderr
-        lines = result.stderr.strip().splitlines()
-        assert len(lines) == 1 and str(records) in lines[0] and "Traceback" not in result.stderr
-    assert records.read_text(encoding="utf-8") == "{not json"  # never overwritten
+    for name in ("trusted.json", "trust.json"):  # the old record (read once, then moved) and the record
+        records = Path(home["XDG_CONFIG_HOME"]) / "glassloop" / name
+        records.parent.mkdir(parents=True, exist_ok=True)
+        records.write_text("{not json", encoding="utf-8")
+        for args in (["trust"], ["ask", "hi"], ["config"]):
+            result = glassloop(*args, env=home, cwd=project)
+            assert result.returncode == 2, result.stderr
+            lines = result.stderr.strip().splitlines()
+            assert len(lines) == 1 and str(records) in lines[0] and "Traceback" not in result.stderr
+        assert records.read_text(encoding="utf-8") == "{not json"  # never overwritten
+
+
+def test_thousands_of_trusted_folders_start_and_trust_and_gone_ones_are_pruned(fake_server, home, tmp_path):
+    """The trust record has its own file and limit: 3,000 folders in the old record (over the 256 kB
+    of a config file) still start, a new folder is trusted, the old record is read once and moved
+    to the new one, and a folder that is gone is dropped from it."""
+    folders = [tmp_path / "many" / f"checkout-number-{n:04}" for n in range(3000)]
+    for folder in folders:
+        folder.mkdir(parents=True)
+    gone = str(tmp_path / "deleted-checkout" / "glassloop.toml")
+    kept = {str(f / "glassloop.toml"): "ab" * 32 for f in folders}
+    old = Path(home["XDG_CONFIG_HOME"]) / "glassloop" / "trusted.json"
+    old.parent.mkdir(parents=True)
+    old.write_text(json.dumps({"version": 1, "projects": {**kept, gone: "cd" * 32}}), encoding="utf-8")
+    assert old.stat().st_size > 256_000
+    project, marker = mcp_marker_project(tmp_path)
+    fake_server.script(text("untrusted"), text("trusted"))
+    before = glassloop_here("ask", "hi", "--base-url", fake_server.base_url, env=home, cwd=project)
+    assert before.returncode == 0 and "not trusted" in before.stderr, before.stderr
+    assert not old.exists() and trust_records(home) == kept  # read once: moved, the gone folder left out
+
+    assert glassloop_here("trust", env=home, cwd=project).returncode == 0
+    project_file = project / "glassloop.toml"
+    assert trust_records(home) == {**kept, str(project_file.resolve()): sha256(project_file.read_bytes()).hexdigest()}
+    after = glassloop("ask", "hi", "--base-url", fake_server.base_url, env=home, cwd=project)
+    assert after.returncode == 0 and marker.exists() and "not trusted" not in after.stderr, after.stderr
+
+    for folder in folders[:10]:
+        folder.rmdir()
+    assert glassloop_here("trust", "--revoke", env=home, cwd=project).returncode == 0
+    assert trust_records(home) == {str(f / "glassloop.toml"): "ab" * 32 for f in folders[10:]}

@@ -196,6 +196,25 @@ def test_calls_of_an_answer_cut_at_the_token_limit_do_not_run(fake_server, provi
     assert fake_server.history_errors == [] and check(history.messages) == []
 
 
+def test_a_whole_text_call_in_a_reply_cut_at_the_token_limit_does_not_run(fake_server, registry, todos_file):
+    """Tool calls written as text (the embedded model's way): the adapter parses a call out of
+    the text, but the reply was still cut, so the call is not run, as with native calls."""
+    before = todos_file.read_bytes()
+    p = ADAPTERS["chat"](name="test", model="m", base_url=fake_server.base_url, api_key="k",
+                         max_retries=0, timeout_s=10, tool_call_format="text")
+    fake_server.script(
+        text('{"name": "add_todo", "arguments": {"title": "Buy milk"}}\nAnd then I will', finish_reason="length"),
+        text("The reply was cut off."),
+    )
+    try:
+        finished, log, _ = turn(p, registry, "add milk", mode="auto")
+    finally:
+        p.close()
+    assert todos_file.read_bytes() == before
+    assert [(e.name, e.error_type) for e in log.of(ToolCallFinished)] == [("add_todo", "truncated")]
+    assert finished.answer == "The reply was cut off."
+
+
 def test_calls_cut_at_the_token_limit_are_shown_and_traced(fake_server, home):
     before = Path(home["GLASSLOOP_TODOS_FILE"]).read_bytes()
     fake_server.script(tool_calls(call("add_todo", {"title": "Buy milk"}), finish_reason="length"),

@@ -83,7 +83,11 @@ class _Assembly(Assembly):
         return self.content() + "".join("".join(p.arguments) for p in self.calls.values())
 
     def finish(self, calls: list[ToolCall]) -> str | None:
-        return "tool_calls" if self.text_filter is not None and calls else self.finish_reason
+        """Calls parsed from text are ``tool_calls``, unless the reply was cut at the token
+        limit: then, as with native calls, none of them may run."""
+        if self.text_filter is not None and calls and self.finish_reason != "length":
+            return "tool_calls"
+        return self.finish_reason
 
     def end(self) -> Iterator[Part]:
         if self.text_filter is not None:

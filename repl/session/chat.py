@@ -34,7 +34,15 @@ from repl.session.journal import (
     load_checked,
     recent_sessions,
 )
-from repl.session.recap import TurnNote, recap, resumed_line, totals
+from repl.session.recap import (
+    TurnNote,
+    endpoint_of,
+    recap,
+    resumed_line,
+    resumed_on,
+    session_endpoint,
+    totals,
+)
 from repl.session.runtime import (
     LazyProvider,
     McpStart,
@@ -169,6 +177,7 @@ class ChatSession:
     _writes: list[store.StoreWrite] = field(default_factory=list)
     _model_calls: list[ModelUsage] = field(default_factory=list)
     _turn_cost: Cost = field(default_factory=Cost)
+    _resumed_on: str | None = None  # the line saying a resume moved to the session's provider or model
 
     def __post_init__(self) -> None:
         self.registry = build_registry(self.settings, on_write=self._on_write)  # what /undo takes back
@@ -224,8 +233,8 @@ class ChatSession:
         folder = self.settings.data_dir / "sessions"
         try:
             if path is None:
-                meta = {"session": self.session_id, "provider": self.settings.active.name,
-                        "model": self.settings.active.model, "system_prompt": self.history.system_prompt}
+                meta = {"session": self.session_id, **endpoint_of(self.settings.active),
+                        "system_prompt": self.history.system_prompt}
                 self.journal = Journal(folder / f"{self.session_id}.jsonl", redactor_for(self.settings), meta,
                                        lazy=True)
             else:
@@ -263,6 +272,7 @@ class ChatSession:
             return False
         if self.journal:
             self.journal.close()
+        self._go_where_it_ran(session_endpoint(loaded.meta, loaded.turns))
         self.session_id = path.stem
         self.history = History.from_json({"system_prompt": loaded.meta.get("system_prompt") or self._system_prompt(),
                                           "messages": loaded.messages})
@@ -285,6 +295,18 @@ class ChatSession:
         earlier, recent = recap(self.history.messages)
         self.ui.recap(earlier, recent)
         self.ui.info(resumed_line(self.session_id, len(self.history.turn_starts()), len(self.history.messages)))
+        if self._resumed_on:
+            self.ui.info(self._resumed_on)
+
+    def _go_where_it_ran(self, endpoint: dict[str, Any]) -> None:
+        """A resumed session's provider, base URL, API and model, unless a flag chose them
+        (``recap.resumed_on``); the line that says so is shown with the recap."""
+        settings, self._resumed_on = resumed_on(self.settings, endpoint)
+        if settings is not self.settings:
+            self.settings = settings
+            if self._provider is not None:
+                self._close_provider()
+                self.start_provider()
 
     def _continue_numbers(self, notes: list[dict[str, Any]]) -> None:
         """Usage, cost, context share and turn numbers go on from the journal's turn records."""
@@ -429,7 +451,7 @@ class ChatSession:
         self.turns.append(record)
         self.ledger.append(record)
         if self.journal:
-            self.journal.note_turn(record.note())
+            self.journal.note_turn({**record.note(), **endpoint_of(self.settings.active)})
 
     def set_step(self, on: bool) -> bool:
         """Step mode on or off; False (and one line) when there is no terminal to pause in."""

@@ -19,10 +19,13 @@ import json
 import os
 import stat
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from repl.config.load import ConfigError, ProviderSettings, Settings, with_overrides
+from repl.config.redact import REDACTED, mask_url
+from repl.config.schema import check, spec_for
 from repl.loop.cost import Cost
 from repl.loop.events import TurnFinished, Usage
 
@@ -79,6 +82,66 @@ def note_record(turns: list[dict[str, Any]], record: dict[str, Any]) -> None:
         last = next((r for r in reversed(turns) if not r["undone"]), None)
         if last is not None:
             last["undone"] = True
+
+
+# ---- where a session ran: its provider, base URL, API and model ----------------------------
+
+ENDPOINT = ("provider", "base_url", "api", "model")  # keys of the meta record and of each turn record
+
+
+def endpoint_of(profile: ProviderSettings) -> dict[str, str]:
+    """What a journal records of where a turn ran (never a key: keys stay in the environment)."""
+    return {"provider": profile.name, "base_url": profile.base_url, "api": profile.api, "model": profile.model}
+
+
+def session_endpoint(meta: dict[str, Any] | None, turns: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where the session ran last: its last turn record that says, else its meta record (a journal
+    written before turn records held it: the provider and model it started on)."""
+    for record in [*reversed(turns), meta or {}]:
+        if record.get("provider"):
+            return {key: record[key] for key in ENDPOINT if key in record}
+    return {}
+
+
+def _usable(key: str, value: Any) -> bool:
+    """Whether the journal's ``value`` of profile ``key`` may be set: of the key's type and range,
+    and not a URL whose credentials the journal redacted."""
+    if key == "base_url" and isinstance(value, str) and REDACTED in value:
+        return False
+    try:
+        check(spec_for(f"providers.journal.{key}"), value, "the journal", key)
+    except ConfigError:
+        return False
+    return bool(value) or key == "base_url"
+
+
+def resumed_on(settings: Settings, endpoint: dict[str, Any]) -> tuple[Settings, str | None]:
+    """``settings`` on the session's provider, base URL, API and model (``session_endpoint``),
+    except what a flag chose: a flag's provider other than the session's keeps the settings as
+    they are, a flag's base URL, API or model goes along to the session's provider. Returns the
+    line that says so when where the next turn goes changed (None: nothing to say)."""
+    name, active = endpoint.get("provider"), settings.active
+    flagged = {key: settings.sources.get(key if key == "provider" else f"providers.{active.name}.{key}", "")
+               for key in ENDPOINT}
+    flagged = {key: label for key, label in flagged.items() if label.startswith("flag ")}
+    if not isinstance(name, str) or not name or ("provider" in flagged and name != active.name):
+        return settings, None
+    if name not in settings.providers:
+        return settings, (f"the session ran on provider {name}, which is not configured: "
+                          f"continuing on provider {active.name}, model {active.model}")
+    carried = {key: getattr(active, key) for key in flagged if key != "provider"}
+    restored = {key: endpoint[key] for key in ENDPOINT[1:] if key in endpoint and key not in carried
+                and _usable(key, endpoint[key])}
+    out = with_overrides(settings, **({"provider": name} if name != active.name else {}), **carried, **restored)
+    out = replace(out, sources={**out.sources, **{f"providers.{name}.{key}": flagged[key] for key in carried}})
+    now = out.active
+    if endpoint_of(now) == endpoint_of(active):
+        return settings, None
+    where = f" at {mask_url(now.base_url)}" if now.base_url else ""
+    api = ", Responses API" if now.api == "responses" else ""
+    flags = ", ".join(label.removeprefix("flag ") for key, label in flagged.items() if key in carried)
+    return out, (f"resumed on provider {name}{where}, model {now.model}{api} (the session's"
+                 f"{f'; {flags} from the command line' if flags else ''})")
 
 
 def recap(messages: list[dict[str, Any]], last: int = SHOWN_TURNS) -> tuple[int, list[dict[str, Any]]]:
@@ -144,6 +207,7 @@ class Peek:
     usage: Usage
     cost: Cost
     prompt_tokens: int  # the context in use after the last turn not undone
+    endpoint: dict[str, Any] = field(default_factory=dict)  # where it ran (``session_endpoint``)
 
     @property
     def line(self) -> str:
@@ -167,7 +231,8 @@ def peek(path: Path) -> Peek | None:
     if data is None or b"\r" in data:
         return None
     lines = [line for line in data.split(b"\n") if line.strip()]
-    if not lines or not lines[0].startswith(_META) or not _is_meta(_parse(lines[0])):
+    meta = _parse(lines[0]) if lines and lines[0].startswith(_META) else None
+    if not _is_meta(meta):
         return None
     messages: list[tuple[str, bytes]] = []  # (role, line) of the history as replayed
     numbers: list[bytes] = []  # the turn and undo records, in order
@@ -193,7 +258,8 @@ def peek(path: Path) -> Peek | None:
     turns: list[dict[str, Any]] = []
     for record in records:
         note_record(turns, record)
-    return _peeked(path, messages, turns)
+    peeked = _peeked(path, messages, turns)
+    return replace(peeked, endpoint=session_endpoint(meta, turns)) if peeked is not None else None
 
 
 def _peeked(path: Path, messages: list[tuple[str, bytes]], turns: list[dict[str, Any]]) -> Peek | None:

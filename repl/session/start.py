@@ -20,7 +20,7 @@ from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from repl.config.load import Settings
-from repl.session.recap import Peek, peek_session
+from repl.session.recap import Peek, peek_session, resumed_on
 from repl.session.runtime import new_id
 
 if TYPE_CHECKING:
@@ -35,12 +35,16 @@ def run_chat(settings: Settings, *, resume: str | None = None, first: str = "", 
     from repl.ui.terminal import Terminal
 
     interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    peeked = moved = None
+    if interactive and not first and not step and resume not in (None, PICK):
+        if (peeked := peek_session(settings.data_dir / "sessions", resume)) is not None:
+            settings, moved = resumed_on(settings, peeked.endpoint)  # the header names where it goes
     ui = Terminal.create(settings, interactive=interactive)
     if interactive and not first and not step:
         if resume is None:
             return _prompt_first(settings, ui)
-        if resume != PICK and (peeked := peek_session(settings.data_dir / "sessions", resume)) is not None:
-            return _prompt_first(settings, ui, peeked)
+        if peeked is not None:
+            return _prompt_first(settings, ui, peeked, moved)
     session = _open(settings, ui, interactive)
     try:
         if resume == PICK:
@@ -52,6 +56,7 @@ def run_chat(settings: Settings, *, resume: str | None = None, first: str = "", 
                 return 1
         else:
             session.open_journal()
+        settings = session.settings  # a resume's: where the session ran
         ui.header(settings.active.name, settings.active.model, settings.approval, session.session_id)
         if resume:
             session.show_resumed()
@@ -71,8 +76,9 @@ def run_chat(settings: Settings, *, resume: str | None = None, first: str = "", 
         session.close()
 
 
-def _prompt_first(settings: Settings, ui: Terminal, resumed: Peek | None = None) -> int:
+def _prompt_first(settings: Settings, ui: Terminal, resumed: Peek | None = None, moved: str | None = None) -> int:
     """The header (and a resume's recap) and the prompt; the session built once it is drawn.
+    ``moved``: the line saying the resume moved to the session's provider or model.
     Returns 1 when the journal to resume could not be read after all (its error said so)."""
     session_id = resumed.path.stem if resumed else new_id()
     ui.header(settings.active.name, settings.active.model, settings.approval, session_id)
@@ -80,6 +86,8 @@ def _prompt_first(settings: Settings, ui: Terminal, resumed: Peek | None = None)
         ui.continue_totals(resumed.usage, resumed.prompt_tokens, resumed.cost)
         ui.recap(resumed.earlier, resumed.shown)
         ui.info(resumed.line)
+        if moved:
+            ui.info(moved)
     notices = _announce(settings, ui)
     built: Future[ChatSession | None] = Future()
 

@@ -99,16 +99,18 @@ def scratch(prefix: str) -> Iterator[Path]:
 
 
 class ServerProcess:
-    """``tests.fakeserver`` in its own process, so its CPU and memory are not the client's."""
+    """``tests.fakeserver`` in its own process, so its CPU and memory are not the client's;
+    with ``record``, each request it receives is appended to that file (a JSON line each)."""
 
-    def __init__(self, replies: list[dict[str, Any]], folder: Path) -> None:
+    def __init__(self, replies: list[dict[str, Any]], folder: Path, record: Path | None = None) -> None:
         import json
         import subprocess
 
         script = folder / "script.json"
         script.write_text(json.dumps(replies), encoding="utf-8")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.fakeserver", "--port", "0", "--script", str(script)],
+            [sys.executable, "-m", "tests.fakeserver", "--port", "0", "--script", str(script),
+             *(["--record", str(record)] if record else [])],
             cwd=ROOT, stdout=subprocess.PIPE, text=True)
         assert self.process.stdout is not None
         self.base_url = self.process.stdout.readline().strip()

@@ -20,7 +20,8 @@ rounded down to ``cache_block``-token blocks.
 
 Standalone: ``python -m tests.fakeserver --port N --script FILE.json`` where the
 file holds a JSON list of replies (keys = ``Reply`` fields, plus ``tool_calls``:
-``[{"name", "arguments", "id"?}]``); the base URL is printed on stdout.
+``[{"name", "arguments", "id"?}]``); the base URL is printed on stdout. ``--record FILE``
+appends each request received (path and body) to FILE as a JSON line.
 """
 
 from __future__ import annotations
@@ -277,6 +278,7 @@ class FakeServer:
     prefix_cache: bool = False  # report cached_tokens like a provider with prefix caching
     cache_block: int = 64  # tokens per cache block
     models: list[str] = field(default_factory=list)  # what GET /models lists; empty: just ``model``
+    record_file: str = ""  # when set, each request's path and body are appended to it as a JSON line
 
     def __post_init__(self) -> None:
         self._queue: deque[Scripted] = deque()
@@ -414,6 +416,9 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         req = RecordedRequest(method, self.path.split("?")[0], headers, body, raw)
         fake.requests.append(req)
+        if fake.record_file:
+            with open(fake.record_file, "a", encoding="utf-8") as record:
+                record.write(json.dumps({"path": req.path, "body": body}) + "\n")
         route = fake.routes.get((method, req.path))
         token = headers.get("authorization", "").removeprefix("Bearer ")
         try:
@@ -613,9 +618,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="fake-model")
     parser.add_argument("--api-key", default=None)
     parser.add_argument("--reject-stream-options", action="store_true")
+    parser.add_argument("--record", default="", help="append each request (path, body) to this file, a JSON line each")
     args = parser.parse_args(argv)
     server = FakeServer(host=args.host, port=args.port, model=args.model, api_key=args.api_key,
-                        reject_stream_options=args.reject_stream_options)
+                        reject_stream_options=args.reject_stream_options, record_file=args.record)
     if args.script:
         with open(args.script, encoding="utf-8") as f:
             server.script(*(reply_from_json(r) for r in json.load(f)))

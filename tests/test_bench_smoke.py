@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 EXPECTED_TARGETS = {
     "time_to_prompt": {"prompt", "prompt_tools", "resume"},
-    "mcp_ask": {"mcp", "slow"},
+    "mcp_ask": {"offered", "mcp", "bad", "slow"},
     "loop_overhead": {"ratio", "ratio_fresh"},
     "parallel_tools": {"turn"},
     "memory_resume": {"growth", "resume"},

@@ -176,7 +176,7 @@ class SessionInfo:
     """One saved session as the picker and ``/sessions`` show it."""
 
     path: Path
-    started: float  # time.time() of the first record
+    started: float  # time.time() of the first record (the file's time when that one cannot be shown)
     turns: int  # questions in the conversation
     model: str
     first: str  # the first question
@@ -195,9 +195,20 @@ def session_info(path: Path) -> SessionInfo | None:
         return None
     questions = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
     first = questions[0].get("content") if questions else ""
-    started = meta.get("time")
-    return SessionInfo(path, started if isinstance(started, (int, float)) else mtime(path), len(questions),
+    return SessionInfo(path, _started(meta.get("time"), path), len(questions),
                        str(meta.get("model") or ""), first if isinstance(first, str) else "")
+
+
+def _started(value: Any, path: Path) -> float:
+    """The journal's start time, or its file's when it holds none a clock can show (a
+    damaged one may say 1e300 or NaN)."""
+    if isinstance(value, (int, float)):
+        try:
+            time.localtime(value)
+            return float(value)
+        except (OverflowError, ValueError, OSError):
+            pass
+    return mtime(path)
 
 
 def recent_sessions(folder: Path, limit: int = 20) -> list[SessionInfo]:

@@ -216,3 +216,39 @@ def test_recent_sessions_skip_sessions_without_a_turn(tmp_path):
         '{"kind": "meta", "model": "m", "time": 1}\n'
         '{"kind": "message", "message": {"role": "user", "content": "hi"}}\n', encoding="utf-8")
     assert [s.id for s in recent_sessions(folder)] == ["20260101-000001-bbbb"]
+
+
+def damaged_times(env: dict[str, str]) -> list[str]:
+    """Journals whose start time no clock can show (written by hand or damaged), newest last; their first messages."""
+    folder = Path(env["XDG_DATA_HOME"]) / "glassloop" / "sessions"
+    firsts = []
+    for n, stamp in enumerate(["1e300", "NaN", "-Infinity", "1e17"]):
+        firsts.append(f"damaged time {n}")
+        (folder / f"20260101-00000{n}-dddd.jsonl").write_text(
+            f'{{"kind": "meta", "model": "m", "time": {stamp}}}\n'
+            f'{{"kind": "message", "message": {{"role": "user", "content": "{firsts[-1]}"}}}}\n'
+            '{"kind": "message", "message": {"role": "assistant", "content": "fine"}}\n', encoding="utf-8")
+        time.sleep(0.02)  # distinct modification times
+    return firsts
+
+
+def test_a_journal_with_a_time_out_of_range_is_still_listed_picked_and_continued(repl_factory, fake_server, home):
+    fake_server.script(text("intact answer"), text("continued"), text("picked"))
+    chat_here(home, fake_server.base_url, ["intact question"])
+    firsts = damaged_times(home)
+    listed = chat_here(home, fake_server.base_url, ["/sessions"])
+    assert listed.returncode == 0 and "Traceback" not in listed.stdout + listed.stderr, listed.stderr
+    assert all(first in listed.stdout for first in ["intact question", *firsts]), listed.stdout
+    resumed = chat_here(home, fake_server.base_url, ["follow-up"], "-c")
+    assert resumed.returncode == 0, resumed.stderr
+    assert users_sent(fake_server) == [firsts[-1], "follow-up"]
+    picker = repl_factory("--resume")
+    picker.expect("intact question")  # the last row: the whole list is drawn
+    assert all(first in picker.screen() for first in firsts)
+    picker.child.send("\r")
+    picker.expect("resumed session")
+    picker.ready()
+    picker.say("still fine?")
+    picker.expect("picked")
+    picker.ready()
+    picker.close()

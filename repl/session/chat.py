@@ -63,6 +63,7 @@ if TYPE_CHECKING:
 
 EXIT_WINDOW_S = 2.0
 USER_TOOLS_WAIT_S = 30.0  # how long the first turn waits for the user's tool files to load
+UNSAVED = "this session (no journal, no --resume)"  # what goes when the journal cannot be written
 
 
 class UI(Protocol):
@@ -198,10 +199,17 @@ class ChatSession:
         if self.trace is not None:
             self.trace.close()
         try:
-            self.trace = open_trace(self.settings, self.session_id)
+            self.trace = open_trace(self.settings, self.session_id, say=self._trace_failed)
         except OSError as exc:
             self.trace = None
             self.ui.info(not_saved("the trace", self.settings.trace_dir, exc))
+
+    def _trace_failed(self, line: str) -> None:
+        """A trace record could not be written: the session goes on without a trace (``/trace`` says so)."""
+        trace, self.trace = self.trace, None
+        if trace is not None:
+            trace.close()
+        self.ui.info(line)
 
     @property
     def saved(self) -> bool:
@@ -236,13 +244,19 @@ class ChatSession:
                 meta = {"session": self.session_id, **endpoint_of(self.settings.active),
                         "system_prompt": self.history.system_prompt}
                 self.journal = Journal(folder / f"{self.session_id}.jsonl", redactor_for(self.settings), meta,
-                                       lazy=True)
+                                       lazy=True, on_error=self._journal_failed)
             else:
-                self.journal = Journal(path, redactor_for(self.settings), lazy=True)
+                self.journal = Journal(path, redactor_for(self.settings), lazy=True, on_error=self._journal_failed)
                 self.journal.adopt(self.history, stored)
         except OSError as exc:
             self.journal = None
-            self.ui.info(not_saved("this session (no journal, no --resume)", path.parent if path else folder, exc))
+            self.ui.info(not_saved(UNSAVED, path.parent if path else folder, exc))
+
+    def _journal_failed(self, exc: OSError) -> None:
+        """A journal record could not be written (the folder takes no new file, the disk is full):
+        the session goes on, unsaved."""
+        journal, self.journal = self.journal, None
+        self.ui.info(not_saved(UNSAVED, journal.path.parent if journal else self.settings.data_dir / "sessions", exc))
 
     def pick(self) -> str | None:
         """A saved session's id chosen in the picker (newest first); None when there is
@@ -386,8 +400,8 @@ class ChatSession:
         """A notice from another thread: shown and traced, the journal is left alone."""
         event = Notice(text)
         self.ui.render(event)
-        if self.trace:
-            self.trace(event)
+        if trace := self.trace:  # read once: a failed write on the main thread may drop it
+            trace(event)
 
     def _system_prompt(self) -> str:
         return system_prompt(extra=self.settings.system_prompt,

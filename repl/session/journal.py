@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,12 +36,13 @@ from tools.store import StoreError, check_regular
 
 class Journal:
     """``lazy``: the file is made when the first message is written (``meta`` first), so
-    a session that never had a turn leaves nothing behind and is never listed."""
+    a session that never had a turn leaves nothing behind and is never listed.
+    ``on_error``: told once when a record cannot be written; later records are dropped."""
 
     def __init__(self, path: Path, redact: Redactor, meta: dict[str, Any] | None = None,
-                 *, lazy: bool = False) -> None:
+                 *, lazy: bool = False, on_error: Callable[[OSError], None] | None = None) -> None:
         self.path = path
-        self.writer = JsonlWriter(path, redact, lazy=lazy)
+        self.writer = JsonlWriter(path, redact, lazy=lazy, on_error=on_error)
         self.synced: list[dict[str, Any]] = []  # the history messages already in the file
         self._meta = {"kind": "meta", "time": round(time.time(), 3), **meta} if meta is not None else None
         if not lazy and self._meta is not None:

@@ -175,7 +175,7 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
     redact = redactor_for(settings)
     progress = Progress(stderr, redact)
     try:
-        trace = open_trace(settings, session_id, trace_file)
+        trace = open_trace(settings, session_id, trace_file, say=progress.say)
     except OSError as exc:
         if trace_file is not None:  # asked for by name: no answer without it
             progress.say(f"error: cannot write the trace file {trace_file}: {exc.strerror or exc}")

@@ -49,17 +49,20 @@ def not_saved(what: str, folder: Path, exc: OSError) -> str:
     return f"{what} will not be saved: cannot write {folder} ({exc.strerror or exc})"
 
 
-def open_trace(settings: Settings, session_id: str, path: Path | None = None) -> Trace | None:
+def open_trace(settings: Settings, session_id: str, path: Path | None = None, *,
+               say: Callable[[str], None]) -> Trace | None:
     """The session's trace; None when tracing is off. OSError when the file cannot be opened.
 
     The session's own file (no ``path``) is made by its first turn; a ``path`` asked for
-    by name is opened now."""
+    by name is opened now. A record that cannot be written (the folder takes no new file,
+    the disk is full) ends the trace with one line to ``say``; the session goes on."""
     from repl.tracing.trace import JsonlWriter, Trace, WireLog, wire_path
 
     if path is None and not settings.trace_enabled:
         return None
-    writer = JsonlWriter(path or settings.trace_dir / f"{session_id}.jsonl", redactor_for(settings),
-                         lazy=path is None)
+    target = path or settings.trace_dir / f"{session_id}.jsonl"
+    writer = JsonlWriter(target, redactor_for(settings), lazy=path is None,
+                         on_error=lambda exc: say(not_saved("the trace", target.parent, exc)))
     wire = WireLog(wire_path(writer.path), writer.redact, settings.trace_raw_max_kb * 1024) if settings.trace_raw else None
     return Trace(writer, session_id, new_id(), wire)
 

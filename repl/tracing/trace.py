@@ -17,10 +17,11 @@ capped file beside the trace (``WireLog``, ``ID.wire``), not into it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,23 +31,65 @@ from repl.loop.events import Event, ReasoningDelta, TextDelta, TurnStarted, Wire
 from repl.loop.unicode import json_dumps
 from tools.store import atomic_write
 
+PRIVATE_FILE, PRIVATE_FOLDER = 0o600, 0o700  # they hold what the model read: the user's alone
+
+
+def private_folder(folder: Path) -> None:
+    """``folder`` made, with any missing parents, each 0700 whatever the umask (as a shell keeps
+    its history); a folder that exists is left as it is."""
+    try:
+        os.mkdir(folder, PRIVATE_FOLDER)
+    except FileNotFoundError:
+        if folder.parent == folder:
+            raise
+        private_folder(folder.parent)
+        private_folder(folder)
+        return
+    except OSError:
+        if folder.is_dir():
+            return
+        raise
+    os.chmod(folder, PRIVATE_FOLDER)
+
+
+def open_private(path: Path, mode: str) -> Any:
+    """``path`` opened to append (``mode`` ``"a"`` or ``"ab"``); a new file is made 0600 whatever the umask."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+    try:
+        fd = os.open(path, flags | os.O_EXCL, PRIVATE_FILE)
+    except FileExistsError:
+        fd = os.open(path, flags)
+    else:
+        try:
+            os.fchmod(fd, PRIVATE_FILE)
+        except OSError:
+            os.close(fd)
+            raise
+    return os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8")
+
 
 class JsonlWriter:
-    """Append-only JSONL file, one flushed line per record, secrets redacted."""
+    """Append-only JSONL file, one flushed line per record, secrets redacted; a new file is
+    0600 and a new folder 0700."""
 
-    def __init__(self, path: Path, redact: Redactor | None = None, *, lazy: bool = False) -> None:
+    def __init__(self, path: Path, redact: Redactor | None = None, *, lazy: bool = False,
+                 on_error: Callable[[OSError], None] | None = None) -> None:
         """``lazy``: the file is created by the first record (a session without a turn leaves
-        none behind); the folder is made now, so a place that cannot hold it fails here."""
-        path.parent.mkdir(parents=True, exist_ok=True)
+        none behind); the folder is made now, so a place that cannot hold it fails here.
+        ``on_error``: told once when a record cannot be written (the file cannot be made in
+        its folder, a full disk), after which records are dropped; without it, ``write`` raises."""
+        private_folder(path.parent)
         self.path = path
         self.redact = redact or Redactor()
+        self.on_error = on_error
+        self.failed = False
         self._file: Any = None
         if not lazy:
             self._open()
 
     def _open(self) -> Any:
         if self._file is None:
-            self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the session
+            self._file = open_private(self.path, "a")
             if _ends_mid_line(self.path):  # a crash cut the last record: keep it apart from the next one
                 self._file.write("\n")
                 self._file.flush()
@@ -58,10 +101,20 @@ class JsonlWriter:
         return self._file is not None
 
     def write(self, record: dict[str, Any]) -> None:
+        if self.failed:
+            return
         line = json_dumps(self.redact.value(record), ensure_ascii=False, default=str)
-        file = self._open()
-        file.write(line + "\n")
-        file.flush()
+        try:
+            file = self._open()
+            file.write(line + "\n")
+            file.flush()
+        except OSError as exc:
+            if self.on_error is None:
+                raise
+            self.failed = True
+            with contextlib.suppress(OSError):  # closing flushes what the failed write left
+                self.close()
+            self.on_error(exc)
 
     def close(self) -> None:
         if self._file is not None and not self._file.closed:
@@ -118,7 +171,7 @@ class WireLog:
 
     def _open(self) -> Any:
         if self._file is None:
-            self._file = open(self.path, "ab")  # noqa: SIM115 - lives as long as the session
+            self._file = open_private(self.path, "ab")
             if _ends_mid_line(self.path):  # a crash cut the last record
                 self._file.write(b"\n")
             self._size = self._file.tell()

@@ -9,6 +9,7 @@ what they mean.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import CancelledError
@@ -185,14 +186,17 @@ class PromptInput:
 
 class RedactedFileHistory(FileHistory):
     """The history file gets each entry with secrets blanked (``redact``); this
-    session's own up-arrow history keeps what was typed."""
+    session's own up-arrow history keeps what was typed, also when the file cannot take it."""
 
-    def __init__(self, filename: str, redact: Callable[[str], str]) -> None:
+    def __init__(self, filename: str, redact: Callable[[str], str] | None = None) -> None:
         super().__init__(filename)
-        self.redact = redact
+        self.redact = redact or (lambda text: text)
 
     def store_string(self, string: str) -> None:
-        super().store_string(self.redact(string))
+        try:
+            super().store_string(self.redact(string))
+        except OSError:  # a full disk: the line is kept for this session only, never lost
+            pass
 
 
 def _history(path: Path | str | None, redact: Callable[[str], str] | None = None) -> History:
@@ -201,9 +205,10 @@ def _history(path: Path | str | None, redact: Callable[[str], str] | None = None
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600))  # private, as a shell's history
     except OSError:  # no writable data dir (the session says so): keep this session's lines in memory
         return InMemoryHistory()
-    return RedactedFileHistory(str(path), redact) if redact else FileHistory(str(path))
+    return RedactedFileHistory(str(path), redact)
 
 
 def _running_loop() -> asyncio.AbstractEventLoop | None:

@@ -304,8 +304,8 @@ class Terminal:
         return fit_fields([f for f in fields if f[0]], width)
 
     def goodbye(self, session: SessionView) -> None:
-        if not session.saved:  # a session without a turn is not kept: nothing to name
-            self.renderer.notice("no turns: nothing saved")
+        if not session.saved:  # a session without a turn is not kept, nor one whose journal failed (it said so)
+            self.renderer.notice("nothing saved" if session.turn_count() else "no turns: nothing saved")
             return
         from repl.ui.event_views import plural
 

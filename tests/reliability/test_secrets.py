@@ -12,6 +12,8 @@ found because the configuration names it (``OPENAI_API_KEY``), not by shape.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +147,56 @@ def test_typed_key_stays_out_of_the_history_file(repl_factory, fake_server, keye
     assert "my key is" in stored  # the entry was written, with the secrets blanked
     assert KEY not in stored and TYPED_SHAPED not in stored
     record("secrets", path="input history", typed_secrets=2, stored=0)
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.fixture
+def umask_022():
+    """The common umask, under which a file is made 0644 unless its maker says otherwise."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def test_journal_trace_raw_calls_and_input_history_are_the_users_alone(repl_factory, fake_server, home,
+                                                                      umask_022, tmp_path):
+    fake_server.script(text("private answer"), text("private too"))
+    repl = repl_factory()
+    repl.say("what did the model read?")
+    repl.expect("private answer")
+    repl.ready()
+    repl.close()
+    sessions = Path(home["XDG_DATA_HOME"]) / "glassloop" / "sessions"
+    traces = Path(home["XDG_STATE_HOME"]) / "glassloop" / "traces"
+    (journal,), (trace,), (wire,) = sessions.glob("*.jsonl"), traces.glob("*.jsonl"), traces.glob("*.wire")
+    files = [journal, trace, wire, Path(home["XDG_DATA_HOME"]) / "glassloop" / "input_history"]
+    assert {f.name: mode(f) for f in files} == {f.name: 0o600 for f in files}  # as a shell keeps its history
+    assert (mode(sessions), mode(traces)) == (0o700, 0o700)
+    asked = tmp_path / "new folder" / "t.jsonl"
+    result = glassloop("ask", "hello", "--trace-file", str(asked), "--base-url", fake_server.base_url, env=home)
+    assert result.returncode == 0, result.stderr
+    assert (mode(asked), mode(asked.parent)) == (0o600, 0o700)
+
+
+def test_private_files_and_folders_whatever_the_umask(tmp_path):
+    from repl.tracing.trace import JsonlWriter, WireLog
+
+    old = os.umask(0o777)  # nothing allowed: each mode comes from the maker alone
+    try:
+        writer = JsonlWriter(tmp_path / "a" / "b" / "t.jsonl")
+        writer.write({"n": 1})
+        writer.close()
+        wire = WireLog(tmp_path / "a" / "b" / "t.wire", None, 1000)
+        for n in range(20):  # over the cap: the file is rewritten, its mode kept
+            wire.write({"n": n, "body": "x" * 40})
+        wire.close()
+    finally:
+        os.umask(old)
+    made = [tmp_path / "a", tmp_path / "a" / "b", writer.path, wire.path]
+    assert [mode(p) for p in made] == [0o700, 0o700, 0o600, 0o600]
 
 
 def assert_url_masked(outputs: dict[str, str]) -> None:

@@ -1,7 +1,8 @@
 """Places that cannot be written: ``/save`` and ``/trace --save`` to a missing folder, to
 ``/`` or to a name too long for the file system; a state dir, data dir, sessions dir or
 HOME that is a regular file (the tests run as root, so a mode bit would not stop a write:
-a file where a folder should be does).
+a file where a folder should be does); a sessions, traces, data or HOME folder that exists
+but takes no new file (mode 0500, or for root a sysfs folder), found out at the first turn.
 
 Never a traceback: one clear line, and the session goes on (or starts without the part
 that cannot be saved, saying so once).
@@ -9,11 +10,15 @@ that cannot be saved, saying so once).
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from tests.fakeserver import text
 from tests.reliability.helpers import record
@@ -38,6 +43,23 @@ def run(args: list[str], env: dict[str, str], cwd: Path, lines: list[str] | None
 def a_file_at(path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("a file where a folder should be\n", encoding="utf-8")
+    return path
+
+
+SYSFS = Path("/sys/kernel")  # creating a file here fails for root too (EACCES)
+
+
+def read_only_folder(path: Path) -> Path:
+    """``path`` made a folder that exists but takes no new file: mode 0500, or as root (whom a
+    mode does not stop) a link to a sysfs folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        path.mkdir()
+        path.chmod(0o500)
+        return path
+    if not SYSFS.is_dir():
+        pytest.skip("root without sysfs: no folder here refuses a new file")
+    path.symlink_to(SYSFS, target_is_directory=True)
     return path
 
 
@@ -123,6 +145,62 @@ def test_pty_data_dir_is_a_file(fake_server, home):
         repl.close()
     repl.child.close()
     assert repl.child.exitstatus == 0
+
+
+# ---- folders that exist but take no file: found out at the first turn ---------------------
+
+
+@pytest.mark.parametrize(("blocked", "saying"), [
+    ("data/glassloop/sessions", ["session"]),
+    ("state/glassloop/traces", ["trace"]),
+    ("data/glassloop", ["session"]),  # the input history lives there too
+    ("home", ["trace", "session"]),
+])
+def test_pty_folder_that_takes_no_file(fake_server, home, tmp_path, blocked, saying):
+    env = home
+    if blocked == "home":
+        env = {k: v for k, v in home.items() if not k.startswith("XDG_")}
+        env["HOME"] = str(tmp_path / "home")
+    read_only_folder(tmp_path / blocked)
+    fake_server.script(text("first answer"), text("second answer"))
+    repl = Repl(env, fake_server.base_url, cols=400)  # one line each: no wrapping of paths
+    try:
+        repl.say("hello there")
+        repl.expect("first answer")
+        repl.ready()
+        repl.say("/trace")
+        repl.ready()
+        repl.say("still there?")
+        repl.expect("second answer")
+        repl.ready()
+    finally:
+        repl.close()
+    repl.child.close()
+    screen = repl.screen()
+    for crash in ("Traceback", "Exception", "PermissionError", "Press ENTER"):  # prompt_toolkit's own report too
+        assert crash not in screen, screen
+    notes = [line for line in screen.splitlines() if "will not be saved" in line]
+    assert len(notes) == len(saying), screen
+    for what in saying:
+        assert len([note for note in notes if what in note]) == 1, notes
+    assert "hello there" in str(fake_server.chat_requests()[0].body["messages"])  # the message was not lost
+    assert repl.child.exitstatus == 0
+    if "session" in saying:  # no journal: nothing to resume
+        assert screen.strip().splitlines()[-1] == "nothing saved", screen
+
+
+def test_ask_traces_folder_that_takes_no_file(fake_server, home, tmp_path):
+    read_only_folder(Path(home["XDG_STATE_HOME"]) / "glassloop" / "traces")
+    fake_server.script(text("answered anyway"), text("answered in JSON"))
+    result = run(["ask", "hello", "--base-url", fake_server.base_url], home, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "answered anyway"
+    notes = [line for line in result.stderr.splitlines() if "not be saved" in line]
+    assert len(notes) == 1 and "trace" in notes[0], result.stderr
+    result = run(["ask", "hello", "--json", "--base-url", fake_server.base_url], home, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["answer"] == "answered in JSON"
+    assert len([line for line in result.stderr.splitlines() if "not be saved" in line]) == 1, result.stderr
 
 
 def test_ask_state_dir_is_a_file_and_an_unwritable_trace_file(fake_server, home, tmp_path):

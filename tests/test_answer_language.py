@@ -43,7 +43,8 @@ def test_the_embedded_models_advice_follows_the_tool_block_and_is_shared_across_
     last thing the model reads before the date, and part of the prefix every day shares."""
     import datetime as dt
 
-    from repl.loop.prompts import ADVICE_MARK, system_prompt
+    from repl.loop.prompts import system_prompt
+    from repl.providers.base import ADVICE_MARK
 
     def wire_system(day: dt.date, extra: str = "") -> str:
         history = [{"role": "system", "content": system_prompt(day, extra, compact=True)},

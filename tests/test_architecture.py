@@ -198,8 +198,9 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "repl.config": ("tools",),  # settings and where their values come from: nothing else of ours
     # the loop sees a provider through its protocol only (providers/base.py), never an adapter
     "repl.loop": ("repl.config", "repl.providers.base", "tools"),
-    # an adapter uses the loop's data (events, prompts), never its machinery
-    "repl.providers": ("repl.config", "repl.loop.events", "repl.loop.prompts", "tools"),
+    # below the loop: an adapter imports nothing of it (Usage and the system text's layout live
+    # in providers/base.py, which the loop imports)
+    "repl.providers": ("repl.config", "tools"),
     "repl.tracing": ("repl.config", "repl.loop", "repl.ui.escape", "tools"),  # escape: pure, no Rich
     # the terminal draws events and answers the loop's questions: no providers, tools or session
     "repl.ui": ("repl.config", "repl.loop"),

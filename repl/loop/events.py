@@ -11,34 +11,12 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from repl.providers.base import Usage
+
 StopReason = Literal[
     "answer", "max_steps", "budget", "repeat", "timeout", "interrupted", "error", "user"
 ]  # "user": stopped in step mode
 Decider = Literal["user", "rule", "mode"]
-
-
-@dataclass(frozen=True)
-class Usage:
-    """Tokens of one model call (or a sum of several)."""
-
-    input_tokens: int = 0
-    cached_tokens: int = 0
-    output_tokens: int = 0
-    estimated: bool = False  # True when any part was estimated, not reported
-    reasoning_tokens: int = 0  # part of output_tokens, when the server reports it
-
-    @property
-    def total(self) -> int:
-        return self.input_tokens + self.output_tokens
-
-    def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            self.input_tokens + other.input_tokens,
-            self.cached_tokens + other.cached_tokens,
-            self.output_tokens + other.output_tokens,
-            self.estimated or other.estimated,
-            self.reasoning_tokens + other.reasoning_tokens,
-        )
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,45 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from repl.loop.events import Usage
+# The system text's layout, shared by the prompt (repl/loop/prompts.py) and the text tool-call
+# adapter, which puts the tool block between its fixed part and the rest.
+SESSION_MARK = "\n\nToday is "  # the per-session part starts here: the date, the user's own prompt
+ADVICE_MARK = "\n\nWhen to call a tool: "  # the compact prompt's advice, right after the tool block
+
+
+def split_session_part(system: str) -> tuple[str, str]:
+    """(the part before the tool block, the part after it) of a system text: the second
+    starts at the tool advice (ADVICE_MARK) or else at the per-session part (SESSION_MARK).
+
+    A text without either mark (a session saved before they existed) is all fixed.
+    """
+    found = [at for at in (system.find(ADVICE_MARK), system.find(SESSION_MARK)) if at >= 0]
+    return (system[:min(found)], system[min(found):]) if found else (system, "")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Tokens of one model call (or a sum of several)."""
+
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+    estimated: bool = False  # True when any part was estimated, not reported
+    reasoning_tokens: int = 0  # part of output_tokens, when the server reports it
+
+    @property
+    def total(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.cached_tokens + other.cached_tokens,
+            self.output_tokens + other.output_tokens,
+            self.estimated or other.estimated,
+            self.reasoning_tokens + other.reasoning_tokens,
+        )
+
 
 ErrorKind = Literal[
     "unreachable", "auth", "not_found", "rate_limit", "server", "bad_request",

@@ -23,7 +23,6 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from repl.config.settings import ProviderSettings
-from repl.loop.events import Usage
 from repl.providers.base import (
     AttemptFailed,
     BadShape,
@@ -33,6 +32,7 @@ from repl.providers.base import (
     RequestSent,
     Retrying,
     ToolCall,
+    Usage,
     estimate_tokens,
     wire_field,
 )

@@ -31,8 +31,7 @@ import secrets
 from collections.abc import Iterable
 from typing import Any
 
-from repl.loop.prompts import split_session_part
-from repl.providers.base import ToolCall
+from repl.providers.base import ToolCall, split_session_part
 from repl.providers.compact import compact_result
 from tools.registry import JsonScan
 

@@ -39,6 +39,7 @@ OURS = {
     "repl", "repl.cli", "repl.config", "repl.config.load", "repl.config.redact",
     "repl.config.schema", "repl.config.settings", "repl.config.trust", "repl.loop",
     "repl.loop.cost", "repl.loop.events", "repl.loop.unicode", "repl.session",
+    "repl.providers", "repl.providers.base",  # Usage, which the events carry: standard library only
     "repl.session.recap", "repl.session.runtime", "repl.session.start", "repl.ui", "repl.ui.escape",
     "repl.ui.event_views", "repl.ui.live", "repl.ui.mdstream", "repl.ui.prompt", "repl.ui.render",
     "repl.ui.terminal",

@@ -24,8 +24,8 @@ from typer.core import TyperGroup
 
 from repl import __version__
 from repl.config.load import PROJECT_FILE, ConfigError, Settings, load_settings
+from repl.config.project import ProjectTrust, ToolsTrust
 from repl.config.schema import CLI_OPTIONS, Spec
-from repl.config.trust import ProjectTrust, ToolsTrust
 from repl.loop.unicode import valid_text
 
 _PROGRAM = threading.Event()  # set by main(): this process is glassloop, a command may end it itself

@@ -36,7 +36,7 @@ THIRD_PARTY = {"prompt_toolkit", "rich", "typer", "click", "shellingham", "annot
 # start that draws the prompt before the session exists. The session, its commands, the loop,
 # the tools, the trace and the journal are imported on the thread that builds the session.
 OURS = {
-    "repl", "repl.cli", "repl.config", "repl.config.load", "repl.config.redact",
+    "repl", "repl.cli", "repl.config", "repl.config.load", "repl.config.project", "repl.config.redact",
     "repl.config.schema", "repl.config.settings", "repl.config.trust", "repl.loop",
     "repl.loop.cost", "repl.loop.events", "repl.loop.unicode", "repl.session",
     "repl.providers", "repl.providers.base",  # Usage, which the events carry: standard library only

@@ -24,6 +24,7 @@ from typing import Any
 
 import platformdirs
 
+from repl.config.project import ProjectTrust
 from repl.config.schema import (
     SCHEMA,
     ConfigError,
@@ -39,7 +40,7 @@ from repl.config.schema import (
     spec_for,
 )
 from repl.config.settings import Limits, McpServer, Meta, ModelPrice, ProviderSettings, Settings
-from repl.config.trust import ProjectTrust, project_tools, screen
+from repl.config.trust import project_tools, screen
 
 __all__ = ["ConfigError", "Limits", "ModelPrice", "ProviderSettings", "Settings", "load_settings",
            "with_overrides"]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 if TYPE_CHECKING:
-    from repl.config.load import Settings
+    from repl.config.settings import Settings
 
 REDACTED = "[redacted]"
 MIN_SECRET = 4  # shorter configured keys would blank ordinary words

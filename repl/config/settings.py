@@ -13,17 +13,17 @@ hold the two together. Adding a setting is a field here plus its default and
 comment in ``config.toml``.
 
 Annotations are evaluated (no ``from __future__ import annotations``): the
-schema is read from them. Standard library only: on the start-up path.
+schema is read from them. Standard library and ``repl.config.project`` (the types of the project's
+file and tools folder as read) only: on the start-up path.
 """
 
 import dataclasses
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from repl.config.trust import ProjectTrust, ToolsTrust
+from repl.config.project import ProjectTrust, ToolsTrust
 
 ApprovalMode = Literal["ask", "auto", "read-only"]
 Api = Literal["chat", "responses"]
@@ -197,8 +197,8 @@ class Settings:
     config_dir: Path = Path()  # the user's: config.toml, trust.json, tools/
     sources: dict[str, str] = field(default_factory=dict)  # dotted key -> "default" | file | "env X" | "flag --x"
     config_files: tuple[Path, ...] = ()  # files read, lowest layer first
-    project: "ProjectTrust | None" = None  # ./glassloop.toml as read, and what it was not allowed to set
-    project_tools: "ToolsTrust | None" = None  # ./.glassloop/tools when it holds tool files
+    project: ProjectTrust | None = None  # ./glassloop.toml as read, and what it was not allowed to set
+    project_tools: ToolsTrust | None = None  # ./.glassloop/tools when it holds tool files
     tool_files: tuple[Path, ...] = ()  # --tools FILE
 
     @property

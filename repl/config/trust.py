@@ -21,12 +21,12 @@ import hashlib
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import platformdirs
 
+from repl.config.project import ProjectTrust, ToolsTrust
 from repl.config.schema import ConfigError, Spec, printable, read_input, spec_at
 
 APP = "glassloop"
@@ -35,22 +35,6 @@ OLD_TRUST_FILE = "trusted.json"  # {"version": 1, "projects": {path: sha256}}: r
 # The record's own limit, not a config file's 256 kB (which ~1,900 folders filled): ~100,000
 # folders, and a write drops the folders that are gone.
 MAX_TRUST_BYTES = 16_000_000
-
-
-@dataclass(frozen=True)
-class ProjectTrust:
-    """The project file as read: its hash, whether that exact content is trusted, and
-    the keys that need trust (dotted key -> value as written)."""
-
-    path: Path
-    sha256: str
-    trusted: bool
-    risky: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ignored(self) -> dict[str, Any]:
-        """The keys kept out because the file is not trusted."""
-        return {} if self.trusted else self.risky
 
 
 def _tightens(spec: Spec, value: Any, below: Any) -> bool:
@@ -217,18 +201,6 @@ def record(project: ProjectTrust | ToolsTrust) -> bool:
 # ---- a project's own tools (./.glassloop/tools/*.py) --------------------------------
 
 PROJECT_TOOLS = Path(".glassloop") / "tools"
-
-
-@dataclass(frozen=True)
-class ToolsTrust:
-    """A project's tool folder: its tool files, the SHA-256 over their names and bytes and those
-    of every other file there Python could import (``tools.user_loader.digest``), and whether
-    that content is trusted (recorded, or ``trust_project_tools = true``)."""
-
-    path: Path
-    sha256: str
-    trusted: bool
-    files: tuple[str, ...]
 
 
 def tools_trusted(folder: Path, sha: str) -> bool:

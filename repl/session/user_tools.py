@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from repl.config.load import Settings
+from repl.config.project import ToolsTrust
 from repl.config.schema import ConfigError, printable
-from repl.config.trust import PROJECT_TOOLS, ToolsTrust, record, tools_notice, tools_trusted
+from repl.config.trust import PROJECT_TOOLS, record, tools_notice, tools_trusted
 from tools.registry import Registry
 
 LOCK_WAIT_S = 30.0  # /tools reload waits this long for a load still running

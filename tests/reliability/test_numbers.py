@@ -103,11 +103,13 @@ def test_tool_time_and_decision_time_are_apart(sized_repl, fake_server, home):
     repl.ready()
     ms = int(re.search(r"denied · (\d+) ms", status).group(1))
     decided = float(re.search(r"decided in ([\d.]+) s", status).group(1))
-    assert ms < 500 and decided >= 1.2, status
+    # the person's 1.2 s are the decision's, and the call's time starts once they decided: counted
+    # from the call instead, it would hold the whole decision and be the longer of the two
+    assert decided >= 1.2 and ms / 1000 < decided - 0.05, status  # the decision is shown to a tenth
     records = trace_records(home)
     finished = next(r for r in records if r["type"] == "tool_call_finished")
     decision = next(r for r in records if r["type"] == "approval_decided")
-    assert finished["duration_s"] < 0.5 and decision["decided_s"] >= 1.2
+    assert decision["decided_s"] >= 1.2 and finished["duration_s"] < decision["decided_s"], (finished, decision)
     repl.say("/trace")
     repl.expect(r"denied delete_todo by user in \d")
     repl.ready()

@@ -3,15 +3,19 @@
 The scripted server streams text without end, or sends only SSE keep-alive
 comments after a few events (each resets the HTTP read timeout and yields no
 event); a tool sleeps far longer than the turn may last. With
-``turn_timeout_s = 2`` each turn ends within ~3 s on both wire APIs, as
-``timeout``, with the streamed text kept and marked, the server's stream
-dropped, and a history the server accepts on the next question. The real
-program (``glassloop ask``) shows the same with the limit from its config file.
+``turn_timeout_s = 2`` each turn ends on both wire APIs as ``timeout``, cut
+where the deadline fell (inside the model's answer, or the tool given only
+the time the model call left), with the streamed text kept and marked, the
+server's stream dropped, and a history the server accepts on the next
+question. The real program (``glassloop ask``) shows the same with the limit
+from its config file. The tests check what the loop decided; how long a turn
+took on this machine is only recorded.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -41,7 +45,7 @@ pytestmark = pytest.mark.timeout(60)
 # Events before the first text delta: chat sends a role chunk; Responses sends
 # created, in_progress, output_item.added and content_part.added.
 OPENING = {"chat": 1, "responses": 4}
-TURN_S, WITHIN_S = 2.0, 4.0  # the slack is for a loaded 2-core machine running tests in parallel
+TURN_S = 2.0
 
 
 @pytest.fixture(params=["chat", "responses"])
@@ -54,6 +58,10 @@ def provider(fake_server: FakeServer, api: str) -> Iterator[Any]:
     # timeout_s (the HTTP read timeout) is shorter than the turn: keep-alives must defeat it
     p = ADAPTERS[api](name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
                       max_retries=2, timeout_s=1)
+    # one turn first: the SDK's import and the connection (seconds on a loaded machine) do not
+    # eat into the 2 s turn under test, whose stream must have begun by its deadline
+    fake_server.script(text("ready"))
+    assert timed_turn(p, Registry([]), History("warm-up"), "hi", Limits())[0].answer == "ready"
     yield p
     p.close()
 
@@ -87,16 +95,18 @@ def test_a_stream_that_never_ends_is_dropped_at_the_deadline(fault, api, provide
     history = History("test")
     finished, log, elapsed = timed_turn(provider, Registry([]), history, "talk", Limits(turn_timeout_s=TURN_S))
 
-    assert TURN_S <= elapsed < WITHIN_S, elapsed
+    assert elapsed >= TURN_S, elapsed  # not cut before the deadline
     assert finished.stopped_by == "timeout"
-    assert [e.guard for e in log.events if isinstance(e, GuardTripped)] == ["timeout"]
+    # cut inside the model call (the stream never ends: no check between steps could stop it)
+    assert [(e.guard, e.detail) for e in log.events if isinstance(e, GuardTripped)] == [
+        ("timeout", "the turn's time ran out during the model's answer (step 1)")]
     shown = streamed(log)
     assert shown and finished.answer == shown  # what the user saw is the turn's answer
     last = history.messages[-1]
     assert last["role"] == "assistant" and last["content"].startswith(shown)
     assert "[cut off: the turn ran out of time]" in last["content"]
     assert check(history.messages) == []
-    assert wait_for(lambda: fake_server.disconnects == 1, 2.0), "the stream was not dropped"
+    assert wait_for(lambda: fake_server.disconnects == 1), "the stream was not dropped"
     follow_up(fake_server, provider, history)
     record("turn_deadline", api=api, fault=fault, turn_timeout_s=TURN_S, elapsed_s=round(elapsed, 2),
            streamed_chars=len(shown))
@@ -104,12 +114,10 @@ def test_a_stream_that_never_ends_is_dropped_at_the_deadline(fault, api, provide
 
 def test_a_tool_gets_only_the_time_left_in_the_turn(api, provider, fake_server):
     release = threading.Event()
-    entered: list[float] = []
 
     @tool
     def wait_long() -> str:
         """Wait far longer than the turn may last."""
-        entered.append(time.monotonic())
         release.wait(30)
         return "done"
 
@@ -118,22 +126,23 @@ def test_a_tool_gets_only_the_time_left_in_the_turn(api, provider, fake_server):
                        text("sorry, the tool was too slow"))
     history = History("test")
     limits = Limits(turn_timeout_s=TURN_S, tool_timeout_s=30)
-    turn_started = time.monotonic()
     try:
         finished, log, elapsed = timed_turn(provider, Registry([wait_long]), history, "go", limits)
     finally:
         release.set()
-    assert elapsed < WITHIN_S, elapsed
     result = next(e for e in log.events if isinstance(e, ToolCallFinished))
-    assert result.error_type == "timeout" and "turn's time ran out" in result.result["error"]["message"]
-    # the tool is stopped at the turn's deadline: it gets what the model call left, not its own 30 s
-    stopped_at = entered[0] + result.duration_s - turn_started
-    assert TURN_S - 0.2 <= stopped_at < TURN_S + 0.5, (stopped_at, result.duration_s)
-    assert result.duration_s <= TURN_S - 0.4, result.duration_s
+    # the tool is stopped at the turn's deadline: the time the loop gave it is what the model call
+    # (its first byte 0.5 s late) left of the turn, not the tool's own 30 s nor a whole TURN_S
+    message = result.result["error"]["message"]
+    given = re.fullmatch(r"wait_long was stopped after ([\d.]+) s: the turn's time ran out \(turn_timeout_s\)",
+                         message)
+    assert result.error_type == "timeout" and given, message
+    assert 0 < float(given.group(1)) <= TURN_S - 0.5, message
     # the guard's last, tool-free call still answers (within its short grace)
     assert finished.stopped_by == "timeout" and finished.answer == "sorry, the tool was too slow"
     assert check(history.messages) == [] and fake_server.history_errors == []
-    record("turn_deadline", api=api, fault="slow tool", turn_timeout_s=TURN_S, elapsed_s=round(elapsed, 2))
+    record("turn_deadline", api=api, fault="slow tool", turn_timeout_s=TURN_S, elapsed_s=round(elapsed, 2),
+           tool_s=result.duration_s)
 
 
 def test_a_server_that_never_answers_is_bounded_by_the_deadline(api, fake_server):
@@ -146,10 +155,11 @@ def test_a_server_that_never_answers_is_bounded_by_the_deadline(api, fake_server
         finished, _, elapsed = timed_turn(p, Registry([]), history, "hello?", Limits(turn_timeout_s=TURN_S))
     finally:
         p.close()
-    assert elapsed < WITHIN_S, elapsed
-    assert finished.stopped_by == "timeout"
+    # the request gave up at the deadline: waiting out the server's 10 s would have got its answer
+    assert finished.stopped_by == "timeout" and "too late" not in finished.answer
     assert len(fake_server.requests) == 1  # no retry past the deadline
     assert check(history.messages) == []
+    record("turn_deadline", api=api, fault="no headers", turn_timeout_s=TURN_S, elapsed_s=round(elapsed, 2))
 
 
 def test_glassloop_ask_stops_a_keepalive_stream_at_turn_timeout(api, fake_server, home, tmp_path: Path):
@@ -163,8 +173,9 @@ def test_glassloop_ask_stops_a_keepalive_stream_at_turn_timeout(api, fake_server
     assert "Traceback" not in result.stderr, result.stderr
     payload = json.loads(result.stdout)
     assert payload["stopped_by"] == "timeout" and payload["answer"]
+    assert [e["detail"] for e in payload["trace"] if e["type"] == "guard_tripped"] == [
+        "the turn's time ran out during the model's answer (step 1)"]
     turn_s = next(e["duration_s"] for e in payload["trace"] if e["type"] == "turn_finished")
-    # a whole process on a loaded machine: the last tool-free call and the exit add to the turn
-    assert TURN_S <= turn_s < WITHIN_S + 2, turn_s
-    assert elapsed < 20, elapsed  # the process too (starting Python is slow on a loaded machine)
+    # the config file's 2 s cut it: not before, and nowhere near the default turn_timeout_s (300 s)
+    assert TURN_S <= turn_s < 10 * TURN_S, turn_s
     record("turn_deadline", api=api, fault="keep-alive, glassloop ask", turn_s=turn_s, process_s=round(elapsed, 2))

@@ -22,7 +22,7 @@ may change between versions.
 from __future__ import annotations
 
 from tools.cancel import Cancel
-from tools.registry import ToolError
+from tools.results import ToolError
 from tools.user_api import Store, store, tool
 
 __all__ = ["Cancel", "Store", "ToolError", "store", "tool"]

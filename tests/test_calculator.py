@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from tests.support import CALCULATOR_BOMBS
 from tools.calculator import MAX_BITS, calculator, make_calculator_tool
-from tools.registry import Registry, ToolError
+from tools.registry import Registry
+from tools.results import ToolError
 
 REG = Registry([make_calculator_tool()])
 

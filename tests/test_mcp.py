@@ -24,7 +24,7 @@ from tests.fakeserver import call, text, tool_calls
 from tests.support import Stack, StubUI, stdio_server
 from tools.mcp_client import McpManager, ServerConfig
 from tools.mcp_convert import parameters_from, result_to_data, tool_name
-from tools.registry import ToolError
+from tools.results import ToolError
 
 ROOT = Path(__file__).resolve().parent.parent
 TEST_SERVER = ROOT / "tests" / "mcp_test_server.py"

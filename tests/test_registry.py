@@ -6,7 +6,8 @@ from typing import Literal
 
 import pytest
 
-from tools.registry import Registry, Tool, ToolError, error_result, parse_docstring, tool
+from tools.registry import Registry, Tool, parse_docstring, tool
+from tools.results import ToolError, error_result
 
 Size = Literal["small", "large"]
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from tools import store
-from tools.registry import Registry, ToolError
+from tools.registry import Registry
+from tools.results import ToolError
 from tools.todos import make_todo_tools, normalize_id
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,6 +27,7 @@ from tests.fakeserver import call, text, tool_calls
 from tests.support import glassloop
 from tests.terminal import ANSI, READY, Repl
 from tools import store as store_module
+from tools import undo
 from tools.registry import Registry
 from tools.user_api import MARK, set_store_folder, store_folder
 from tools.user_api import tool as user_tool
@@ -199,7 +200,7 @@ def test_store_writes_are_reported_and_revert_byte_for_byte(stores):
         assert shop.remove("1")["name"] == "tea"
         shop.update(lambda items: None)  # no change: nothing written
     assert len(writes) == 3 and shop.items() == [{"id": "2", "name": "milk", "note": "低脂", "done": True}]
-    store_module.revert(writes)
+    undo.revert(writes)
     assert shop.path.read_bytes() == before
     with pytest.raises(ValueError):
         store("../escape")

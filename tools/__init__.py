@@ -7,7 +7,8 @@ from pathlib import Path
 from tools.calculator import make_calculator_tool
 from tools.files import make_file_tools
 from tools.notes import make_note_tools
-from tools.registry import Registry, Tool, ToolError, error_result, tool
+from tools.registry import Registry, Tool, tool
+from tools.results import ToolError, error_result
 from tools.todos import make_todo_tools
 from tools.weather import make_weather_tool
 

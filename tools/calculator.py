@@ -15,7 +15,8 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from tools.registry import Tool, ToolError, tool
+from tools.registry import Tool, tool
+from tools.results import ToolError
 
 MAX_CHARS = 1_000
 MAX_PAREN_DEPTH = 100

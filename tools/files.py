@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from tools.registry import Tool, ToolError, tool
+from tools.registry import Tool, tool
+from tools.results import ToolError
 
 BINARY_SNIFF_BYTES = 8192
 MAX_LIST_ENTRIES = 500

@@ -33,7 +33,8 @@ from tools.cancel import Cancel
 from tools.cancel import current as current_cancel
 from tools.mcp_convert import NAME_OK, one_line, parameters_from, result_to_data, tool_name
 from tools.mcp_stdio import CONNECTION_CLOSED, ConnectionClosed, RpcError, StdioConnection
-from tools.registry import Tool, ToolError
+from tools.registry import Tool
+from tools.results import ToolError
 
 Status = Literal["connecting", "ready", "failed", "lost", "stopped"]
 STOP_GRACE_S = 0.2  # a stdio server's time to exit after its stdin closes, after SIGTERM, after SIGKILL

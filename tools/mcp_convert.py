@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tools.registry import ToolError
+from tools.results import ToolError
 
 SEPARATOR = "__"
 NAME_OK = re.compile(r"[^A-Za-z0-9_-]")

@@ -11,7 +11,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from tools.registry import Tool, ToolError, tool
+from tools.registry import Tool, tool
+from tools.results import ToolError
 from tools.store import collection_validator, read_json, update_json
 
 DEFAULT: dict[str, Any] = {"version": 1, "notes": []}

@@ -20,17 +20,10 @@ from typing import Any
 
 from tools.cancel import PARAMETER as CANCEL_PARAMETER
 from tools.cancel import Cancel, running
+from tools.results import ToolError, ToolResult, error_result, success
 from tools.schema import parse_docstring, schema_from_signature, with_none_defaults
+from tools.store import reporting
 from tools.validation import check_schema, describe_errors, json_type, schema_problem, validator_for
-
-
-class ToolError(Exception):
-    """A structured tool failure; ``type`` is a short machine-readable tag."""
-
-    def __init__(self, type: str, message: str) -> None:  # noqa: A002 - mirrors the result shape
-        super().__init__(message)
-        self.type = type
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -52,10 +45,6 @@ class Tool:
 
     def schema(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
-
-
-def error_result(type: str, message: str) -> dict[str, Any]:  # noqa: A002
-    return {"ok": False, "error": {"type": type, "message": message}}
 
 
 def tool(
@@ -286,12 +275,12 @@ class Registry:
     def schemas(self) -> list[dict[str, Any]]:
         return [t.schema() for t in self._tools.values()]
 
-    def _unknown(self, name: str) -> dict[str, Any]:
+    def _unknown(self, name: str) -> ToolResult:
         available = ", ".join(self._tools) or "(none)"
         return error_result("unknown_tool", f"no tool named {name!r}; available tools: {available}")
 
     def parse_arguments(self, name: str, raw: str | dict | None
-                        ) -> tuple[dict[str, Any], None] | tuple[None, dict[str, Any]]:
+                        ) -> tuple[dict[str, Any], None] | tuple[None, ToolResult]:
         """(args, None) when valid, else (None, error_result)."""
         tool_ = self._tools.get(name)
         if tool_ is None:
@@ -322,7 +311,7 @@ class Registry:
             problem = _describe(exc)
         return None, error_result("invalid_schema", f"{name} cannot be called: its input schema is broken ({problem})")
 
-    def call(self, name: str, raw: str | dict | None, cancel: Cancel | None = None) -> dict[str, Any]:
+    def call(self, name: str, raw: str | dict | None, cancel: Cancel | None = None) -> ToolResult:
         """Run a tool; every failure comes back as an error result, never raised (only Ctrl-C).
         ``cancel`` is the call's signal: the tool's ``cancel`` parameter, and ``tools.cancel.current()``."""
         signal = cancel or Cancel()
@@ -336,7 +325,7 @@ class Registry:
             try:
                 with self._reporting():
                     value = tool_.fn(**args, **({CANCEL_PARAMETER: signal} if tool_.cancellable else {}))
-                return _success(value)
+                return success(_jsonable(value))
             except ToolError as exc:
                 return error_result(exc.type, exc.message)
             except Exception as exc:  # noqa: BLE001 - failures are data for the model
@@ -352,8 +341,6 @@ class Registry:
         """Store writes in a call go to ``on_write`` (without one: to whoever reports already)."""
         if self.on_write is None:
             return nullcontext()
-        from tools.store import reporting  # tools.store imports this module
-
         return reporting(self.on_write)
 
 
@@ -366,10 +353,3 @@ def _describe(exc: BaseException) -> str:
 
 def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, ensure_ascii=False, default=str))
-
-
-def _success(value: Any) -> dict[str, Any]:
-    value = _jsonable(value)
-    if isinstance(value, dict):
-        return {"ok": True, **{k: v for k, v in value.items() if k != "ok"}}
-    return {"ok": True, "result": value}

@@ -12,7 +12,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from tools.registry import Tool, ToolError, tool
+from tools.registry import Tool, tool
+from tools.results import ToolError
 from tools.store import collection_validator, read_json, update_json
 
 Status = Literal["todo", "done"]

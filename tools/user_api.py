@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools.registry import Tool, ToolError
+from tools.registry import Tool
 from tools.registry import tool as make_tool
+from tools.results import ToolError
 from tools.store import collection_validator, read_json, update_json
 
 MARK = "__glassloop_tool__"

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tools.registry import Tool
-from tools.store import StoreError, read_regular
+from tools.safe_io import StoreError, read_regular
 from tools.user_api import MARK, Declared, collecting
 
 ENTRY_POINT_GROUP = "glassloop.tools"

@@ -11,7 +11,8 @@ from datetime import date as Date
 from typing import TYPE_CHECKING, Any
 
 from tools.cancel import Cancel
-from tools.registry import Tool, ToolError, tool
+from tools.registry import Tool, tool
+from tools.results import ToolError
 
 if TYPE_CHECKING:  # httpx is imported on the first live call: it is start-up cost otherwise
     import httpx

@@ -123,7 +123,7 @@ def trusted_projects() -> dict[str, str]:
     old = _read(_old_trust_file(), _old_entries)
     if old is None:  # none, or another process just moved it
         return _read(trust_file(), _entries) or {}
-    from tools.store import StoreError
+    from tools.safe_io import StoreError
 
     try:
         _update(lambda record: False)
@@ -174,7 +174,7 @@ def _update(change: Callable[[dict[str, str]], bool]) -> bool:
 
 def _change_record(path: Path, sha: str | None) -> bool:
     """Set (``sha``) or remove (None) the record for ``path``; True if it changed."""
-    from tools.store import StoreError
+    from tools.safe_io import StoreError
 
     key = trust_key(path)
 

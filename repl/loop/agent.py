@@ -89,7 +89,8 @@ from repl.providers.base import (
     new_call_id,
 )
 from tools.cancel import Cancel
-from tools.registry import Registry, Tool, ToolError, error_result
+from tools.registry import Registry, Tool
+from tools.results import ToolError, error_result
 
 UNNAMED = "unnamed_tool"  # stands for a tool call that came without a name
 FINAL_NOTE = (

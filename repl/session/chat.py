@@ -56,6 +56,8 @@ from repl.session.runtime import (
 )
 from repl.session.user_tools import UserTools
 from tools import store
+from tools.safe_io import StoreError
+from tools.undo import Reverted, revert
 
 if TYPE_CHECKING:
     from repl.tracing.trace import Trace
@@ -281,7 +283,7 @@ class ChatSession:
             return False
         try:
             loaded = load_checked(path)
-        except store.StoreError as exc:
+        except StoreError as exc:
             self.ui.error(f"cannot resume: {exc.message}")
             return False
         if self.journal:
@@ -505,11 +507,11 @@ class ChatSession:
     def _on_write(self, write: store.StoreWrite) -> None:
         self._writes.append(write)
 
-    def undo(self) -> list[store.Reverted]:
+    def undo(self) -> list[Reverted]:
         """Revert the last turn's store writes and remove it from the conversation
         (after ``/compact``: put the summarised turns back instead).
 
-        Another process's changes to the same files are kept (``store.revert``); when
+        Another process's changes to the same files are kept (``tools.undo.revert``); when
         they touched the same items, StoreError is raised and nothing changes.
         """
         if not self.turns:
@@ -521,7 +523,7 @@ class ChatSession:
             self._undone(record)
             self.last_prompt_tokens = messages_tokens(self.history.for_request())
             return []
-        reverted = store.revert(record.writes)
+        reverted = revert(record.writes)
         self.turns.pop()
         if record.in_history:  # a turn that left nothing must not take the one before with it
             self.history.drop_last_turn()

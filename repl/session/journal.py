@@ -31,7 +31,7 @@ from repl.session.recap import (
     note_record,
 )
 from repl.tracing.trace import JsonlWriter
-from tools.store import StoreError, check_regular
+from tools.safe_io import StoreError, check_regular
 
 
 class Journal:
@@ -122,7 +122,7 @@ def load_checked(path: Path) -> Loaded:
     """A journal's meta record and messages, with notes on any damage found.
 
     A journal that is not a regular file (a FIFO would block, ``/dev/zero`` never
-    ends) or is over MAX_JOURNAL_BYTES raises ``tools.store.StoreError`` naming it.
+    ends) or is over MAX_JOURNAL_BYTES raises ``tools.safe_io.StoreError`` naming it.
     """
     check_regular(path, MAX_JOURNAL_BYTES)
     turns: list[dict[str, Any]] = []

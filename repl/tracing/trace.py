@@ -29,7 +29,7 @@ from typing import Any
 from repl.config.redact import Redactor
 from repl.loop.events import Event, ReasoningDelta, TextDelta, TurnStarted, WireRecord, to_dict
 from repl.loop.unicode import json_dumps
-from tools.store import atomic_write
+from tools.safe_io import atomic_write
 
 PRIVATE_FILE, PRIVATE_FOLDER = 0o600, 0o700  # they hold what the model read: the user's alone
 

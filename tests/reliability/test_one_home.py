@@ -47,7 +47,7 @@ def _text(node: ast.JoinedStr) -> str:
 def test_files_are_replaced_atomically_in_one_place() -> None:
     places = _calls({("os", "replace"), ("os", "rename"), ("tempfile", "mkstemp"),
                      ("tempfile", "NamedTemporaryFile")})
-    assert set(places) == {"tools/store.py"}, places  # tools.store.atomic_write
+    assert set(places) == {"tools/safe_io.py"}, places  # tools.safe_io.atomic_write
 
 
 def test_a_missing_call_id_is_made_in_one_place() -> None:

@@ -29,7 +29,7 @@ import pytest
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record
 from tests.support import SEED_TODOS
-from tools import build_tools, store
+from tools import build_tools, safe_io, store, undo
 from tools.registry import Registry
 
 WIDE = {"COLUMNS": "400"}  # keep a long path on one line
@@ -166,8 +166,8 @@ def test_undo_does_not_replace_a_store_made_read_only_since(tmp_path):
         assert reg.call("add_todo", {"title": "x"})["ok"] is True
     path.chmod(0o444)
     before = path.read_bytes()
-    with pytest.raises(store.StoreError) as caught:
-        store.revert(writes)
+    with pytest.raises(safe_io.StoreError) as caught:
+        undo.revert(writes)
     assert caught.value.type == "read_only_store" and str(path) in caught.value.message
     assert path.read_bytes() == before
 
@@ -177,7 +177,7 @@ def test_undo_does_not_replace_a_store_made_read_only_since(tmp_path):
 FULL_DISK = """
 import json, resource, sys
 from pathlib import Path
-from tools import build_tools, store
+from tools import build_tools, safe_io
 from tools.registry import Registry
 
 target, limit, what = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
@@ -188,7 +188,7 @@ if what == "add_todo":
     print(json.dumps(registry.call("add_todo", {"title": "y" * 4 * limit})))
 else:
     try:
-        store.atomic_write(target, lambda out: out.write(b"x" * 4 * limit))
+        safe_io.atomic_write(target, lambda out: out.write(b"x" * 4 * limit))
     except OSError as exc:
         print(json.dumps({"errno": exc.errno}))
 """

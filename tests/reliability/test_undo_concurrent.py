@@ -5,7 +5,7 @@ real process (``glassloop ask --yes`` or a direct store writer) writes the
 same file; then ``/undo`` in the REPL. The other process's items survive and
 only the turn's own are taken back; when both changed the same item, /undo
 refuses with one line naming the file and leaves it byte for byte as it was.
-The in-process tests drive ``tools.store.revert`` on real files for the
+The in-process tests drive ``tools.undo.revert`` on real files for the
 cases a pipe cannot order (another write between two writes of one turn).
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record, scaled, wait_for
 from tests.support import SEED_TODOS, glassloop
-from tools import build_tools, store
+from tools import build_tools, safe_io, store, undo
 from tools.registry import Registry
 
 WIDE = {"COLUMNS": "400"}  # keep a long path on one line
@@ -141,7 +141,7 @@ def test_undo_without_other_writers_still_restores_the_exact_bytes(fake_server, 
     assert "another process" not in out
 
 
-# ---- store.revert on real files, in process ---------------------------------------------
+# ---- undo.revert on real files, in process ---------------------------------------------
 
 
 def tools_on(tmp_path: Path) -> tuple[Registry, Path, list[store.StoreWrite]]:
@@ -168,7 +168,7 @@ def test_revert_undoes_each_write_of_a_turn_around_another_write(tmp_path):
     reg.call("complete_todo", {"todo_id": "todo-004"})
     reg.call("delete_todo", {"todo_id": "todo-002"})
     as_other(reg, "update_todo", {"todo_id": "todo-003", "priority": "low"})
-    assert [r.merged for r in store.revert(ours)] == [True]
+    assert [r.merged for r in undo.revert(ours)] == [True]
     todos = reg.call("list_todos", {})["todos"]
     assert [t["title"] for t in todos] == ["买菜", "写周报", "回复邮件", "theirs"]  # deleted one back in place
     assert todos[2]["priority"] == "low"  # the other process's change stays
@@ -182,8 +182,8 @@ def test_revert_conflict_is_all_or_nothing_across_files(tmp_path):
     as_other(reg, "add_todo", {"title": "takes the freed id"})  # todo-003 again
     todo_bytes, note_bytes = path.read_bytes(), notes.read_bytes()
     try:
-        store.revert(ours)
-    except store.StoreError as exc:
+        undo.revert(ours)
+    except safe_io.StoreError as exc:
         assert exc.type == "undo_conflict" and str(path) in exc.message and "todo-003" in exc.message
     else:
         raise AssertionError("revert overwrote another process's todo-003")
@@ -195,7 +195,7 @@ def test_revert_of_an_item_added_and_deleted_in_one_turn_leaves_a_reused_id_alon
     reg.call("add_todo", {"title": "ours"})  # todo-004
     reg.call("delete_todo", {"todo_id": "todo-004"})
     as_other(reg, "add_todo", {"title": "theirs"})  # todo-004 again
-    assert [r.merged for r in store.revert(ours)] == [True]
+    assert [r.merged for r in undo.revert(ours)] == [True]
     assert reg.call("get_todo", {"todo_id": "todo-004"})["todo"]["title"] == "theirs"
 
 
@@ -204,7 +204,7 @@ def test_revert_when_the_other_writer_already_removed_the_added_item(tmp_path):
     reg.call("add_todo", {"title": "ours"})
     as_other(reg, "delete_todo", {"todo_id": "todo-004"})
     now = path.read_bytes()
-    assert [r.merged for r in store.revert(ours)] == [True]
+    assert [r.merged for r in undo.revert(ours)] == [True]
     assert path.read_bytes() == now  # nothing left to undo, nothing rewritten
 
 
@@ -288,7 +288,7 @@ def test_undo_interleaved_with_another_process_many_times(tmp_path):
             while rng.random() < 0.5:
                 other.step(rng, other_writes)
                 other_writes += 1
-            for reverted in store.revert(ours):
+            for reverted in undo.revert(ours):
                 how["merged" if reverted.merged else "exact"] += 1
     finally:
         other.close()

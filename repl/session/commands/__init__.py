@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from repl.tracing.trace import Trace
     from tools.mcp_client import McpManager
     from tools.registry import Registry
-    from tools.store import Reverted
+    from tools.undo import Reverted
 
 
 class CommandContext(Protocol):

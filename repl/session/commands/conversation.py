@@ -13,7 +13,8 @@ from repl.providers.base import ProviderError
 from repl.session.commands import CommandContext, command, save_text, table
 from repl.session.journal import recent_sessions
 from repl.ui.escape import clean, one_line
-from tools.store import Reverted, StoreError
+from tools.safe_io import StoreError
+from tools.undo import Reverted
 
 
 @command("help", help="List the commands and key bindings.", means=("commands", "?", "h", "man"))

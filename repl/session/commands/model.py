@@ -16,7 +16,7 @@ from repl.session.commands.conversation import clear_rules, undone_text
 from repl.session.compare import Attempt, last_question
 from repl.session.compare import compare as compare_models
 from repl.ui.escape import one_line
-from tools.store import StoreError
+from tools.safe_io import StoreError
 
 ANSWER_LINES = 3  # first lines of each answer in the /compare table
 

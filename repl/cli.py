@@ -414,6 +414,8 @@ def show_trace(
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    except OSError as exc:
+        _unreadable(path, exc)
     from repl.ui.escape import clean  # trace records hold model, tool and server text
 
     if html:
@@ -442,7 +444,10 @@ def _print_raw(path: Path, groups: list, as_json: bool) -> None:
     from repl.tracing.trace import read_wire, wire_path
     from repl.ui.escape import json_display
 
-    wire, dropped = read_wire(wire_path(path))
+    try:
+        wire, dropped = read_wire(wire_path(path))
+    except OSError as exc:
+        _unreadable(wire_path(path), exc)
     calls, missing = raw_calls(groups, wire)
     if as_json:
         typer.echo(json_display(calls, indent=2))
@@ -451,6 +456,13 @@ def _print_raw(path: Path, groups: list, as_json: bool) -> None:
         typer.echo("(none: the call failed or was stopped)" if value is None else json_display(value, indent=2))
     if missing:
         typer.echo(missing_raw(missing, dropped), err=True)
+
+
+def _unreadable(path: Path, exc: OSError) -> NoReturn:
+    from repl.ui.escape import clean
+
+    typer.echo(f"error: cannot read {clean(str(path))}: {exc.strerror or exc}", err=True)
+    raise typer.Exit(1) from None
 
 
 def optional_values(argv: list[str]) -> list[str]:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from repl.loop.unicode import json_dumps
 from repl.tracing.trace import read_records, turns
-from repl.ui.escape import one_line
+from repl.ui.escape import clean, json_display, one_line
 
 
 def trace_path(trace_dir: Path, session: str) -> Path | None:
@@ -30,7 +28,7 @@ def select_turns(path: Path, which: str, *, as_json: bool = False) -> list[str]:
     if not chosen:
         return ["(the trace is empty)"]
     if as_json:
-        return [json_dumps(r, ensure_ascii=False) for group in chosen for r in group]
+        return [json_display(r) for group in chosen for r in group]
     return [line for group in chosen for line in format_turn(group)]
 
 
@@ -62,10 +60,10 @@ def format_turn(records: list[dict[str, Any]]) -> list[str]:
     """One line per model request and tool call, with timings relative to the turn start."""
     if not records:
         return []
-    start = records[0].get("time", 0.0)
+    start = _time(records[0], 0.0)
     lines: list[str] = []
     for r in records:
-        at = f"{r.get('time', start) - start:7.2f}s"
+        at = f"{_time(r, start) - start:7.2f}s"
         line = _describe(r)
         if line:
             lines.append(f"{at}  {line}")
@@ -75,41 +73,42 @@ def format_turn(records: list[dict[str, Any]]) -> list[str]:
 def _describe(r: dict[str, Any]) -> str | None:
     kind = r.get("type")
     if kind == "turn_started":
-        return f"turn {r.get('turn')}: {r.get('user_text', '')[:200]!r}"
+        return f"turn {as_int(r.get('turn'))}: {as_text(r.get('user_text', ''))!r}"
     if kind == "model_usage":
-        u = r.get("usage", {})
-        mark = "~" if u.get("estimated") else ""
-        retries = f" · retries {r['retries']}" if r.get("retries") else ""
-        return (f"model step {r.get('step')}: in {mark}{u.get('input_tokens')} (cached {u.get('cached_tokens')})"
-                f" out {mark}{u.get('output_tokens')} · {r.get('latency_s', 0):.2f} s"
-                f" · finish {r.get('finish_reason')}{retries}")
+        u = as_dict(r.get("usage"))
+        mark = "~" if u.get("estimated") is True else ""
+        retries = f" · retries {as_int(r.get('retries'))}" if as_int(r.get("retries")) else ""
+        return (f"model step {as_int(r.get('step'))}: in {mark}{as_int(u.get('input_tokens'))} "
+                f"(cached {as_int(u.get('cached_tokens'))}) out {mark}{as_int(u.get('output_tokens'))} · "
+                f"{as_number(r.get('latency_s')):.2f} s · finish {as_text(r.get('finish_reason'))}{retries}")
     if kind == "tool_call_started":
-        return f"  call {r.get('name')} {json.dumps(r.get('arguments'), ensure_ascii=False)}"
+        return f"  call {as_text(r.get('name'))} {json_display(r.get('arguments'))}"
     if kind == "approval_decided":
-        verdict = "allowed" if r.get("allowed") else "denied"
-        reason = f": {r['reason']}" if r.get("reason") else ""
-        took = f" in {r['decided_s']:.1f} s" if isinstance(r.get("decided_s"), int | float) and r["decided_s"] else ""
-        return f"  {verdict} {r.get('name')} by {r.get('by')}{took}{reason}"
+        verdict = "allowed" if r.get("allowed") is True else "denied"
+        reason = f": {as_text(r['reason'])}" if r.get("reason") else ""
+        took = f" in {decided:.1f} s" if (decided := as_number(r.get("decided_s"))) else ""
+        return f"  {verdict} {as_text(r.get('name'))} by {as_text(r.get('by'))}{took}{reason}"
     if kind == "tool_call_finished":
-        status = "ok" if r.get("ok") else f"error {r.get('error_type')}"
+        status = "ok" if r.get("ok") is True else f"error {as_text(r.get('error_type'))}"
         if r.get("repeat_of"):
-            status += f" · identical to {r['repeat_of']}, not run again"
-        result = json.dumps(r.get("result"), ensure_ascii=False)
-        return f"  result {r.get('name')} {status} · {r.get('duration_s', 0) * 1000:.0f} ms · {result}"
+            status += f" · identical to {as_text(r['repeat_of'])}, not run again"
+        return (f"  result {as_text(r.get('name'))} {status} · {as_number(r.get('duration_s')) * 1000:.0f} ms · "
+                f"{json_display(r.get('result'))}")
     if kind == "model_retry":
-        return (f"  retry of model step {r.get('step')}: attempt {r.get('attempt')} of {r.get('attempts')} "
-                f"after {r.get('delay_s')} s ({r.get('reason')})")
+        return (f"  retry of model step {as_int(r.get('step'))}: attempt {as_int(r.get('attempt'))} of "
+                f"{as_int(r.get('attempts'))} after {as_number(r.get('delay_s')):g} s ({as_text(r.get('reason'))})")
     if kind == "user_step":  # what the user changed in step mode
-        what = f" {r['name']}" if r.get("name") else ""
-        return f"  {r.get('action')}{what} (step mode)"
+        what = f" {as_text(r['name'])}" if r.get("name") else ""
+        return f"  {as_text(r.get('action'))}{what} (step mode)"
     if kind == "guard_tripped":
-        return f"guard {r.get('guard')}: {r.get('detail')}"
+        return f"guard {as_text(r.get('guard'))}: {as_text(r.get('detail'))}"
     if kind == "error":
-        return f"error ({r.get('kind')}): {r.get('message')}"
+        return f"error ({as_text(r.get('kind'))}): {as_text(r.get('message'), 500)}"
     if kind == "turn_finished":
-        u = r.get("usage", {})
-        return (f"turn end: stopped_by {r.get('stopped_by')} · {r.get('steps')} steps · "
-                f"{r.get('tool_calls')} tool calls · {u.get('input_tokens', 0) + u.get('output_tokens', 0)} tokens")
+        u = as_dict(r.get("usage"))
+        return (f"turn end: stopped_by {as_text(r.get('stopped_by'))} · {as_int(r.get('steps'))} steps · "
+                f"{as_int(r.get('tool_calls'))} tool calls · "
+                f"{as_int(u.get('input_tokens')) + as_int(u.get('output_tokens'))} tokens")
     return None
 
 
@@ -149,23 +148,23 @@ def turn_rows(records: list[dict[str, Any]]) -> tuple[list[Row], float]:
             rows.append(models[step])
         elif kind == "model_usage":
             row = models.pop(step, None) or _add(rows, Row("model", f"model {step}", step, 0.0, at))
-            row.start = max(row.start, at - _num(r.get("latency_s")))  # the call, not the client's set-up
+            row.start = max(row.start, at - as_number(r.get("latency_s")))  # the call, not the client's set-up
             row.end, row.info = at, _tokens(r)
         elif kind == "error":
             for row in models.values():
                 row.end, row.info = at, "error"
             models.clear()
         elif kind == "tool_call_started":
-            tools[_call_id(r)] = _add(rows, Row("tool", f"  {r.get('name', '?')}", step, at, at,
+            tools[_call_id(r)] = _add(rows, Row("tool", f"  {as_text(r.get('name'))}", step, at, at,
                                                 call_id=_call_id(r), record=r))
         elif kind in ("approval_requested", "approval_decided") and _call_id(r) in tools:
             row = tools[_call_id(r)]
             row.wait = (at, at) if kind == "approval_requested" else ((row.wait or (at, at))[0], at)
         elif kind == "tool_call_finished" and _call_id(r) in tools:
             row = tools.pop(_call_id(r))
-            ran = _num(r.get("duration_s"))
+            ran = as_number(r.get("duration_s"))
             row.end = (row.wait[1] if row.wait else row.start) + ran
-            status = "ok" if r.get("ok") else str(r.get("error_type") or "error")
+            status = "ok" if r.get("ok") is True else as_text(r.get("error_type") or "error")
             waited = row.wait[1] - row.wait[0] if row.wait else 0.0
             row.info = f"{status} {_took(ran)}" + (f" · waited {_took(waited)}" if waited >= 0.05 else "")
     for row in [*models.values(), *tools.values()]:  # cut off (Ctrl-C, a crash): up to the last record
@@ -179,10 +178,36 @@ def _add(rows: list[Row], row: Row) -> Row:
     return row
 
 
-# A trace file may come from someone else: a field of the wrong type is read as 0 or "".
+# A trace file may come from someone else, or be damaged by hand: each field is read through
+# one of these, so a value of the wrong type is read as 0, {} or "?", never raises, and text
+# reaches the terminal as one line without escape sequences.
 def as_int(value: Any) -> int:
     """``value`` when it is an integer (a turn, step or token count), else 0."""
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def as_number(value: Any, default: float = 0.0) -> float:
+    """``value`` when it is a finite number (a time or a duration in seconds), else ``default``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    try:
+        number = float(value)
+    except OverflowError:  # an integer too big for a float
+        return default
+    return number if math.isfinite(number) else default
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_text(value: Any, limit: int = 200) -> str:
+    """``value`` as one line for the terminal: a string (anything else as JSON) without terminal
+    controls, its line breaks made spaces, cut to ``limit``; "?" when it is missing."""
+    if value is None:
+        return "?"
+    text = " ".join(clean(value if isinstance(value, str) else json_display(value)).split())
+    return _fit(text, limit)
 
 
 def _call_id(record: dict[str, Any]) -> str:
@@ -191,18 +216,12 @@ def _call_id(record: dict[str, Any]) -> str:
 
 
 def _time(record: dict[str, Any], default: float) -> float:
-    value = record.get("time")
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else default
-
-
-def _num(value: Any) -> float:
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else 0.0
+    return as_number(record.get("time"), default)
 
 
 def _tokens(r: dict[str, Any]) -> str:
-    usage = r.get("usage")
-    u = usage if isinstance(usage, dict) else {}
-    mark = "~" if u.get("estimated") else ""
+    u = as_dict(r.get("usage"))
+    mark = "~" if u.get("estimated") is True else ""
     return (f"in {mark}{as_int(u.get('input_tokens')):,} ({as_int(u.get('cached_tokens')):,} cached) "
             f"out {mark}{as_int(u.get('output_tokens')):,}")
 
@@ -227,7 +246,7 @@ def draw_turn(records: list[dict[str, Any]], width: int = 80) -> list[str]:
         label_w = min(label_w, max(4, width - bar_w - info_w - 2))
         origin = min(row.start for row in rows)  # the axis starts at the first call, not the set-up before it
         start, end = f"{origin:.2f} s", f"{total:.2f} s"
-        lines.append(" " * (label_w + 1) + start.ljust(max(len(start) + 1, bar_w - len(end))) + end)
+        lines.append(_fit(" " * (label_w + 1) + start.ljust(max(len(start) + 1, bar_w - len(end))) + end, width))
         bars = [_bar(row, origin, total, bar_w) for row in rows]
         for row, bar in zip(rows, bars, strict=True):
             lines.append(_fit(f"{_fit(row.label, label_w):<{label_w}} {bar} {_fit(row.info, info_w)}", width))
@@ -244,9 +263,13 @@ def _bar(row: Row, origin: float, total: float, width: int) -> str:
     scale = width / (total - origin) if total > origin else 0.0
     cells = [" "] * width
 
+    def at(time: float) -> float:  # times too far apart for a float (a damaged trace) draw at the start
+        x = (time - origin) * scale
+        return x if math.isfinite(x) else 0.0
+
     def paint(start: float, end: float, cell: str) -> None:
-        a = min(width - 1, max(0, int((start - origin) * scale)))
-        b = min(width, max(a + 1, round((end - origin) * scale)))
+        a = min(width - 1, max(0, int(at(start))))
+        b = min(width, max(a + 1, round(at(end))))
         cells[a:b] = cell * (b - a)
 
     run_start = row.start

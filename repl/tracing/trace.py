@@ -318,12 +318,12 @@ class Trace:
 
 
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
-    """Records of a JSONL file; a truncated or corrupt line is skipped."""
+    """Records of a JSONL file; a truncated or corrupt line, or one nested too deep to read, is skipped."""
     with open(path, encoding="utf-8", errors="replace") as file:
         for line in file:
             try:
                 record = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(record, dict):
                 yield record

@@ -115,3 +115,48 @@ def written_lines(env: dict[str, str]) -> list[str]:
 
 def finished_turns(env: dict[str, str]) -> list[dict[str, Any]]:
     return [r for r in trace_records(env) if r.get("type") == "turn_finished"]
+
+
+# ---- a trace someone sends you: every value hostile -------------------------------------
+
+PWNED = "document.title='pwned';document.body.insertAdjacentHTML('beforeend','<p id=pwned></p>')"
+EVIL = f"\"'><script>{PWNED}</script><img src=x onerror=\"{PWNED}\"><svg onload=\"{PWNED}\">"
+EVIL_NAME = "x\"'><svg onload=alert(1)>"  # a file name cannot hold "/", so no closing tag
+
+
+def hostile_trace(folder: Path) -> Path:
+    """A trace whose records carry a script, or a value of the wrong type, in every field the page
+    shows (file name included), with its raw bodies beside it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{EVIL_NAME}.jsonl"
+    call_ = {"call_id": EVIL, "name": EVIL}
+    records = [
+        {"type": "notice", "turn": EVIL, "message": EVIL, "time": EVIL},  # before the first turn
+        {"type": "turn_started", "turn": EVIL, "user_text": EVIL, "time": 1.0},
+        {"type": "model_request", "turn": EVIL, "step": EVIL, "time": 1.1},
+        {"type": "model_usage", "step": EVIL, "latency_s": EVIL, "time": 1.5, "finish_reason": EVIL,
+         "usage": {"input_tokens": EVIL, "cached_tokens": EVIL, "output_tokens": EVIL, "estimated": EVIL}},
+        {"type": "tool_call_started", "step": EVIL, **call_, "arguments": {EVIL: EVIL}, "time": 1.6},
+        {"type": "approval_requested", **call_, "time": 1.7},
+        {"type": "approval_decided", **call_, "allowed": EVIL, "by": EVIL, "reason": EVIL, "time": 1.8},
+        {"type": "tool_call_finished", **call_, "ok": False, "error_type": EVIL, "duration_s": EVIL,
+         "result": {EVIL: [EVIL]}, "time": 1.9},
+        {"type": "tool_call_started", "step": [EVIL], "call_id": {EVIL: 1}, "name": [EVIL], "time": 2.0},
+        {"type": "guard_tripped", "guard": EVIL, "detail": EVIL, "time": 2.1},
+        {"type": "error", "kind": EVIL, "message": EVIL, "time": 2.2},
+        {"type": "turn_finished", "stopped_by": EVIL, "steps": EVIL, "tool_calls": EVIL, "usage": EVIL,
+         "duration_s": EVIL, "time": 2.3},
+        {"type": "turn_started", "turn": [EVIL], "user_text": {EVIL: EVIL}, "time": 3.0},
+        {"type": "model_request", "step": {EVIL: 1}, "time": 3.1},
+        {"type": "model_usage", "step": {EVIL: 1}, "usage": [EVIL], "time": 3.2},
+        {"type": "turn_finished", "stopped_by": [EVIL], "usage": {"input_tokens": EVIL}, "time": 3.3},
+    ]
+    lines = [json.dumps(r) for r in records]
+    lines.insert(3, '{"type": "model_request", "step": 2, "time": Infinity}')  # Python's json reads it
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    wire = [{"type": "wire_dropped", "records": EVIL},
+            {"kind": "request", "turn": EVIL, "step": EVIL, "body": {EVIL: EVIL}},
+            {"kind": "response", "turn": EVIL, "step": EVIL, "body": {EVIL: EVIL}},
+            {"kind": "request", "turn": [EVIL], "step": {EVIL: 1}, "body": EVIL, "omitted_bytes": EVIL}]
+    path.with_suffix(".wire").write_text("".join(json.dumps(w) + "\n" for w in wire), encoding="utf-8")
+    return path

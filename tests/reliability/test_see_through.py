@@ -22,7 +22,15 @@ from pathlib import Path
 import pytest
 
 from tests.fakeserver import call, fault_status, text, tool_calls
-from tests.reliability.helpers import record, strict_json, trace_records
+from tests.reliability.helpers import (
+    EVIL,
+    EVIL_NAME,
+    PWNED,
+    hostile_trace,
+    record,
+    strict_json,
+    trace_records,
+)
 from tests.support import SECRET, glassloop_here
 
 SLOW_TOOL = """import time
@@ -319,51 +327,10 @@ def test_html_page_holds_every_turn_call_and_result(fake_server, home, tmp_path)
 
 # ---- a trace someone sends you: every value hostile -------------------------------------
 
-PWNED = "document.title='pwned';document.body.insertAdjacentHTML('beforeend','<p id=pwned></p>')"
-EVIL = f"\"'><script>{PWNED}</script><img src=x onerror=\"{PWNED}\"><svg onload=\"{PWNED}\">"
-EVIL_NAME = "x\"'><svg onload=alert(1)>"  # a file name cannot hold "/", so no closing tag
 PAGE_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h4", "p", "q", "span", "div",
              "section", "details", "summary", "pre", "ul", "li"}
 PAGE_ATTRS = {"lang", "charset", "http-equiv", "content", "class", "style", "data-turn", "data-step", "data-call-id"}
 OUR_STYLES = re.compile(r"(left:\d+\.\d\d%;width:\d+\.\d\d%|background:#[0-9a-f]{6})")
-
-
-def hostile_trace(folder: Path) -> Path:
-    """A trace whose records carry a script, or a value of the wrong type, in every field the page
-    shows (file name included), with its raw bodies beside it."""
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{EVIL_NAME}.jsonl"
-    call_ = {"call_id": EVIL, "name": EVIL}
-    records = [
-        {"type": "notice", "turn": EVIL, "message": EVIL, "time": EVIL},  # before the first turn
-        {"type": "turn_started", "turn": EVIL, "user_text": EVIL, "time": 1.0},
-        {"type": "model_request", "turn": EVIL, "step": EVIL, "time": 1.1},
-        {"type": "model_usage", "step": EVIL, "latency_s": EVIL, "time": 1.5, "finish_reason": EVIL,
-         "usage": {"input_tokens": EVIL, "cached_tokens": EVIL, "output_tokens": EVIL, "estimated": EVIL}},
-        {"type": "tool_call_started", "step": EVIL, **call_, "arguments": {EVIL: EVIL}, "time": 1.6},
-        {"type": "approval_requested", **call_, "time": 1.7},
-        {"type": "approval_decided", **call_, "allowed": EVIL, "by": EVIL, "reason": EVIL, "time": 1.8},
-        {"type": "tool_call_finished", **call_, "ok": False, "error_type": EVIL, "duration_s": EVIL,
-         "result": {EVIL: [EVIL]}, "time": 1.9},
-        {"type": "tool_call_started", "step": [EVIL], "call_id": {EVIL: 1}, "name": [EVIL], "time": 2.0},
-        {"type": "guard_tripped", "guard": EVIL, "detail": EVIL, "time": 2.1},
-        {"type": "error", "kind": EVIL, "message": EVIL, "time": 2.2},
-        {"type": "turn_finished", "stopped_by": EVIL, "steps": EVIL, "tool_calls": EVIL, "usage": EVIL,
-         "duration_s": EVIL, "time": 2.3},
-        {"type": "turn_started", "turn": [EVIL], "user_text": {EVIL: EVIL}, "time": 3.0},
-        {"type": "model_request", "step": {EVIL: 1}, "time": 3.1},
-        {"type": "model_usage", "step": {EVIL: 1}, "usage": [EVIL], "time": 3.2},
-        {"type": "turn_finished", "stopped_by": [EVIL], "usage": {"input_tokens": EVIL}, "time": 3.3},
-    ]
-    lines = [json.dumps(r) for r in records]
-    lines.insert(3, '{"type": "model_request", "step": 2, "time": Infinity}')  # Python's json reads it
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    wire = [{"type": "wire_dropped", "records": EVIL},
-            {"kind": "request", "turn": EVIL, "step": EVIL, "body": {EVIL: EVIL}},
-            {"kind": "response", "turn": EVIL, "step": EVIL, "body": {EVIL: EVIL}},
-            {"kind": "request", "turn": [EVIL], "step": {EVIL: 1}, "body": EVIL, "omitted_bytes": EVIL}]
-    path.with_suffix(".wire").write_text("".join(json.dumps(w) + "\n" for w in wire), encoding="utf-8")
-    return path
 
 
 def hostile_page(home: dict[str, str], tmp_path: Path) -> Path:
@@ -445,3 +412,138 @@ def test_a_trace_read_back_as_json_is_json(home, tmp_path):
     assert shown.returncode == 0, shown
     records = [strict_json(line) for line in shown.stdout.splitlines()]
     assert {"type": "model_request", "step": 2, "time": "Infinity"} in records
+
+
+# ---- the terminal views of a hostile or damaged trace -----------------------------------
+
+TERMINAL_CONTROLS = ("\x1b", "\x07", "\x9b", "\u202e")  # ESC, BEL, 8-bit CSI, a bidi override
+TRACE_VIEWS = {"events": [], "all turns": ["--turn", "all"], "raw": ["--turn", "all", "--raw"],
+               "json": ["--turn", "all", "--json"], "raw json": ["--turn", "all", "--raw", "--json"]}
+
+
+def shown_as_text(result) -> str:
+    """The output of a trace view that must have worked: exit 0, no traceback, no terminal control."""
+    out = result.stdout + result.stderr
+    assert result.returncode == 0 and "Traceback" not in out, out[-3000:]
+    assert [c for c in TERMINAL_CONTROLS if c in out] == [], out[-3000:]
+    return result.stdout
+
+
+@pytest.mark.parametrize("view", TRACE_VIEWS)
+def test_a_hostile_trace_is_text_in_every_terminal_view(home, tmp_path, view):
+    path = hostile_trace(tmp_path / "sent")
+    shown = shown_as_text(glassloop_here("trace", str(path), *TRACE_VIEWS[view], env=home))
+    if view == "json":
+        assert len([strict_json(line) for line in shown.splitlines()]) == 17
+    elif view == "raw json":
+        assert json.loads(shown)[0]["request"] == {EVIL: EVIL}
+    else:
+        assert "<script>document.title='pwned'" in shown  # the text is shown, as text
+    if view == "all turns":
+        assert shown.count("turn end: stopped_by") == 2 and "call" in shown and "result" in shown
+
+
+def test_a_hostile_trace_in_the_repl_trace_views(fake_server, home, tmp_path):
+    fake_server.script(text("fine"))
+    first = chat(home, fake_server.base_url, ["hello"])
+    assert first.returncode == 0, first.stderr
+    session_id = first.stdout.split("glassloop --resume ")[-1].split()[0]
+    sent = hostile_trace(tmp_path / "sent")
+    own = trace_folder(home) / f"{session_id}.jsonl"
+    for theirs, ours in ((sent, own), (sent.with_suffix(".wire"), own.with_suffix(".wire"))):
+        with ours.open("a", encoding="utf-8") as file:
+            file.write(theirs.read_text(encoding="utf-8"))
+    views = ["/trace all", "/trace all --events", "/trace all --raw", "/trace all --json", "/trace 1"]
+    shown = shown_as_text(chat(home, fake_server.base_url, views, "--resume", session_id))
+    assert shown.count("turn end: stopped_by") >= 4 and "<script>document.title='pwned'" in shown
+
+
+BAD_VALUES: dict[str, object] = {
+    "null": None, "true": True, "list": [1, "two", None], "dict": {"k": [None]}, "empty": "",
+    "huge int": 10**400, "huge float": -1e308, "NaN": float("nan"), "NaN string": "NaN",
+    "script": "<script>alert(1)</script>", "lone surrogate": "\ud800",
+    "escapes": "\x1b]0;pwned\x07\x1b[2J\x9b31mred\u202eevil\nnext line",
+    "deep": json.loads("[" * 200 + "]" * 200),
+}
+
+
+def every_field_made(records: list[dict], bad: object, *, whole: bool = True) -> list[dict]:
+    """``records`` again once per field of each record (and per field of its usage), with that
+    one field made ``bad``; ``whole``: each time with the records around it, else the record alone."""
+    out: list[dict] = []
+    for i, r in enumerate(records):
+        for key, value in r.items():
+            for inner in [None, *value] if key == "usage" and isinstance(value, dict) else [None]:
+                copy = json.loads(json.dumps(records))
+                if inner is None:
+                    copy[i][key] = bad
+                else:
+                    copy[i][key][inner] = bad
+                out += copy if whole else copy[i : i + 1]
+    return out
+
+
+@pytest.mark.timeout(300)
+def test_every_field_of_a_real_trace_made_wrong_shows_no_traceback(fake_server, home, tmp_path):
+    from repl.tracing.timeline import chosen_turns, draw_turn
+    from repl.tracing.trace import turns
+
+    fake_server.script(fault_status(429, retry_after=0.01), *tool_turn(), fault_status(400, message="bad request"))
+    made = chat(home, fake_server.base_url, ["look up Paris and Berlin", "and then?"],
+                "--tools", str(slow_tool_file(tmp_path)), "--yes")
+    assert made.returncode == 0, made.stderr
+    (real,) = trace_folder(home).glob("*.jsonl")
+    records = [json.loads(line) for line in real.read_text(encoding="utf-8").splitlines()]
+    wire = wire_lines(home)
+    kinds = {r["type"] for r in records}
+    assert {"model_retry", "approval_decided", "tool_call_finished", "error", "turn_finished"} <= kinds, kinds
+    sent = tmp_path / "sent"
+    sent.mkdir()
+    runs = 0
+    for name, bad in BAD_VALUES.items():
+        path = sent / f"{name.replace(' ', '-')}.jsonl"
+        wrong = [r for turn in turns(records) for r in every_field_made(turn, bad)]  # each with its own turn
+        path.write_text("".join(json.dumps(r) + "\n" for r in wrong), encoding="utf-8")
+        wrong_wire = wire + every_field_made(wire, bad, whole=False)  # raw bodies are big: each alone
+        path.with_suffix(".wire").write_text("".join(json.dumps(w) + "\n" for w in wrong_wire), encoding="utf-8")
+        for view in (TRACE_VIEWS[v] for v in ("all turns", "raw", "json")):  # the others read the same
+            shown = shown_as_text(glassloop_here("trace", str(path), *view, env=home))
+            assert shown.strip(), (name, view)
+            runs += 1
+        for group in chosen_turns(path, "all"):  # /trace's timeline
+            lines = draw_turn(group, 80)
+            assert all(len(line) <= 80 for line in lines), (name, lines)
+            assert not [line for line in lines if any(c in line for c in TERMINAL_CONTROLS)], (name, lines)
+    record("see_through", case="every field of a trace made wrong", records=len(records), wire=len(wire),
+           values=len(BAD_VALUES), runs=runs)
+
+
+def test_damaged_lines_of_a_trace_are_skipped(home, tmp_path):
+    from repl.tracing.timeline import chosen_turns, draw_turn
+
+    path = tmp_path / "damaged.jsonl"
+    good = [{"type": "turn_started", "turn": 1, "user_text": "still here", "time": -1e308},
+            {"type": "model_request", "step": 1, "time": 1e308},  # too far apart for a float's difference
+            {"type": "turn_finished", "stopped_by": "answer", "steps": 1, "tool_calls": 0, "time": 2.0}]
+    damaged = [b"[1, 2]", b'"a string"', b"null", b'{"type": "model_req', b"[" * 100_000, b"\xff\xfe\x00garbage",
+               b'{"type": "error", "message": "\x1b]0;pwned\x07"}']
+    path.write_bytes(b"\n".join([json.dumps(good[0]).encode(), *damaged, *(json.dumps(r).encode() for r in good[1:])])
+                     + b"\n")
+    for view in TRACE_VIEWS.values():
+        shown = shown_as_text(glassloop_here("trace", str(path), *view, env=home))
+        assert shown.strip() or "--raw" in view  # no raw records: one line on stderr says so
+    events = shown_as_text(glassloop_here("trace", str(path), env=home))
+    assert "turn 1: 'still here'" in events and "turn end: stopped_by answer" in events
+    (turn,) = chosen_turns(path, "all")
+    assert [line for line in draw_turn(turn) if line.startswith("model 1")]
+
+
+def test_a_trace_that_cannot_be_read_is_one_line(home, tmp_path):
+    if not Path("/proc/self/mem").is_file():
+        pytest.skip("no /proc/self/mem here")
+    path = tmp_path / "unreadable.jsonl"
+    path.symlink_to("/proc/self/mem")  # a file whose every read fails (EIO), as root too
+    for view in TRACE_VIEWS.values():
+        result = glassloop_here("trace", str(path), *view, env=home)
+        assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.count("\n") == 1 and "unreadable.jsonl" in result.stderr, result.stderr

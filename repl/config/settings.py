@@ -31,6 +31,22 @@ ToolCallFormat = Literal["native", "text"]
 Weather = Literal["open-meteo", "sample"]
 # What an untrusted ./glassloop.toml may do with a key: set it, only make it stricter, nothing.
 ProjectRule = Literal["safe", "tighten", "trust"]
+# Why a guard stopped a turn (``TurnFinished.stopped_by``, beside the loop's own reasons).
+GuardReason = Literal["max_steps", "budget", "repeat", "timeout"]
+# What the loop counts in a turn, for a guard to bound: model calls, tokens (input + output),
+# tool calls, seconds (the user's pauses not counted).
+TurnCount = Literal["steps", "tokens", "tool_calls", "seconds"]
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A guard's check: before each model call, once the turn's ``count`` reaches the guard's
+    value the turn stops for ``reason`` (one more call, without tools, for the answer);
+    ``says`` is why, formatted with ``used`` and ``limit``."""
+
+    count: TurnCount
+    reason: GuardReason
+    says: str
 
 
 @dataclass(frozen=True)
@@ -54,6 +70,7 @@ class Meta:
     secret: bool = False  # shown redacted
     named: type | None = None  # a table of user-named tables of this dataclass (for a dict field)
     quoted: bool = False  # named tables whose names may hold dots (quoted in dotted keys)
+    bound: Bound | None = None  # a guard on a turn's count: its check, which the agent loop applies
 
 
 def setting(default: Any = dataclasses.MISSING, *, factory: Any = dataclasses.MISSING,
@@ -71,17 +88,30 @@ safe = partial(setting, project="safe")  # how the model answers: a project file
 
 @dataclass(frozen=True)
 class Limits:
-    """``[guards]``: the bounds of each turn (the agent loop's) and of the session."""
+    """``[guards]``: the bounds of each turn (the agent loop's) and of the session.
+
+    A guard with a ``bound`` is checked as declared there, before each model call; the others
+    are applied where they act: ``repeat_limit`` to each call, ``tool_timeout_s`` and
+    ``max_tool_result_chars`` to each call's result, the session's budgets through its cost."""
 
     max_steps: int = guard(8, minimum=1, env="GLASSLOOP_MAX_STEPS", flag="max_steps",
-                           cli="Most model calls per turn.")
-    max_turn_tokens: int = guard(60_000, minimum=1)
+                           cli="Most model calls per turn.",
+                           bound=Bound("steps", "max_steps", "reached the limit of {limit} steps"))
+    max_turn_tokens: int = guard(60_000, minimum=1,
+                                 bound=Bound("tokens", "budget", "used {used} of {limit} tokens"))
     repeat_limit: int = guard(3, minimum=1)  # identical calls (tool + canonical arguments) per turn
-    turn_timeout_s: float = guard(300.0)
+    # also the turn's deadline: a model call gets it, a tool call at most the time left
+    turn_timeout_s: float = guard(300.0,
+                                  bound=Bound("seconds", "timeout", "the turn ran over {limit:g} s"))
     tool_timeout_s: float = guard(30.0)
     max_tool_result_chars: int = guard(8_000, minimum=1)
     session_budget_usd: float = guard(0.0, zero_is_no_limit=True)
     session_budget_tokens: int = guard(0, zero_is_no_limit=True)
+
+    def bounds(self) -> list[tuple[Bound, float]]:
+        """Each guard's ``bound`` with its value, in declaration order (the loop checks them so)."""
+        return [(meta.bound, getattr(self, f.name)) for f in dataclasses.fields(self)
+                if (meta := f.metadata["setting"]).bound is not None]
 
 
 # The profiles the embedded llama.cpp server runs; each name is also the extra that

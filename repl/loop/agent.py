@@ -48,7 +48,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from repl.config.settings import Limits
+from repl.config.settings import Limits, TurnCount
 from repl.loop.approval import Allow, ApprovalRequest, Approver, PendingCall
 from repl.loop.context import ContextWindow, cached_estimate, messages_tokens, tools_tokens
 from repl.loop.events import (
@@ -315,13 +315,15 @@ class _Turn:
         return bool(reason)
 
     def _check_limits(self) -> None:
+        """The guards on the turn's counts, as declared (``Limits.bounds``)."""
         limits = self.runner.limits
-        if self.steps >= limits.max_steps:
-            raise _Guard("max_steps", f"reached the limit of {limits.max_steps} steps")
-        if self.usage.total >= limits.max_turn_tokens:
-            raise _Guard("budget", f"used {self.usage.total} of {limits.max_turn_tokens} tokens")
-        if self.time_left() <= 0:
-            raise _Guard("timeout", f"the turn ran over {limits.turn_timeout_s:g} s")
+        counts: dict[TurnCount, float] = {
+            "steps": self.steps, "tokens": self.usage.total, "tool_calls": self.tool_calls,
+            "seconds": limits.turn_timeout_s - self.time_left(),  # pauses moved the deadline on
+        }
+        for bound, limit in limits.bounds():
+            if counts[bound.count] >= limit:
+                raise _Guard(bound.reason, bound.says.format(used=counts[bound.count], limit=limit))
 
     def _request(self, tools: list[dict[str, Any]] | None, final_note: str) -> list[dict[str, Any]]:
         messages = self.history.for_request()

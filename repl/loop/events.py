@@ -11,11 +11,11 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from repl.config.settings import GuardReason
 from repl.providers.base import Usage
 
-StopReason = Literal[
-    "answer", "max_steps", "budget", "repeat", "timeout", "interrupted", "error", "user"
-]  # "user": stopped in step mode
+# A guard's reason (declared with the guards), or the loop's own; "user": stopped in step mode
+StopReason = Literal["answer", "interrupted", "error", "user"] | GuardReason
 Decider = Literal["user", "rule", "mode"]
 
 

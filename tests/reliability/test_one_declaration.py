@@ -1,10 +1,12 @@
 """Each setting is declared once, in ``repl/config/settings.py``, and documented once, in ``config.toml``.
 
 The proof is the change a newcomer would make: a copy of the program gets one new
-guard (one field in ``Limits`` and its default in ``config.toml``, nothing else),
-and the schema, the checks, ``glassloop config``, the environment and flag maps,
-the command's options and the project-file trust rules all know it. The other
-tests hold the declarations and the documented file together, key for key.
+guard (one field in ``Limits`` with its check, its reason among ``GuardReason``'s,
+and its default in ``config.toml``, nothing else), and the schema, the checks,
+``glassloop config``, the environment and flag maps, the command's options, the
+project-file trust rules and the agent loop all know it: a turn through the real
+loop stops on it. The other tests hold the declarations and the documented file
+together, key for key.
 """
 
 from __future__ import annotations
@@ -22,14 +24,18 @@ from pathlib import Path
 from repl.config import schema as config_schema
 from repl.config.schema import ENV_KEYS, SCHEMA, Spec, declared
 from repl.config.settings import EMBEDDED_PROFILES, Limits, ProviderSettings, Settings
+from tests.fakeserver import FakeServer, call, text, tool_calls
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DOCUMENTED = tomllib.loads((ROOT / "config.toml").read_text(encoding="utf-8"))
 
-# The whole change that adds a guard: one field, one documented default.
+# The whole change that adds a guard: one field with its check, its reason, one documented default.
 FIELD_AFTER = "    session_budget_tokens: int = guard(0, zero_is_no_limit=True)\n"
 NEW_FIELD = ('    max_tool_calls: int = guard(32, minimum=1, env="GLASSLOOP_MAX_TOOL_CALLS", flag="max_tool_calls",\n'
-             '                                cli="Most tool calls per turn.")\n')
+             '                                cli="Most tool calls per turn.",\n'
+             '                                bound=Bound("tool_calls", "max_tool_calls", "made {used} of {limit} tool calls"))\n')
+REASONS = 'GuardReason = Literal["max_steps", "budget", "repeat", "timeout"'
+NEW_REASON = ', "max_tool_calls"'
 TOML_AFTER = "session_budget_tokens = 0    # ... or used this many tokens (input + output); 0 = no limit\n"
 NEW_TOML = "max_tool_calls = 32          # tool calls per turn, at most (GLASSLOOP_MAX_TOOL_CALLS, --max-tool-calls)\n"
 
@@ -82,7 +88,8 @@ def _copy_with_new_guard(tmp: Path) -> Path:
                         ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy2(ROOT / "config.toml", copy / "config.toml")
     shutil.copy2(ROOT / "glassloop_tools.py", copy / "glassloop_tools.py")
-    for path, after, new in ((copy / "repl" / "config" / "settings.py", FIELD_AFTER, NEW_FIELD),
+    settings = copy / "repl" / "config" / "settings.py"
+    for path, after, new in ((settings, FIELD_AFTER, NEW_FIELD), (settings, REASONS, NEW_REASON),
                              (copy / "config.toml", TOML_AFTER, NEW_TOML)):
         text = path.read_text(encoding="utf-8")
         assert text.count(after) == 1, f"{path.name} changed: update the anchor of the hypothetical guard"
@@ -111,6 +118,28 @@ def test_a_new_guard_is_one_field_and_one_documented_default(tmp_path: Path) -> 
     assert "guards.max_tool_calls: expected an integer >= 1, got 0" in seen["refused"]  # the check
     # trust: an untrusted project file may tighten a guard, not loosen it
     assert seen["tightened"] == 8 and seen["loosened"] == 32 and seen["ignored"] == ["guards.max_tool_calls"]
+
+
+def test_a_new_guard_stops_a_turn(tmp_path: Path, fake_server: FakeServer, home: dict[str, str]) -> None:
+    """The copy's ``glassloop ask`` through the real loop: two tool calls reach the new guard's limit
+    (set by its flag), the turn stops for its reason and a last call without tools answers."""
+    copy = _copy_with_new_guard(tmp_path)
+    fake_server.script(tool_calls(call("list_todos", {"status": "todo"})),
+                       tool_calls(call("get_todo", {"todo_id": "todo-002"})),
+                       text("Two todos are open; the weekly report comes first."))
+    done = subprocess.run([sys.executable, "-m", "repl.cli", "ask", "what is open?", "--json",
+                           "--max-tool-calls", "2", "--base-url", fake_server.base_url],
+                          cwd=tmp_path, env={**home, "PYTHONPATH": str(copy)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout)
+    assert (seen["stopped_by"], seen["steps"]) == ("max_tool_calls", 3)
+    assert seen["answer"] == "Two todos are open; the weekly report comes first."
+    tripped = [(e["guard"], e["detail"]) for e in seen["trace"] if e["type"] == "guard_tripped"]
+    assert tripped == [("max_tool_calls", "made 2 of 2 tool calls")]
+    final = fake_server.requests[-1].body
+    assert "tools" not in final and "made 2 of 2 tool calls" in final["messages"][-1]["content"]
+    assert len(fake_server.requests) == 3 and fake_server.unscripted == 0
 
 
 def _documented_keys(table: dict, prefix: str = "") -> set[str]:

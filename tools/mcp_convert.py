@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tools.results import ToolError
+from tools.results import ToolError, ToolResult, success
 
 SEPARATOR = "__"
 NAME_OK = re.compile(r"[^A-Za-z0-9_-]")
@@ -38,18 +38,18 @@ def parameters_from(schema: dict[str, Any] | None) -> dict[str, Any]:
     return schema
 
 
-def result_to_data(result: dict[str, Any]) -> dict[str, Any]:
-    """A ``tools/call`` result (its JSON) as glassloop result data; ``isError`` raises ``ToolError``."""
+def result_to_data(result: dict[str, Any]) -> ToolResult:
+    """A ``tools/call`` result (its JSON) as a glassloop result; ``isError`` raises ``ToolError``."""
     content = result.get("content")
     blocks = [_block(b) for b in (content if isinstance(content, list) else []) if isinstance(b, dict)]
     text = "\n".join(b for b in blocks if isinstance(b, str))
     if result.get("isError") is True:
         raise ToolError("mcp_tool_error", text or "the tool reported an error")
     if result.get("structuredContent") is not None:
-        return {"ok": True, "content": result["structuredContent"]}
+        return success({"content": result["structuredContent"]})
     if all(isinstance(b, str) for b in blocks):
-        return {"ok": True, "content": text}
-    return {"ok": True, "content": blocks}
+        return success({"content": text})
+    return success({"content": blocks})
 
 
 def _block(block: dict[str, Any]) -> str | dict[str, Any]:

@@ -3,7 +3,8 @@
 A result is the JSON object the model, the trace and the journal read: a success is
 ``{"ok": true, ...}`` (a tool's dict beside ``ok``, any other value under ``result``),
 a failure ``{"ok": false, "error": {"type": ..., "message": ...}}``. It is made by
-:func:`success` and :func:`error_result`.
+:func:`success` and :func:`error_result` and read by :func:`error_of`, so no caller
+probes its keys by hand.
 """
 
 from __future__ import annotations
@@ -33,3 +34,14 @@ def success(value: Any) -> ToolResult:
 def error_result(type: str, message: str) -> ToolResult:  # noqa: A002
     return {"ok": False, "error": {"type": type, "message": message}}
 
+
+def error_of(result: ToolResult) -> tuple[str, str] | None:
+    """A failed result's ``(type, message)``; None for a success. A part that is missing
+    (a result made by hand) reads as ``""``."""
+    if result.get("ok") is True:
+        return None
+    error = result.get("error")
+    if not isinstance(error, dict):
+        return "", ""
+    kind, message = error.get("type"), error.get("message")
+    return kind if isinstance(kind, str) else "", message if isinstance(message, str) else ""

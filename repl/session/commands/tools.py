@@ -6,6 +6,7 @@ from pathlib import Path
 
 from repl.session.commands import CommandContext, command
 from repl.ui.escape import cut_words, one_line
+from tools.results import error_of
 
 
 @command("tools", args="[reload]", help="Each tool, where it comes from, its side effects and approval rule; "
@@ -67,8 +68,9 @@ def _aligned(rows: list[tuple[str, ...]]) -> list[str]:
 def todos(ctx: CommandContext, args: list[str]) -> None:
     everything = bool(args) and args[0] == "all"
     result = ctx.registry.call("list_todos", {"limit": 0} if everything else {})
-    if not result.get("ok"):
-        ctx.ui.error(result["error"]["message"])
+    error = error_of(result)
+    if error is not None:
+        ctx.ui.error(error[1])
         return
     rows = [tuple(str(cell or "") for cell in (t["id"], t["title"], t["status"], t["priority"], t.get("due")))
             for t in result.get("todos", [])]

@@ -90,7 +90,7 @@ from repl.providers.base import (
 )
 from tools.cancel import Cancel
 from tools.registry import Registry, Tool
-from tools.results import ToolError, error_result
+from tools.results import ToolError, ToolResult, error_of, error_result, success
 
 UNNAMED = "unnamed_tool"  # stands for a tool call that came without a name
 FINAL_NOTE = (
@@ -406,7 +406,7 @@ class _Turn:
                                                                  "after": history.messages[-1]["content"]}))
             messages = self._request(tools, final_note)
 
-    def _pause_before_tools(self, calls: list[ToolCall]) -> tuple[dict[str, dict[str, Any]], bool]:
+    def _pause_before_tools(self, calls: list[ToolCall]) -> tuple[dict[str, ToolResult], bool]:
         """Step mode before tools run: the results the user decided (skipped, made by hand),
         and whether the user stopped the turn (then every call gets a skipped result)."""
         runner = self.runner
@@ -420,7 +420,7 @@ class _Turn:
             runner.emit(UserStep(self.steps, "stopped_by_user", detail="before the tool calls ran"))
             stopped = error_result(SKIPPED, "the user stopped the turn in step mode; the call did not run")
             return {c.id: stopped for c in calls}, True
-        preset: dict[str, dict[str, Any]] = {}
+        preset: dict[str, ToolResult] = {}
         for call, choice in zip(calls, choices, strict=False):
             if isinstance(choice, Skip):
                 preset[call.id] = error_result(SKIPPED, "the user skipped this call in step mode; it did not run")
@@ -470,11 +470,11 @@ class _Turn:
         cut = error_result(TRUNCATED, TRUNCATED_MESSAGE)
         self._run_tools(calls, {call.id: cut for call in calls})
 
-    def _run_tools(self, calls: list[ToolCall], preset: dict[str, dict[str, Any]]) -> None:
+    def _run_tools(self, calls: list[ToolCall], preset: dict[str, ToolResult]) -> None:
         """Run one step's calls; results go into the history in call order, whatever happens.
         ``preset``: results decided in step mode (those calls do not run)."""
         emit, limits, step = self.runner.emit, self.runner.limits, self.steps
-        results: dict[str, dict[str, Any]] = {}
+        results: dict[str, ToolResult] = {}
         repeated: _Guard | None = None
         try:
             runnable = []
@@ -504,7 +504,7 @@ class _Turn:
         if repeated:
             raise repeated
 
-    def _execute(self, calls: list[ToolCall], results: dict[str, dict[str, Any]]) -> None:
+    def _execute(self, calls: list[ToolCall], results: dict[str, ToolResult]) -> None:
         runner, step = self.runner, self.steps
         running: list[tuple[ToolCall, Future, float, Cancel]] = []
         effectful: list[tuple[ToolCall, Tool]] = []  # with the tool as found now (a lost MCP server may drop it)
@@ -531,7 +531,7 @@ class _Turn:
             self._run_effectful(effectful, index, results)
 
     def _run_effectful(self, effectful: list[tuple[ToolCall, Tool]], index: int,
-                       results: dict[str, dict[str, Any]]) -> None:
+                       results: dict[str, ToolResult]) -> None:
         """The side-effecting call ``effectful[index]``: asked for, then run (or denied)."""
         runner, step, (call, tool) = self.runner, self.steps, effectful[index]
         if (earlier := self.done.get(canonical(call.name, call.arguments))) is not None:
@@ -556,7 +556,8 @@ class _Turn:
 
             def validate(args: dict[str, Any]) -> str | None:
                 failure = registry.parse_arguments(call.name, args)[1]
-                return failure["error"]["message"] if failure else None
+                error = None if failure is None else error_of(failure)
+                return None if error is None else error[1]
 
             asked = time.monotonic()
             decision = runner.approver.decide(request, validate)
@@ -582,36 +583,35 @@ class _Turn:
         _emit_finished(runner.emit, step, call, error, started)
         self._remember(call, error, side_effects=True, arguments=ran_with)
 
-    def _remember(self, call: ToolCall, result: dict[str, Any], side_effects: bool,
+    def _remember(self, call: ToolCall, result: ToolResult, side_effects: bool,
                   arguments: str | None = None) -> None:
         """A call that succeeded or was denied answers the identical calls after it in the turn:
         the same tool with the same ``arguments`` (those that ran; default: the call's own)."""
-        ok = result.get("ok") is True
-        if not ok and result.get("error", {}).get("type") != "denied":
+        error = error_of(result)
+        if error is not None and error[0] != "denied":
             return
-        if ok and side_effects:  # what a read-only call returned may have changed
+        if error is None and side_effects:  # what a read-only call returned may have changed
             self.done = {key: d for key, d in self.done.items() if d.side_effects}
         key = canonical(call.name, call.arguments if arguments is None else arguments)
         self.done[key] = _Done(call.id, self.steps, result, side_effects)
 
-    def _repeat(self, call: ToolCall, earlier: _Done, results: dict[str, dict[str, Any]]) -> None:
+    def _repeat(self, call: ToolCall, earlier: _Done, results: dict[str, ToolResult]) -> None:
         """The result of a call identical to ``earlier``, which is not run (or asked for) again."""
-        if earlier.result.get("ok") is True:
-            results[call.id] = {
-                "ok": True,
+        error = error_of(earlier.result)
+        if error is None:
+            results[call.id] = success({
                 "already_ran": f"{call.name} already ran with these arguments in this turn (step {earlier.step}) "
                                "and was not run again. Its result is below: answer the user from it.",
                 "earlier_result": {k: v for k, v in earlier.result.items() if k != "ok"},
-            }
+            })
         else:
-            why = earlier.result.get("error", {}).get("message", "")
             results[call.id] = error_result(
-                "denied", f"this identical call was denied earlier in this turn ({why}); it was not asked "
+                "denied", f"this identical call was denied earlier in this turn ({error[1]}); it was not asked "
                           "again. Do not retry it: answer the user.")
         _emit_finished(self.runner.emit, self.steps, call, results[call.id], time.monotonic(),
                        repeat_of=earlier.call_id)
 
-    def _wait(self, call: ToolCall, future: Future, started: float, cancel: Cancel) -> tuple[dict[str, Any], float]:
+    def _wait(self, call: ToolCall, future: Future, started: float, cancel: Cancel) -> tuple[ToolResult, float]:
         """The call's result, or a timeout result after min(its timeout, the turn's time left)
         (the call is then told to cancel)."""
         tool = self.runner.registry.get(call.name)
@@ -663,7 +663,7 @@ class _Done:
 
     call_id: str
     step: int
-    result: dict[str, Any]
+    result: ToolResult
     side_effects: bool
 
 
@@ -739,20 +739,20 @@ def canonical(name: str, arguments: str) -> str:
         return name + arguments.strip()
 
 
-def _no_time(call: ToolCall) -> dict[str, Any]:
+def _no_time(call: ToolCall) -> ToolResult:
     return error_result("timeout", f"{call.name} was not run: the turn's time ran out (turn_timeout_s)")
 
 
-def _timed(fn, *args) -> tuple[dict[str, Any], float]:
+def _timed(fn, *args) -> tuple[ToolResult, float]:
     """Run in a worker: the result and when it was ready (so durations exclude waiting)."""
     return fn(*args), time.monotonic()
 
 
 def _emit_finished(emit, step, call, result, started, ended: float | None = None, repeat_of: str = "") -> None:
-    ok = bool(result.get("ok"))
-    error_type = None if ok else result.get("error", {}).get("type")
+    error = error_of(result)
     duration = round((ended or time.monotonic()) - started, 4)
-    emit(ToolCallFinished(step, call.id, call.name, ok, result, duration, error_type, repeat_of))
+    emit(ToolCallFinished(step, call.id, call.name, error is None, result, duration,
+                          None if error is None else error[0], repeat_of))
 
 
 def _preview(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any] | None:
@@ -775,7 +775,7 @@ def _display_args(arguments: str) -> Any:
         return arguments
 
 
-def clip_result(result: dict[str, Any], limit: int) -> str:
+def clip_result(result: ToolResult, limit: int) -> str:
     """The result as JSON text, at most ``limit`` (>= 1) chars: head and tail around a marker."""
     text = json.dumps(result, ensure_ascii=False)
     if len(text) <= limit:

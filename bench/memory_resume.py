@@ -30,7 +30,7 @@ WARMUP = 10
 
 
 class StubUI:
-    """The session's ``UI`` (``repl.session.chat.UI``) with every method a no-op (events are counted)."""
+    """The session's ``UI`` (``repl.session.seams.UI``) with every method a no-op (events are counted)."""
 
     width = 80
 

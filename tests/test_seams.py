@@ -10,8 +10,9 @@ import pytest
 
 from repl.config.load import load_settings
 from repl.session import commands
-from repl.session.chat import UI, ChatSession
+from repl.session.chat import ChatSession
 from repl.session.commands import Command, CommandContext
+from repl.session.seams import UI
 from repl.ui.terminal import Terminal
 from tests.support import StubUI, parse_source
 from tools import store
@@ -21,8 +22,12 @@ COMMAND_MODULES = sorted((ROOT / "repl" / "session" / "commands").glob("*.py"))
 
 
 def _members(protocol: type) -> set[str]:
-    names = {n for n in vars(protocol) if not n.startswith("_")}
-    return names | set(getattr(protocol, "__annotations__", {}))
+    """A protocol's members, its bases' too (``UI`` extends the core's ``Surface``)."""
+    names: set[str] = set()
+    for part in protocol.__mro__:
+        if part is not object and part.__name__ not in ("Protocol", "Generic"):
+            names |= {n for n in vars(part) if not n.startswith("_")} | set(getattr(part, "__annotations__", {}))
+    return names
 
 
 def _parameters(fn: object) -> list[str]:

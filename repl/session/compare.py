@@ -14,12 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from repl.config.load import Settings, with_overrides
-from repl.loop.agent import run_turn
-from repl.loop.approval import ApprovalRequest, Deny
-from repl.loop.context import ContextWindow
 from repl.loop.cost import Cost, price_for
 from repl.loop.events import (
     ErrorEvent,
+    Event,
     EventLog,
     ModelUsage,
     ToolCallFinished,
@@ -27,11 +25,12 @@ from repl.loop.events import (
     TurnFinished,
 )
 from repl.loop.history import History
-from repl.providers.base import ProviderError
-from repl.session.runtime import make_provider
+from repl.session.core import Door, SessionCore
 from tools.registry import Registry
 
-DRY_RUN = "a dry run (/compare): side effects are not carried out"
+# A comparison's run: the session core with side effects denied, no journal, no trace; the
+# tools are the session's own (loaded already: nothing to wait for).
+COMPARE = Door("compare", journal=False, trace=False, dry_run=True, user_tools_wait_s=0)
 
 
 @dataclass
@@ -43,17 +42,32 @@ class Attempt:
     error: str = ""  # why the model could not run, or the error that ended its turn
 
 
-class _DryRun:
-    """The approver of a comparison: every side effect denied, nobody asked."""
+class _Quiet:
+    """The surface of a comparison's run: its events to a log, its lines kept, nothing shown."""
 
-    def new_turn(self) -> None:
+    def __init__(self, log: EventLog) -> None:
+        self.log, self.errors = log, list[str]()
+
+    def render(self, event: Event) -> None:
+        self.log(event)
+
+    def info(self, text: str) -> None:
         pass
 
-    def will_ask(self, request: ApprovalRequest) -> bool:
+    def error(self, text: str) -> None:
+        self.errors.append(text)
+
+    def waiting(self, status: str | None) -> None:
+        pass
+
+    def stop_live(self) -> None:
+        pass
+
+    def confirm(self, question: str) -> bool:
         return False
 
-    def decide(self, request: ApprovalRequest, validate: Callable[[dict[str, Any]], str | None]) -> Deny:
-        return Deny("mode", DRY_RUN)
+    def asker(self) -> None:
+        return None
 
 
 def last_question(history: History) -> tuple[list[dict[str, Any]], str] | None:
@@ -78,19 +92,17 @@ def compare(settings: Settings, registry: Registry, history: History, models: li
         attempts.append(attempt)
         started(n, model)
         run_settings = with_overrides(settings, model=model)
-        try:
-            provider = make_provider(run_settings.active, run_settings)
-        except ProviderError as exc:
-            attempt.error = exc.message
-            continue
         log = EventLog()
+        surface = _Quiet(log)
+        core = SessionCore(run_settings, surface, interactive=False, door=COMPARE, shared_registry=registry,
+                           history=History(history.system_prompt, [dict(m) for m in before]))
         try:
-            attempt.finished = run_turn(
-                History(history.system_prompt, [dict(m) for m in before]), question, provider=provider,
-                registry=registry, approver=_DryRun(), limits=run_settings.guards, emit=log,  # type: ignore[arg-type]
-                turn=n, context=ContextWindow())
+            attempt.finished = core.run_turn(question)
         finally:
-            provider.close()
+            core.close()
+        if attempt.finished is None:  # no model to run it on
+            attempt.error = core.provider_failure.message if core.provider_failure else "cancelled"
+            continue
         price = price_for(run_settings)
         attempt.cost = sum((Cost.of(u.usage, price) for u in log.of(ModelUsage)), Cost())
         outcome = {f.call_id: f.error_type or "error" for f in log.of(ToolCallFinished) if not f.ok}

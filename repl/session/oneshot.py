@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import threading
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -29,9 +28,7 @@ from typing import Any, TextIO
 from repl.config.load import Settings
 from repl.config.redact import Redactor, redactor_for
 from repl.config.settings import ApprovalMode
-from repl.loop.agent import Runner
-from repl.loop.approval import Approver
-from repl.loop.cost import Cost, price_for, session_budget, usd
+from repl.loop.cost import Cost
 from repl.loop.events import (
     ApprovalDecided,
     ErrorEvent,
@@ -44,24 +41,11 @@ from repl.loop.events import (
     ToolCallFinished,
     ToolCallStarted,
     TurnFinished,
-    Usage,
     WireRecord,
     to_dict,
 )
-from repl.loop.history import History
-from repl.loop.prompts import system_prompt
-from repl.providers.base import ProviderError
-from repl.session.runtime import (
-    McpStart,
-    build_registry,
-    make_provider,
-    new_id,
-    not_saved,
-    open_trace,
-    start_mcp,
-    wait_for_mcp,
-)
-from repl.session.user_tools import UserTools
+from repl.session.core import Door, SessionCore
+from repl.session.runtime import McpStart
 from repl.tracing.trace import joined_text
 from repl.ui.escape import clean, json_display  # pure; imports no rich
 
@@ -153,128 +137,109 @@ def _word_break(text: str) -> int:
     return 0
 
 
-def _phase_printer(progress: Progress):
-    """Status lines for scripts: each phase once (``preparing …``, ``starting …``), not every tick."""
-    seen: set[str] = set()
+class _Lines:
+    """The core's surface for ``ask``: no terminal. Events go to this run's subscribers (the
+    event log, the streamed answer, the progress lines); notes and errors are progress lines;
+    what it waits for is a status line written over in place on a terminal stderr, else each
+    phase once (``preparing …``, ``starting …``), not every tick."""
 
-    def status(text: str | None) -> None:
-        phase = (text or "").split("…")[0]
-        if text and phase not in seen:
-            seen.add(phase)
-            progress.say(phase.strip() + "…")
+    def __init__(self, progress: Progress, err: TextIO) -> None:
+        self.progress, self.err, self.terminal = progress, err, _is_terminal(err)
+        self.subscribers: list[Callable[[Event], None]] = []
+        self._phases: set[str] = set()
+        self._in_place = False  # a status line is on the screen
 
-    return status
+    def render(self, event: Event) -> None:
+        for subscriber in self.subscribers:
+            subscriber(event)
+
+    def info(self, text: str) -> None:
+        self.progress.say(text)
+
+    def error(self, text: str) -> None:
+        self.progress.say(f"error: {text}")
+
+    def waiting(self, status: str | None) -> None:
+        if status and status.startswith("waiting for MCP"):  # ticks each second: in place, or nothing
+            if self.terminal:
+                self.err.write("\r\x1b[2K" + clean(status))
+                self.err.flush()
+                self._in_place = True
+            return
+        if status is None:
+            if self._in_place:
+                self.err.write("\r\x1b[2K")
+                self.err.flush()
+                self._in_place = False
+            return
+        phase = status.split("…")[0]
+        if phase not in self._phases:
+            self._phases.add(phase)
+            self.progress.say(phase.strip() + "…")
+
+    def stop_live(self) -> None:
+        pass
+
+    def confirm(self, question: str) -> bool:
+        return False
+
+    def asker(self) -> None:
+        return None
 
 
 def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: bool,
             trace_file: Path | None, stdout: TextIO | None = None,
             stderr: TextIO | None = None) -> int:
+    """One turn through the session core (the REPL's), as the ``ask`` door: no journal, nobody
+    to ask (side effects only with ``--yes``), the SDK imported while the rest starts."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr  # this run's streams, not the import's
-    session_id = new_id()
-    log = EventLog()
     redact = redactor_for(settings)
     progress = Progress(stderr, redact)
-    try:
-        trace = open_trace(settings, session_id, trace_file, say=progress.say)
-    except OSError as exc:
-        if trace_file is not None:  # asked for by name: no answer without it
-            progress.say(f"error: cannot write the trace file {trace_file}: {exc.strerror or exc}")
-            return EXIT_USAGE
-        trace = None
-        progress.say(not_saved("the trace", settings.trace_dir, exc))
-    answer = None if as_json else AnswerStream(stdout, redact, _is_terminal(stdout))
-    subscribers: list[Any] = [log, *([answer] if answer else []), progress, *([trace] if trace else [])]
-
-    def emit(event: Event) -> None:
-        for subscriber in subscribers:
-            subscriber(event)
-
+    surface = _Lines(progress, stderr)
     mode: ApprovalMode = "auto" if assume_yes else ("read-only" if settings.approval == "read-only" else "ask")
-    history = History(system_prompt(extra=settings.system_prompt,
-                                    compact=settings.active.embedded))
-    registry = build_registry(settings)
-    # MCP servers start first, so their start overlaps the SDK's import and the provider's set-up.
-    mcp = start_mcp(settings, registry, lambda text: emit(Notice(text)))
+    door = Door("ask", journal=False, trace_file=trace_file, warm=True, approval=mode)
     try:
-        provider = make_provider(settings.active, settings, _phase_printer(progress))
-    except ProviderError as exc:
-        if mcp is not None:
-            mcp.close(detach=True)
-        progress.say(f"error: {exc.message}")
-        if as_json:
-            _print_json({"answer": "", "stopped_by": "error", "steps": 0,
-                         "error": {"type": exc.kind, "message": exc.message}}, stdout, redact)
-        return EXIT_FAILED
-    if notice := getattr(provider, "notice", None):  # the local server's start
-        emit(Notice(notice))
-    warming = _warm(provider)
-    for line in UserTools(settings, registry, lambda text: None).load().problems:
-        emit(Notice(line))
+        core = SessionCore(settings, surface, interactive=False, door=door)
+    except OSError as exc:  # the trace file asked for by name: no answer without it
+        progress.say(f"error: cannot write the trace file {trace_file}: {exc.strerror or exc}")
+        return EXIT_USAGE
+    log = EventLog()
+    answer = None if as_json else AnswerStream(stdout, redact, _is_terminal(stdout))
+    surface.subscribers = [log, *([answer] if answer else []), progress]
+    core.start_background()
     try:
-        return _answer(settings, history, question, provider, registry, mode, emit, log, warming, mcp,
-                       as_json=as_json, assume_yes=assume_yes, streamed=answer is not None,
-                       stdout=stdout, stderr=stderr, progress=progress, redact=redact)
+        finished = core.run_turn(question)
+        if finished is None:
+            failure = core.provider_failure
+            if as_json:
+                kind, message = (failure.kind, failure.message) if failure else ("interrupted", "interrupted")
+                _print_json({"answer": "", "stopped_by": "error", "steps": 0,
+                             "error": {"type": kind, "message": message}}, stdout, redact)
+            return EXIT_FAILED if failure else EXIT_INTERRUPTED
+        return _answer(finished, log, core.mcp_start, core.cost, as_json=as_json,
+                       assume_yes=assume_yes, streamed=answer is not None, stdout=stdout,
+                       stderr=stderr, progress=progress, redact=redact)
     finally:  # after the answer is out; a server still running is left to stop on its own
-        provider.close()
-        if trace:
-            trace.close()
-        if mcp is not None:
-            mcp.close(detach=True)
+        core.close(detach=True)
 
 
-def _answer(settings: Settings, history: History, question: str, provider: Any, registry: Any,
-            mode: ApprovalMode, emit: Any, log: EventLog, warming: threading.Thread, mcp: Any, *,
+def _answer(finished: TurnFinished, log: EventLog, mcp: McpStart | None, cost: Cost, *,
             as_json: bool, assume_yes: bool, streamed: bool, stdout: TextIO, stderr: TextIO,
             progress: Progress, redact: Redactor) -> int:
-    """The turn, its answer printed and flushed; the exit code."""
-    warming.join()
-    started = None if mcp is None else wait_for_mcp(mcp, _status_line(stderr))
-    if started is not None and (line := started.line()):
-        emit(Notice(line))
-    with Runner(provider, registry, Approver(mode), settings.guards, emit,
-                budget=session_budget(settings, Usage(), Cost())) as runner:
-        finished = runner.run_turn(history, question)
+    """The turn's answer printed and flushed; the exit code."""
     denied = [e for e in log.of(ApprovalDecided) if not e.allowed]
     if denied and not assume_yes and not as_json:
         print(f"note: {len(denied)} side-effecting call(s) denied; rerun with --yes to allow them",
               file=stderr)
     failure = turn_failure(finished, log)
     if not streamed:
-        _print_result(finished, log, as_json, stdout, redact, usd(finished.usage, price_for(settings)), failure,
-                      started)
+        _print_result(finished, log, as_json, stdout, redact, None if cost.unpriced else cost.usd, failure, mcp)
     if failure and failure[0] == "no_answer" and not as_json:
         progress.say(f"error: {failure[1]}")
     stdout.flush()
     if finished.stopped_by == "interrupted":
         return EXIT_INTERRUPTED
     return EXIT_FAILED if failure else EXIT_OK
-
-
-def _warm(provider: Any) -> threading.Thread:
-    """The provider's SDK imported on a thread, while MCP servers start and user tools load;
-    a failure here is left for the model call to report."""
-    def warm() -> None:
-        try:
-            getattr(provider, "warm", lambda: None)()
-        except Exception:  # noqa: BLE001 - the first model call meets it again and says why
-            pass
-
-    thread = threading.Thread(target=warm, daemon=True, name="glassloop-warm")
-    thread.start()
-    return thread
-
-
-def _status_line(out: TextIO) -> Callable[[str | None], None]:
-    """A status line written over in place on a terminal ``out`` (None clears it); nothing when
-    ``out`` is not a terminal (scripts get the progress lines only)."""
-    terminal = _is_terminal(out)
-
-    def status(text: str | None) -> None:
-        if terminal:
-            out.write("\r\x1b[2K" + (clean(text) if text else ""))
-            out.flush()
-
-    return status
 
 
 def turn_failure(finished: TurnFinished, log: EventLog) -> tuple[str, str] | None:

@@ -12,13 +12,13 @@ import subprocess
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from repl.session.chat import ChatSession
+    from repl.session.commands import CommandContext
 
 SHOWN_LINES = 200  # more lines of output are counted, not shown
 ADDED_CHARS = 20_000  # the most output added to a message (its head and tail kept)
 
 
-def run_shell(session: ChatSession, command: str) -> None:
+def run_shell(session: CommandContext, command: str) -> None:
     command = command.strip()
     if not command:
         session.ui.error("usage: !COMMAND runs COMMAND in your shell (you, not the model)")

@@ -1,6 +1,6 @@
 """The session's terminal: renderer, input and approval dialog behind one object.
 
-It implements the session's ``UI`` protocol (``repl.session.chat.UI``): the session
+It implements the session's ``UI`` protocol (``repl.session.seams.UI``): the session
 talks to it through that only, so it never imports rich or prompt_toolkit;
 ``toolbar`` and ``goodbye`` read the session back. Without a terminal (pipes) input is read line by line and no
 one is asked for approval.

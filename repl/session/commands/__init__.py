@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from repl.loop.history import History
     from repl.loop.stepping import Stepping
     from repl.providers.base import Provider
-    from repl.session.chat import UI, TurnRecord
+    from repl.session.seams import UI, TurnRecord
     from repl.session.user_tools import UserTools
     from repl.tracing.trace import Trace
     from tools.mcp_client import McpManager
@@ -54,6 +54,7 @@ class CommandContext(Protocol):
     mcp: McpManager | None
     stepping: Stepping
     trace: Trace | None
+    shell_context: list[str]  # !command output the user added to the next message
 
     def new_session(self) -> str | None: ...
     def undo(self) -> list[Reverted]: ...

@@ -1,0 +1,437 @@
+"""The session core: one builder behind every door (the REPL, ``ask``, ``/compare``, ``/retry``).
+
+A ``SessionCore`` holds a session's state (history, turns, the undo ledger, totals) and
+its services (provider, registry with MCP servers and user tools, trace, journal,
+approver), and sends every event through one bus: the door's surface (a terminal, or
+plain lines for scripts), the trace, the journal and the turn's accounting all
+subscribe to it. A door differs from another only by a ``Door`` and by what it
+subscribes, never by a copy of the core: a fix or a speed-up made here reaches them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from repl.config.load import ConfigError, Settings, with_overrides
+from repl.config.redact import redactor_for
+from repl.config.settings import ApprovalMode
+from repl.loop.agent import Runner, SessionBudget
+from repl.loop.approval import ApprovalRequest, Approver, Decision, Deny
+from repl.loop.compaction import Compacted, compact
+from repl.loop.context import ContextWindow, messages_tokens
+from repl.loop.cost import Cost, price_for, session_budget
+from repl.loop.events import Emit, Event, ModelUsage, Notice, TurnFinished, Usage
+from repl.loop.history import History
+from repl.loop.prompts import system_prompt
+from repl.loop.stepping import Stepping
+from repl.providers.base import Provider, ProviderError
+from repl.session.journal import Journal
+from repl.session.recap import TurnNote, endpoint_of, totals
+from repl.session.runtime import (
+    LazyProvider,
+    McpStart,
+    build_registry,
+    make_provider,
+    new_id,
+    not_saved,
+    open_trace,
+    start_mcp,
+    wait_for_mcp,
+)
+from repl.session.seams import Surface, TurnRecord
+from repl.session.user_tools import UserTools
+from tools import store
+from tools.undo import Reverted, revert
+
+if TYPE_CHECKING:
+    from repl.tracing.trace import Trace
+    from tools.mcp_client import McpManager
+    from tools.registry import Registry
+
+DRY_RUN = "a dry run (/compare): side effects are not carried out"
+UNSAVED = "this session (no journal, no --resume)"  # what goes when the journal cannot be written
+
+
+@dataclass(frozen=True)
+class Door:
+    """What a door changes of the core: parameters, never a copy of it."""
+
+    name: str
+    journal: bool = True  # a resumable journal (the REPL's); ask and /compare leave none
+    trace: bool = True  # a trace of the turns (/compare's dry runs are not traced)
+    trace_file: Path | None = None  # the trace asked for by name (ask --trace-file): no turn without it
+    warm: bool = False  # import the provider's SDK while the rest starts (ask: its turn comes at once)
+    user_tools_wait_s: float = 30.0  # how long the first turn waits for the user's tool files
+    approval: ApprovalMode | None = None  # the mode, when not the settings' (ask: only --yes allows)
+    dry_run: bool = False  # side effects denied without asking (/compare): nothing changes on disk
+
+
+REPL = Door("repl")
+
+
+@dataclass
+class DryRun(Approver):
+    """The approver of a dry run (``/compare``): every side effect denied, nobody asked."""
+
+    mode: ApprovalMode = "read-only"
+
+    def will_ask(self, request: ApprovalRequest) -> bool:
+        return False
+
+    def decide(self, request: ApprovalRequest, validate: Callable[[dict[str, Any]], str | None]) -> Decision:
+        return Deny("mode", DRY_RUN)
+
+
+class Bus:
+    """One event stream, many subscribers, called in the order they subscribed."""
+
+    def __init__(self) -> None:
+        self._subscribers: list[Emit] = []
+
+    def subscribe(self, subscriber: Emit) -> None:
+        self._subscribers.append(subscriber)
+
+    def __call__(self, event: Event) -> None:
+        for subscriber in self._subscribers:
+            subscriber(event)
+
+
+@dataclass
+class SessionCore:
+    settings: Settings
+    ui: Surface
+    interactive: bool  # a person at a terminal answers questions (approvals, trust, step mode)
+    session_id: str = field(default_factory=new_id)
+    history: History = field(default_factory=History)
+    door: Door = REPL
+    shared_registry: Registry | None = field(default=None, repr=False)  # /compare runs on the REPL's tools
+    turns: list[TurnRecord] = field(default_factory=list)  # this run's turns: what /undo can take back
+    ledger: list[TurnRecord] = field(default_factory=list)  # every turn of the session, resumed and undone too
+    turn_number: int = 0  # the last turn's number: numbers continue across a resume, never repeat
+    usage: Usage = field(default_factory=Usage)
+    cost: Cost = field(default_factory=Cost)
+    context: ContextWindow = field(default_factory=ContextWindow)  # request sizes across turns
+    last_prompt_tokens: int = 0
+    stepping: Stepping = field(default_factory=Stepping)  # step mode (/step, --step) and the last request sent
+    provider_failure: ProviderError | None = None  # why the last turn could not reach a model
+    _provider: LazyProvider | None = None
+    _writes: list[store.StoreWrite] = field(default_factory=list)
+    _model_calls: list[ModelUsage] = field(default_factory=list)
+    _turn_cost: Cost = field(default_factory=Cost)
+
+    def __post_init__(self) -> None:
+        self.registry: Registry = (self.shared_registry if self.shared_registry is not None
+                                   else build_registry(self.settings, on_write=self._on_write))
+        self.approver = DryRun() if self.door.dry_run else Approver(
+            self.door.approval or self.settings.approval, self.ui.asker() if self.interactive else None)
+        if not self.history.system_prompt:
+            self.history.system_prompt = self._system_prompt()
+        self.bus = Bus()
+        self.bus.subscribe(self.ui.render)
+        self.bus.subscribe(self._to_trace)
+        self.bus.subscribe(self._account)
+        self.bus.subscribe(self._to_journal)
+        self.trace: Trace | None = None
+        self._open_trace()
+        self.journal: Journal | None = None
+        self.mcp: McpManager | None = None  # once started, with servers configured
+        self.mcp_start: McpStart | None = None  # the servers as the first turn found them
+        self.user_tools = UserTools(self.settings, self.registry, self._background_notice,
+                                    self.ui.confirm if self.interactive else None)
+
+    # ---- the bus's own subscribers -------------------------------------------
+    def emit(self, event: Event) -> None:
+        self.bus(event)
+
+    def _to_trace(self, event: Event) -> None:
+        if trace := self.trace:  # read once: a failed write drops it
+            trace(event)
+
+    def _account(self, event: Event) -> None:
+        if isinstance(event, ModelUsage):
+            self._model_calls.append(event)
+            self._turn_cost += Cost.of(event.usage, price_for(self.settings))
+            self.last_prompt_tokens = event.usage.input_tokens
+
+    def _to_journal(self, event: Event) -> None:
+        if self.journal:
+            self.journal.sync(self.history)
+
+    def _background_notice(self, text: str) -> None:
+        """A notice from another thread: shown and traced, the journal is left alone."""
+        event = Notice(text)
+        self.ui.render(event)
+        self._to_trace(event)
+
+    # ---- trace and journal ---------------------------------------------------
+    def _open_trace(self) -> None:
+        """The trace of ``session_id`` (one file per session; a resumed one appends). A trace
+        asked for by name that cannot be written raises OSError: the door decides."""
+        if self.trace is not None:
+            self.trace.close()
+        self.trace = None
+        if not self.door.trace:
+            return
+        try:
+            self.trace = open_trace(self.settings, self.session_id, self.door.trace_file, say=self._trace_failed)
+        except OSError as exc:
+            if self.door.trace_file is not None:
+                raise
+            self.ui.info(not_saved("the trace", self.settings.trace_dir, exc))
+
+    def _trace_failed(self, line: str) -> None:
+        """A trace record could not be written: the session goes on without a trace (``/trace`` says so)."""
+        trace, self.trace = self.trace, None
+        if trace is not None:
+            trace.close()
+        self.ui.info(line)
+
+    def open_journal(self, path: Path | None = None, stored: list[Any] | None = None) -> None:
+        """A new session's journal, or a resumed one's at ``path`` (``stored``: its messages as
+        written, when they were read already)."""
+        if not self.door.journal:
+            return
+        folder = self.settings.data_dir / "sessions"
+        try:
+            if path is None:
+                meta = {"session": self.session_id, **endpoint_of(self.settings.active),
+                        "system_prompt": self.history.system_prompt}
+                self.journal = Journal(folder / f"{self.session_id}.jsonl", redactor_for(self.settings), meta,
+                                       lazy=True, on_error=self._journal_failed)
+            else:
+                self.journal = Journal(path, redactor_for(self.settings), lazy=True, on_error=self._journal_failed)
+                self.journal.adopt(self.history, stored)
+        except OSError as exc:
+            self.journal = None
+            self.ui.info(not_saved(UNSAVED, path.parent if path else folder, exc))
+
+    def _journal_failed(self, exc: OSError) -> None:
+        """A journal record could not be written (the folder takes no new file, the disk is full):
+        the session goes on, unsaved."""
+        journal, self.journal = self.journal, None
+        self.ui.info(not_saved(UNSAVED, journal.path.parent if journal else self.settings.data_dir / "sessions", exc))
+
+    @property
+    def saved(self) -> bool:
+        """Whether this session is on disk with a turn to resume."""
+        return self.journal is not None and bool(self.history.turn_starts()) and self.journal.path.exists()
+
+    def turn_count(self) -> int:
+        return sum(1 for t in self.ledger if t.restore is None and not t.undone)
+
+    def new_session(self) -> str | None:
+        """Start a new session (``/reset``): new id, journal and trace; the old one stays
+        whole on disk. Returns the old id when it was saved with a turn."""
+        old = self.session_id if self.saved else None
+        if self.journal:
+            self.journal.close()
+        self.session_id = new_id()
+        self.history = History(self._system_prompt())
+        self.turns.clear()
+        self.ledger.clear()
+        self.turn_number, self.usage, self.cost, self.last_prompt_tokens = 0, Usage(), Cost(), 0
+        self.context = ContextWindow()
+        self._open_trace()
+        self.open_journal()
+        return old
+
+    def continue_numbers(self, notes: list[dict[str, Any]]) -> None:
+        """Usage, cost, context share and turn numbers go on from the journal's turn records."""
+        checked = [n for n in map(TurnNote.parse, notes) if n is not None]
+        self.ledger = [TurnRecord.from_note(n) for n in checked]
+        self.usage, self.cost, self.last_prompt_tokens = totals(checked)
+        self.turn_number = max([t.number for t in self.ledger] + [len(self.history.turn_starts())])
+
+    # ---- services ------------------------------------------------------------
+    def provider_if_ready(self) -> Provider | None:
+        """The provider when it is built already (never waits, e.g. for Tab completion)."""
+        return self._provider.ready() if self._provider is not None else None
+
+    def provider(self) -> Provider:
+        if self._provider is None:
+            self.start_provider()
+        assert self._provider is not None
+        return self._provider.get()
+
+    def start_provider(self) -> None:
+        profile, settings, warm = self.settings.active, self.settings, self.door.warm
+
+        def build() -> Provider:
+            try:
+                provider = make_provider(profile, settings, self.ui.waiting)
+            finally:
+                self.ui.waiting(None)
+            if notice := getattr(provider, "notice", None):  # the local server's start
+                self._background_notice(notice)
+            if warm:  # the SDK's import, while MCP servers start and user tools load
+                try:
+                    getattr(provider, "warm", lambda: None)()
+                except Exception:  # noqa: BLE001 - the first model call meets it again and says why
+                    pass
+            return provider
+
+        self._provider = LazyProvider(build).start()
+
+    def switch(self, **changes: Any) -> bool:
+        """Change provider/model/approval for the next turn."""
+        try:
+            self.settings = with_overrides(self.settings, **changes)
+        except ConfigError as exc:
+            self.ui.error(str(exc))
+            return False
+        self.approver.mode = self.settings.approval
+        if "provider" in changes or "model" in changes:
+            self.restart_provider()
+            self.context = ContextWindow()  # another model counts tokens its own way
+        return True
+
+    def restart_provider(self) -> None:
+        self._close_provider()
+        self.start_provider()
+
+    def start_background(self) -> None:
+        """The provider (unless a turn already started it), MCP servers and user tools."""
+        self.start_mcp()  # first: a server's start overlaps the SDK's import
+        if self._provider is None:
+            self.start_provider()
+        self.start_user_tools()
+
+    def start_mcp(self) -> None:
+        """Connect the configured MCP servers in the background (no-op without any)."""
+        self.mcp = start_mcp(self.settings, self.registry, self._background_notice)
+
+    def start_user_tools(self) -> None:
+        """Load the user's own tools (packages, files) in the background."""
+        self.user_tools.start()
+
+    def close(self, *, detach: bool = False) -> None:
+        """Everything the session holds; ``detach``: MCP servers still running stop on their own
+        (ask's exit does not wait for them)."""
+        self._close_provider()
+        if self.mcp is not None:
+            self.mcp.close(detach=detach)
+        if self.journal:
+            self.journal.close()
+        if self.trace:
+            self.trace.close()
+
+    def _close_provider(self) -> None:
+        if self._provider is not None:
+            self._provider.close()
+        self._provider = None
+
+    def _system_prompt(self) -> str:
+        return system_prompt(extra=self.settings.system_prompt, compact=self.settings.active.embedded)
+
+    # ---- turns ---------------------------------------------------------------
+    def run_turn(self, text: str) -> TurnFinished | None:
+        """One turn through the loop; None when no model could be reached (``provider_failure``
+        says why) or the user cancelled while it started."""
+        self.provider_failure = None
+        try:
+            provider = self.provider()
+        except ProviderError as exc:
+            self.provider_failure = exc
+            self.ui.error(exc.message)
+            self._provider = None
+            return None
+        except KeyboardInterrupt:
+            self.ui.info("cancelled while the model was starting")
+            return None
+        if self.mcp is not None and self.mcp_start is None:  # the first turn sees every server's tools
+            self.mcp_start = wait_for_mcp(self.mcp, self.ui.waiting)
+            if line := self.mcp_start.line():
+                self.emit(Notice(line))
+        if not self.turns:
+            self.user_tools.wait(self.door.user_tools_wait_s)
+        self._writes, self._model_calls, self._turn_cost = [], [], Cost()
+        budget = session_budget(self.settings, self.usage, self.cost)
+        if budget is not None and budget.max_usd and budget.price is None and not self.turns:
+            self.emit(Notice(f"session_budget_usd is set but {self.settings.active.model} has no price: "
+                             "only the token budget applies"))
+        number = self.turn_number = self.turn_number + 1
+        before = len(self.history.messages)
+        try:
+            with self.runner(provider, self.emit, budget) as runner:
+                finished = runner.run_turn(self.history, text, number)
+        finally:
+            self.ui.stop_live()
+            if self.journal:
+                self.journal.sync(self.history)
+        self.usage += finished.usage
+        self.cost += self._turn_cost
+        self._record(TurnRecord(finished.turn, finished, self._model_calls, self._writes, self._turn_cost,
+                                question=text, in_history=len(self.history.messages) > before))
+        return finished
+
+    def runner(self, provider: Provider, emit: Emit, budget: SessionBudget | None = None) -> Runner:
+        """The loop's collaborators from this session's parts; the caller closes it (its tool pool)."""
+        return Runner(provider, self.registry, self.approver, self.settings.guards, emit,
+                      self.context, budget, self.stepping)
+
+    def _record(self, record: TurnRecord) -> None:
+        record.prompt_tokens = self.last_prompt_tokens
+        self.turns.append(record)
+        self.ledger.append(record)
+        if self.journal:
+            self.journal.note_turn({**record.note(), **endpoint_of(self.settings.active)})
+
+    def compact(self, instructions: str = "") -> Compacted | None:
+        """Replace all but the last turn with the model's summary (``/compact``); ``undo()`` reverts it.
+
+        None when there is too little to compact. Raises ProviderError and
+        KeyboardInterrupt with the conversation unchanged.
+        """
+        with self.runner(self.provider(), lambda event: None) as runner:  # the summary is not streamed
+            done = compact(self.history.system_prompt, self.history.messages, runner, instructions)
+        if done is None:
+            return None
+        before = list(self.history.messages)
+        self.history.messages[:] = done.messages
+        self._model_calls, self._turn_cost = [], Cost()
+        self.emit(ModelUsage(1, done.usage, done.latency_s, "stop"))  # shown, traced, counted, journaled
+        self.usage += done.usage
+        self.cost += self._turn_cost
+        finished = TurnFinished(self.turn_number, "answer", 1, 0, done.usage, round(done.latency_s, 3))
+        self.last_prompt_tokens = done.after
+        self._record(TurnRecord(self.turn_number, finished, self._model_calls, [], self._turn_cost, restore=before))
+        return done
+
+    def _on_write(self, write: store.StoreWrite) -> None:
+        self._writes.append(write)
+
+    def undo(self) -> list[Reverted]:
+        """Revert the last turn's store writes and remove it from the conversation
+        (after ``/compact``: put the summarised turns back instead).
+
+        Another process's changes to the same files are kept (``tools.undo.revert``); when
+        they touched the same items, StoreError is raised and nothing changes.
+        """
+        if not self.turns:
+            return []
+        record = self.turns[-1]
+        if record.restore is not None:  # a /compact: the summarised turns come back
+            self.turns.pop()
+            self.history.messages[:] = record.restore
+            self._undone(record)
+            self.last_prompt_tokens = messages_tokens(self.history.for_request())
+            return []
+        reverted = revert(record.writes)
+        self.turns.pop()
+        if record.in_history:  # a turn that left nothing must not take the one before with it
+            self.history.drop_last_turn()
+        self._undone(record)
+        return reverted
+
+    def _undone(self, record: TurnRecord) -> None:
+        """The turn stays in /usage and the session's spent tokens, marked undone; the
+        context share goes back to what it was before it."""
+        record.undone = True
+        before = [t for t in self.ledger if not t.undone]
+        self.last_prompt_tokens = before[-1].prompt_tokens if before else 0
+        if self.journal:
+            self.journal.sync(self.history)
+            self.journal.note_undo()

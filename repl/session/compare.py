@@ -26,6 +26,7 @@ from repl.loop.events import (
 )
 from repl.loop.history import History
 from repl.session.core import Door, SessionCore
+from repl.session.seams import Unattended
 from tools.registry import Registry
 
 # A comparison's run: the session core with side effects denied, no journal, no trace; the
@@ -42,11 +43,12 @@ class Attempt:
     error: str = ""  # why the model could not run, or the error that ended its turn
 
 
-class _Quiet:
-    """The surface of a comparison's run: its events to a log, its lines kept, nothing shown."""
+class _Quiet(Unattended):
+    """The surface of a comparison's run: its events to a log, nothing shown (a provider that
+    cannot start is the attempt's error: ``SessionCore.provider_failure``)."""
 
     def __init__(self, log: EventLog) -> None:
-        self.log, self.errors = log, list[str]()
+        self.log = log
 
     def render(self, event: Event) -> None:
         self.log(event)
@@ -55,19 +57,7 @@ class _Quiet:
         pass
 
     def error(self, text: str) -> None:
-        self.errors.append(text)
-
-    def waiting(self, status: str | None) -> None:
         pass
-
-    def stop_live(self) -> None:
-        pass
-
-    def confirm(self, question: str) -> bool:
-        return False
-
-    def asker(self) -> None:
-        return None
 
 
 def last_question(history: History) -> tuple[list[dict[str, Any]], str] | None:
@@ -93,8 +83,7 @@ def compare(settings: Settings, registry: Registry, history: History, models: li
         started(n, model)
         run_settings = with_overrides(settings, model=model)
         log = EventLog()
-        surface = _Quiet(log)
-        core = SessionCore(run_settings, surface, interactive=False, door=COMPARE, shared_registry=registry,
+        core = SessionCore(run_settings, _Quiet(log), interactive=False, door=COMPARE, shared_registry=registry,
                            history=History(history.system_prompt, [dict(m) for m in before]))
         try:
             attempt.finished = core.run_turn(question)

@@ -46,6 +46,7 @@ from repl.loop.events import (
 )
 from repl.session.core import Door, SessionCore
 from repl.session.runtime import McpStart
+from repl.session.seams import Unattended
 from repl.tracing.trace import joined_text
 from repl.ui.escape import clean, json_display  # pure; imports no rich
 
@@ -137,7 +138,7 @@ def _word_break(text: str) -> int:
     return 0
 
 
-class _Lines:
+class _Lines(Unattended):
     """The core's surface for ``ask``: no terminal. Events go to this run's subscribers (the
     event log, the streamed answer, the progress lines); notes and errors are progress lines;
     what it waits for is a status line written over in place on a terminal stderr, else each
@@ -176,15 +177,6 @@ class _Lines:
         if phase not in self._phases:
             self._phases.add(phase)
             self.progress.say(phase.strip() + "…")
-
-    def stop_live(self) -> None:
-        pass
-
-    def confirm(self, question: str) -> bool:
-        return False
-
-    def asker(self) -> None:
-        return None
 
 
 def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: bool,

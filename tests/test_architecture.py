@@ -60,8 +60,9 @@ def _dynamic_target(node: ast.Call) -> str | None:
     return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
 
 
-def imports(path: Path, root: Path = ROOT) -> Iterator[tuple[str, int]]:
-    """(absolute dotted module name, line) of every import in ``path``."""
+def imports(path: Path, root: Path = ROOT, names: bool = False) -> Iterator[tuple[str, int]]:
+    """(absolute dotted module name, line) of every import in ``path``; with ``names``, each name
+    of ``from pkg import name`` too as ``pkg.name`` (it may be a module of the package)."""
     tree = parse_source(path)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -70,7 +71,7 @@ def imports(path: Path, root: Path = ROOT) -> Iterator[tuple[str, int]]:
             base = _relative_base(path, node.level, root) if node.level else []
             module = ".".join([*base, *([node.module] if node.module else [])])
             yield module, node.lineno
-            if not node.module:  # "from . import x": x is a module of the package
+            if not node.module or names:  # "from . import x": x is a module of the package
                 yield from ((f"{module}.{alias.name}", node.lineno) for alias in node.names)
         elif isinstance(node, ast.Call):
             target = _dynamic_target(node)
@@ -256,3 +257,78 @@ def test_the_direction_rules_see_every_package() -> None:
     assert set(MAY_IMPORT) <= sources
     assert _package("repl/loop/agent.py") == _package("repl.loop.agent") == "repl.loop"
     assert _package("repl/cli.py") == "repl.cli" and _package("tools.store") == "tools"
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the modules of ours it imports (a package: its ``__init__``), each import as
+    written: at the top, in a function or under ``TYPE_CHECKING``."""
+    modules = {p.relative_to(ROOT).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
+               for p in source_files()}
+
+    def module_of(name: str) -> str | None:  # "repl.loop.unicode.valid_text" -> "repl.loop.unicode"
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for path in source_files():
+        source = module_of(path.relative_to(ROOT).with_suffix("").as_posix().replace("/", "."))
+        assert source is not None
+        targets = {module_of(name) for name, _ in imports(path, names=True) if _ours(name)}
+        graph[source] = {t for t in targets if t is not None and t != source}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each import circle once (depth-first: an edge back to a module on the path closes one),
+    as the modules from the first in order around the circle."""
+    found: dict[tuple[str, ...], list[str]] = {}
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        path.append(module)
+        for target in sorted(graph.get(module, ())):
+            if target in path:
+                circle = path[path.index(target):]
+                start = circle.index(min(circle))
+                circle = circle[start:] + circle[:start]
+                found.setdefault(tuple(circle), circle)
+            elif target not in done:
+                visit(target, path)
+        path.pop()
+        done.add(module)
+
+    for module in sorted(graph):
+        if module not in done:
+            visit(module, [])
+    return list(found.values())
+
+
+# Import circles there are, each with its reason; the list only shrinks.
+_COMMAND_TABLE = ("the command table (repl/session/commands/__init__.py: table()) imports the command "
+                  "modules, which take CommandContext and command() from it: those in a module of their own end it")
+CIRCLES: dict[tuple[str, ...], str] = {
+    ("repl.session.commands", f"repl.session.commands.{name}"): _COMMAND_TABLE
+    for name in ("conversation", "model", "tools", "trace")
+}
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """Modules import one way: no circle of imports in repl/ or tools/. An import under
+    ``TYPE_CHECKING`` or inside a function counts: it hides a circle from the interpreter,
+    not from a reader (or mypy), whose types then still run both ways."""
+    found = [" -> ".join([*c, c[0]]) for c in cycles(_module_graph()) if tuple(c) not in CIRCLES]
+    assert found == [], "cut each circle where a concept ends (a type in a module of its own ...)"
+
+
+def test_each_listed_circle_is_still_there() -> None:
+    found = {tuple(c) for c in cycles(_module_graph())}
+    assert [c for c in CIRCLES if c not in found] == [], "that circle is gone: drop it from CIRCLES"
+
+
+def test_the_cycle_search_finds_a_circle() -> None:
+    """Guards the rule against holding vacuously: a circle made under TYPE_CHECKING is one."""
+    graph = _module_graph()
+    assert "repl.config.settings" in graph["repl.config.schema"]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({**graph, "repl.config.settings": {"repl.config.trust"}})  # the circle cut here

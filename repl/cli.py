@@ -34,6 +34,7 @@ PIPED_MAX_CHARS = 200_000  # the most piped text `ask` sends with a question
 # Click's usage error, of the click Typer runs on (its own copy since Typer 0.2x): the base of
 # the one exception Typer exports.
 UsageError: type[Exception] = typer.BadParameter.__mro__[1]
+ClickError: type[Exception] = UsageError.__mro__[1]
 
 
 class _Group(TyperGroup):
@@ -481,10 +482,21 @@ def main() -> None:
     _PROGRAM.set()
     if isinstance(sys.stdin, io.TextIOWrapper):  # piped bytes that are not UTF-8 become U+FFFD
         sys.stdin.reconfigure(errors="replace")
+    args = optional_values(sys.argv[1:])
     try:
-        app(args=optional_values(sys.argv[1:]))
+        code = app(args=args, prog_name="glassloop", standalone_mode=False)
     except KeyboardInterrupt:
         sys.exit(130)
+    except UsageError as exc:  # one line (not Typer's box), naming the help to read
+        where = getattr(exc, "ctx", None)
+        path = where.command_path if where is not None else " ".join(
+            ["glassloop", *[a for a in args[:1] if a in {c.name or getattr(c.callback, "__name__", "") for c in app.registered_commands}]])
+        print(f"error: {exc.format_message()} (see {path} -h)", file=sys.stderr)  # type: ignore[attr-defined]
+        sys.exit(2)
+    except ClickError as exc:  # click's other errors (a file it could not open): one line too
+        print(f"error: {exc.format_message()}", file=sys.stderr)  # type: ignore[attr-defined]
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

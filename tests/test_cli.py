@@ -225,6 +225,17 @@ def test_an_unknown_option_among_the_words_of_a_question_is_one_line(fake_server
     assert fake_server.requests == []
 
 
+def test_a_usage_error_of_any_command_is_one_line_naming_its_help(fake_server, home):
+    """Not Typer's boxed usage text: one line, the command's own help named, exit 2."""
+    for argv, help_ in ((["ask", "q", "--bogus"], "glassloop ask -h"), (["--bogus"], "glassloop -h"),
+                        (["trace", "--turn"], "glassloop trace -h")):
+        result = glassloop(*argv, env={**home, "OPENAI_BASE_URL": fake_server.base_url}, stdin="")
+        assert result.returncode == 2, (argv, result.stderr)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and help_ in lines[0], (argv, lines)
+    assert fake_server.requests == []
+
+
 def test_a_config_of_two_top_level_lines_chooses_the_endpoint_and_the_model(fake_server, home, tmp_path):
     """``model = "x"`` and ``base_url = "..."``: the first lines anyone writes, for the profile in use."""
     mine = tmp_path / "mine.toml"

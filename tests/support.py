@@ -4,12 +4,17 @@ turn, MCP stacks, a wire adapter's model call. Fixtures live in ``tests/conftest
 from __future__ import annotations
 
 import ast
+import ctypes
 import gc
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +128,50 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _children() -> dict[int, str]:
+    """This process's children, exited or not: pid → command name."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text() if entry.isdigit() else ""
+        except OSError:
+            continue
+        if stat and int(stat.rsplit(")", 1)[1].split()[1]) == os.getpid():
+            found[int(entry)] = stat.split("(", 1)[1].rsplit(")", 1)[0]
+    return found
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+@contextmanager
+def adopting_orphans(wait_s: float = 20.0) -> Iterator[dict[int, tuple[str, int | None]]]:
+    """Within the block, a process this one started that leaves a process of its own behind
+    when it exits hands it to us, not to init (Linux ``PR_SET_CHILD_SUBREAPER``): what outlived
+    its parent is ours to see, however late we look. On leaving, each child this process gained
+    in the block is waited for (up to ``wait_s``, then killed) and the yielded dict filled:
+    pid → (command name, wait status; None when it had to be killed)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    before = set(_children())
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+    adopted: dict[int, tuple[str, int | None]] = {}
+    try:
+        yield adopted
+    finally:
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+        deadline = time.monotonic() + wait_s
+        for pid, name in _children().items():
+            if pid in before:
+                continue
+            while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            if done[0] == 0:  # still running: it would outlive the test
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            adopted[pid] = (name, done[1] if done[0] else None)
 
 
 class StubUI:

@@ -11,7 +11,7 @@ import pytest
 from repl.config.load import load_settings
 from repl.session import commands
 from repl.session.chat import ChatSession
-from repl.session.commands import Command, CommandContext
+from repl.session.commands.context import Command, CommandContext
 from repl.session.seams import UI
 from repl.ui.terminal import Terminal
 from tests.support import StubUI, parse_source
@@ -92,10 +92,9 @@ def test_the_table_lists_every_command_once_and_nothing_registers_itself() -> No
     names = [c.name for c in table.commands]
     assert len(names) == len(set(names))
     defined = set()
-    for path in COMMAND_MODULES:
-        if path.stem == "__init__":
-            continue
-        module = __import__(f"repl.session.commands.{path.stem}", fromlist=["_"])
+    for path in COMMAND_MODULES:  # /help is made beside the table it reads
+        name = "repl.session.commands" + ("" if path.stem == "__init__" else f".{path.stem}")
+        module = __import__(name, fromlist=["_"])
         defined |= {value.name for value in vars(module).values() if isinstance(value, Command)}
     assert defined == set(names)
     assert commands.table() is table  # built once, by the call

@@ -12,7 +12,7 @@ import subprocess
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from repl.session.commands import CommandContext
+    from repl.session.commands.context import CommandContext
 
 SHOWN_LINES = 200  # more lines of output are counted, not shown
 ADDED_CHARS = 20_000  # the most output added to a message (its head and tail kept)

@@ -1,11 +1,11 @@
 """Slash commands: one table that ``/help``, completion and dispatch all read.
 
-Each command is made by ``@command(...)`` in the module of what it acts on:
-``conversation`` (the conversation and saved sessions), ``tools`` (tools, todos,
-MCP servers), ``trace`` (what the loop did and cost, what is shown of it) and
-``model`` (which model runs the loop and how). :func:`table` lists them all, in the
-order ``/help`` shows them. A handler gets a :class:`CommandContext`, the part of the
-session a command may use, and the words after the command's name.
+Each command is made by ``@command(...)`` (``context.py``, with ``CommandContext``, the part
+of the session a command may use) in the module of what it acts on: ``conversation`` (the
+conversation and saved sessions), ``tools`` (tools, todos, MCP servers), ``trace`` (what the
+loop did and cost, what is shown of it) and ``model`` (which model runs the loop and how).
+:func:`table` lists them all, in the order ``/help`` shows them; ``/help`` itself lives here,
+beside the table it reads. A handler gets the context and the words after the command's name.
 """
 
 from __future__ import annotations
@@ -15,80 +15,21 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
 
-if TYPE_CHECKING:
-    from repl.config.load import Settings
-    from repl.loop.approval import Approver
-    from repl.loop.compaction import Compacted
-    from repl.loop.cost import Cost
-    from repl.loop.events import Usage
-    from repl.loop.history import History
-    from repl.loop.stepping import Stepping
-    from repl.providers.base import Provider
-    from repl.session.seams import UI, TurnRecord
-    from repl.session.user_tools import UserTools
-    from repl.tracing.trace import Trace
-    from tools.mcp_client import McpManager
-    from tools.registry import Registry
-    from tools.undo import Reverted
+from repl.session.commands import conversation, model, tools, trace
+from repl.session.commands.context import Command, CommandContext, Completer, command
 
 
-class CommandContext(Protocol):
-    """What a command may use of the session (``ChatSession`` is one); nothing else of it."""
-
-    ui: UI
-    settings: Settings
-    session_id: str
-    interactive: bool
-    history: History
-    turns: list[TurnRecord]  # this run's turns: what /undo can take back
-    ledger: list[TurnRecord]  # every turn of the session, resumed and undone too
-    usage: Usage
-    cost: Cost
-    last_prompt_tokens: int
-    approver: Approver
-    registry: Registry
-    user_tools: UserTools
-    mcp: McpManager | None
-    stepping: Stepping
-    trace: Trace | None
-    shell_context: list[str]  # !command output the user added to the next message
-
-    def new_session(self) -> str | None: ...
-    def undo(self) -> list[Reverted]: ...
-    def compact(self, instructions: str = "") -> Compacted | None: ...
-    def ask(self, text: str) -> None: ...
-    def switch(self, **changes: Any) -> bool: ...
-    def pick(self) -> str | None: ...
-    def resume(self, key: str, *, show: bool = True) -> bool: ...
-    def set_step(self, on: bool) -> bool: ...
-    def provider(self) -> Provider: ...
-    def provider_if_ready(self) -> Provider | None: ...
-
-
-Handler = Callable[[CommandContext, list[str]], "str | None"]  # "exit" ends the session
-Completer = Callable[[CommandContext], list[str]]
-
-
-@dataclass(frozen=True)
-class Command:
-    name: str
-    args: str
-    help: str
-    handler: Handler
-    complete: Completer | None = None
-    aliases: tuple[str, ...] = ()  # other names that run it
-    means: tuple[str, ...] = ()  # words an unknown command is matched against: /new suggests /reset
-
-
-def command(name: str, args: str = "", help: str = "", complete: Completer | None = None,
-            aliases: tuple[str, ...] = (), means: tuple[str, ...] = ()) -> Callable[[Handler], Command]:
-    """Make a handler a :class:`Command`; :func:`table` is where it is listed."""
-    def make(handler: Handler) -> Command:
-        return Command(name, args, help, handler, complete, aliases, means)
-    return make
+@command("help", help="List the commands and key bindings.", means=("commands", "?", "h", "man"))
+def help_(ctx: CommandContext, args: list[str]) -> None:
+    rows = [(", ".join(f"/{n}" for n in [c.name, *c.aliases]) + f" {c.args}".rstrip(), c.help)
+            for c in table().commands]
+    rows.append(("!COMMAND", "Run a shell command yourself (never the model), see its output, and "
+                 "choose to add it to your next message."))
+    ctx.ui.table("commands", ["command", "what it does"], rows)
+    ctx.ui.info("keys: Enter sends · Alt-Enter or Esc Enter inserts a newline · Esc Esc edits the last "
+                "message (/edit) · Tab completes commands and models · Ctrl-C or Esc stops a turn "
+                "or clears the line · Ctrl-C twice or Ctrl-D exits")
 
 
 @dataclass
@@ -153,10 +94,8 @@ class CommandTable:
 @cache
 def table() -> CommandTable:
     """Every command, in the order ``/help`` lists them."""
-    from repl.session.commands import conversation, model, tools, trace
-
     return CommandTable([
-        conversation.help_, conversation.exit_, conversation.reset, conversation.undo, conversation.edit,
+        help_, conversation.exit_, conversation.reset, conversation.undo, conversation.edit,
         trace.trace, trace.usage, conversation.compact, tools.tools, tools.todos,
         model.model, model.provider, model.approve, model.step, model.retry, model.compare,
         conversation.save, conversation.sessions, conversation.resume, trace.verbose, trace.reasoning,
@@ -167,15 +106,3 @@ def table() -> CommandTable:
 def dispatch(ctx: CommandContext, line: str) -> str | None:
     """Run a slash command line with :func:`table`; returns "exit" when the session should end."""
     return table().dispatch(ctx, line)
-
-
-def save_text(ctx: CommandContext, path: Path, text: str) -> Path | None:
-    """Write ``text`` to a file the user named (``~`` expanded); the path written, or None
-    after one error line: a missing folder, a folder, a name too long, an unknown ``~user``."""
-    try:
-        path = path.expanduser()
-        path.write_text(text, encoding="utf-8")
-    except (OSError, ValueError, RuntimeError) as exc:
-        ctx.ui.error(f"could not save to {path}: {getattr(exc, 'strerror', None) or exc}")
-        return None
-    return path

@@ -10,23 +10,11 @@ from typing import Any
 
 from repl.config.redact import redactor_for
 from repl.providers.base import ProviderError
-from repl.session.commands import CommandContext, command, save_text, table
+from repl.session.commands.context import CommandContext, command, save_text
 from repl.session.journal import recent_sessions
 from repl.ui.escape import clean, one_line
 from tools.safe_io import StoreError
 from tools.undo import Reverted
-
-
-@command("help", help="List the commands and key bindings.", means=("commands", "?", "h", "man"))
-def help_(ctx: CommandContext, args: list[str]) -> None:
-    rows = [(", ".join(f"/{n}" for n in [c.name, *c.aliases]) + f" {c.args}".rstrip(), c.help)
-            for c in table().commands]
-    rows.append(("!COMMAND", "Run a shell command yourself (never the model), see its output, and "
-                 "choose to add it to your next message."))
-    ctx.ui.table("commands", ["command", "what it does"], rows)
-    ctx.ui.info("keys: Enter sends · Alt-Enter or Esc Enter inserts a newline · Esc Esc edits the last "
-                "message (/edit) · Tab completes commands and models · Ctrl-C or Esc stops a turn "
-                "or clears the line · Ctrl-C twice or Ctrl-D exits")
 
 
 @command("exit", help="Leave glassloop.", aliases=("quit",), means=("bye", "q", "logout", "close"))

@@ -11,7 +11,7 @@ from repl.loop.approval import MODES
 from repl.loop.events import TurnFinished
 from repl.loop.stepping import STEP_ON
 from repl.providers.base import ProviderError
-from repl.session.commands import CommandContext, command
+from repl.session.commands.context import CommandContext, command
 from repl.session.commands.conversation import clear_rules, undone_text
 from repl.session.compare import Attempt, last_question
 from repl.session.compare import compare as compare_models

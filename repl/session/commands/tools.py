@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from repl.session.commands import CommandContext, command
+from repl.session.commands.context import CommandContext, command
 from repl.ui.escape import cut_words, one_line
 from tools.results import error_of
 

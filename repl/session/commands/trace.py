@@ -8,7 +8,7 @@ from typing import Any
 
 from repl.loop.cost import context_window_for
 from repl.loop.unicode import json_dumps
-from repl.session.commands import CommandContext, command, save_text
+from repl.session.commands.context import CommandContext, command, save_text
 from repl.tracing.timeline import (
     draw_turn,
     format_turn,

@@ -743,12 +743,13 @@ def _no_time(call: ToolCall) -> ToolResult:
     return error_result("timeout", f"{call.name} was not run: the turn's time ran out (turn_timeout_s)")
 
 
-def _timed(fn, *args) -> tuple[ToolResult, float]:
+def _timed(fn: Callable[..., ToolResult], *args: Any) -> tuple[ToolResult, float]:
     """Run in a worker: the result and when it was ready (so durations exclude waiting)."""
     return fn(*args), time.monotonic()
 
 
-def _emit_finished(emit, step, call, result, started, ended: float | None = None, repeat_of: str = "") -> None:
+def _emit_finished(emit: Emit, step: int, call: ToolCall, result: ToolResult, started: float,
+                   ended: float | None = None, repeat_of: str = "") -> None:
     error = error_of(result)
     duration = round((ended or time.monotonic()) - started, 4)
     emit(ToolCallFinished(step, call.id, call.name, error is None, result, duration,

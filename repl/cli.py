@@ -27,6 +27,7 @@ from repl.config.load import PROJECT_FILE, ConfigError, Settings, load_settings
 from repl.config.project import ProjectTrust, ToolsTrust
 from repl.config.schema import CLI_OPTIONS, Spec
 from repl.loop.unicode import valid_text
+from tools.compat import command_words, interpreter_shutdown, take_command_words
 
 _PROGRAM = threading.Event()  # set by main(): this process is glassloop, a command may end it itself
 FIRST_MESSAGE = "first_message"  # ctx.meta key: `glassloop "question"` starts the REPL with it
@@ -53,14 +54,14 @@ class _Group(TyperGroup):
             typer.echo(f"error: {exc} (a question with words that begin with '-' "
                        "goes after --: glassloop [OPTIONS] -- \"QUESTION\")", err=True)
             raise typer.Exit(2) from None
-        words = [*ctx._protected_args, *ctx.args]
+        words = command_words(ctx)
         close = difflib.get_close_matches(words[0], list(self.commands), n=1, cutoff=0.75)
         if len(words) == 1 and close:  # `glassloop trce`: a typo, not a question
             typer.echo(f"error: no command {words[0]!r}; did you mean {close[0]!r}? "
                        "(to start with a question, write a sentence)", err=True)
             raise typer.Exit(2)
         ctx.meta[FIRST_MESSAGE] = valid_text(" ".join(words))
-        ctx._protected_args, ctx.args = [], []
+        take_command_words(ctx)
         return []
 
     def _first_word(self, ctx: Any, args: list[str]) -> str | None:
@@ -292,7 +293,7 @@ def _leave(code: int) -> NoReturn:
     daemons waited for (a tool still running), atexit handlers (a local model server's stop), the
     standard streams flushed (120 when that fails, as Python exits). ``ask`` has closed its files
     by now (trace, raw calls, MCP logs). Without CPython's ``threading._shutdown``: a plain exit."""
-    shutdown = getattr(threading, "_shutdown", None)
+    shutdown = interpreter_shutdown()
     # The user's tool files may hold files open at module level that only the teardown flushes
     # and closes: with any loaded (their public module is imported then), exit the ordinary way.
     if shutdown is None or "glassloop_tools" in sys.modules:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import inspect
 import json
 import re
-import sys
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any
 
 from tools.cancel import PARAMETER as CANCEL_PARAMETER
 from tools.cancel import Cancel, running
+from tools.compat import caller_locals
 from tools.results import ToolError, ToolResult, error_result, success
 from tools.schema import parse_docstring, schema_from_signature, with_none_defaults
 from tools.store import reporting
@@ -62,7 +62,7 @@ def tool(
 ) -> Any:
     """Turn a typed function into a :class:`Tool` (usable as ``@tool`` or ``@tool(...)``)."""
     # Annotations are strings; aliases defined inside a factory live in the caller's frame.
-    scope = dict(sys._getframe(1).f_locals) if scope is None else scope
+    scope = caller_locals() if scope is None else scope
 
     def build(func: Callable[..., Any]) -> Tool:
         summary, arg_docs = parse_docstring(inspect.getdoc(func) or "")

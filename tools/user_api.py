@@ -17,7 +17,6 @@ import copy
 import inspect
 import json
 import re
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tools.compat import caller_locals
 from tools.registry import Tool
 from tools.registry import tool as make_tool
 from tools.results import ToolError
@@ -77,7 +77,7 @@ def tool(
     would change, ``{"before": ..., "after": ...}`` or a ``(before, after)`` pair,
     for the approval dialog. ``timeout_s`` overrides the per-call timeout.
     """
-    scope = dict(sys._getframe(1).f_locals)
+    scope = caller_locals()
 
     def mark(func: Callable[..., Any]) -> Callable[..., Any]:
         code = getattr(func, "__code__", None)

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -127,12 +126,10 @@ def test_dev_zero(tmp_path: Path) -> None:
 
 
 def test_fifo_does_not_hang(reg: Registry, root: Path) -> None:
-    os.mkfifo(root / "pipe")
-    start = time.perf_counter()
+    os.mkfifo(root / "pipe")  # opened for reading, it would wait for a writer that never comes
     assert error_type(reg.call("read_file", {"path": "pipe"})) == "not_a_file"
     assert reg.call("search_files", {"pattern": "x"})["ok"] is True
     assert [e["type"] for e in reg.call("list_files", {"glob": "pipe"})["entries"]] == ["other"]
-    assert time.perf_counter() - start < 2
 
 
 def test_nul_byte(reg: Registry) -> None:

@@ -92,10 +92,8 @@ def test_slow_tool_times_out_and_the_server_keeps_working(tmp_path: Path) -> Non
     s = Stack([stdio_server(timeout_s=0.5)]).start()
     try:
         assert s.registry.get("t__slow").timeout_s == 0.5  # the agent loop waits this long too
-        started = time.monotonic()
         result = s.registry.call("t__slow", {"seconds": 5})
-        assert result["error"]["type"] == "timeout"
-        assert time.monotonic() - started < 3
+        assert result["error"]["type"] == "timeout"  # not the answer 5 s later
         assert s.registry.call("t__slow", {"seconds": 0.01})["content"] == {"result": "slept 0.01"}
     finally:
         s.manager.close()
@@ -113,11 +111,9 @@ class _CommandSession:
 
 
 def test_crash_mid_session_gives_tool_errors_and_restart_reconnects(stack: Stack) -> None:
-    started = time.monotonic()
     crashed = stack.registry.call("t__crash", {})
-    assert crashed["error"]["type"] == "mcp_unavailable"
+    assert crashed["error"]["type"] == "mcp_unavailable"  # at the crash, not the call's timeout
     assert "/mcp restart t" in crashed["error"]["message"]
-    assert time.monotonic() - started < 5
     after = stack.registry.call("t__lookup", {"country": "Japan"})
     assert after["error"]["type"] == "mcp_unavailable"
     assert len(stack.notices) == 1 and "'t'" in stack.notices[0] and "\n" not in stack.notices[0]
@@ -149,9 +145,8 @@ def test_mcp_command_lists_servers_and_tools(stack: Stack) -> None:
 
 def test_a_bad_server_is_one_line_and_the_others_still_work(tmp_path: Path) -> None:
     s = Stack([ServerConfig("bad", command=str(tmp_path / "no-such-server")), stdio_server("good")])
-    started = time.monotonic()
     s.manager.start()
-    assert time.monotonic() - started < 0.5  # never blocks the caller
+    assert s.manager.servers["good"].status == "connecting"  # never blocks the caller: still starting
     try:
         not_ready = s.manager.wait_started()
         assert list(not_ready) == ["bad"] and not_ready["bad"].startswith("FileNotFoundError")
@@ -167,10 +162,8 @@ def test_a_bad_server_is_one_line_and_the_others_still_work(tmp_path: Path) -> N
 def test_a_server_that_never_answers_times_out(tmp_path: Path) -> None:
     silent = ServerConfig("mute", command=sys.executable, args=("-c", "import time; time.sleep(60)"))
     s = Stack([silent], connect_timeout_s=1.0)
-    started = time.monotonic()
     s.start()
     try:
-        assert time.monotonic() - started < 8
         assert s.manager.servers["mute"].status == "failed"
         assert s.manager.wait_started() == {"mute": "no answer within 1 s"}
     finally:

@@ -322,7 +322,6 @@ def test_html_page_holds_every_turn_call_and_result(fake_server, home, tmp_path)
     record("see_through", case="html page", bytes=page.stat().st_size, turns=len(parsed.turns),
            model_calls=len(parsed.models), tool_calls=len(parsed.tools),
            parse_ms=round(parse_s * 1000, 1))
-    assert parse_s < 5.0, parse_s
 
 
 # ---- a trace someone sends you: every value hostile -------------------------------------

@@ -162,11 +162,12 @@ def test_json_repair(registry: Registry, raw: str) -> None:
     assert result["ok"] is True and result["item"] == "tea"
 
 
-def test_repair_of_pathological_text_is_fast(registry: Registry) -> None:
+def test_repair_of_pathological_text_does_not_backtrack(registry: Registry) -> None:
     start = time.perf_counter()
     result = registry.call("order", "{" * 200_000)
     assert result["error"]["type"] == "invalid_json"
-    assert time.perf_counter() - start < 2
+    # ~0.3 s on a quiet machine, more beside other tests; a repair that backtracks takes hours
+    assert time.perf_counter() - start < 20
 
 
 def test_empty_arguments_mean_empty_object() -> None:

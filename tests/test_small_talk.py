@@ -66,10 +66,15 @@ def test_a_request_or_question_is_not_small_talk(message: str) -> None:
 
 
 def test_a_message_that_splits_many_ways_is_decided_at_once() -> None:
-    started = time.perf_counter()
-    for message in ("bye " * 29 + "x", "thank you " * 11 + "x", "谢谢你" * 35 + "x", "bye " * 29 + "bye"):
-        is_small_talk(message)
-    assert time.perf_counter() - started < 0.5  # regex backtracking took seconds on the first
+    def all_four() -> float:
+        started = time.perf_counter()
+        for message in ("bye " * 29 + "x", "thank you " * 11 + "x", "谢谢你" * 35 + "x", "bye " * 29 + "bye"):
+            is_small_talk(message)
+        return time.perf_counter() - started
+
+    # ~15 ms; regex backtracking took seconds on the first. The fastest of three rounds: a loaded
+    # machine's pause slows one round, backtracking every one
+    assert min(all_four() for _ in range(3)) < 0.5
 
 
 def test_a_huge_paste_is_refused_before_it_is_normalised(monkeypatch: pytest.MonkeyPatch) -> None:

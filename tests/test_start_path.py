@@ -40,6 +40,7 @@ OURS = {
     "repl.config.schema", "repl.config.settings", "repl.config.trust", "repl.loop",
     "repl.loop.cost", "repl.loop.events", "repl.loop.unicode", "repl.session",
     "repl.providers", "repl.providers.base",  # Usage, which the events carry: standard library only
+    "tools", "tools.compat",  # the CLI's private-API helpers: standard library only, the package lazy
     "repl.session.recap", "repl.session.runtime", "repl.session.start", "repl.ui", "repl.ui.escape",
     "repl.ui.event_views", "repl.ui.live", "repl.ui.mdstream", "repl.ui.prompt", "repl.ui.render",
     "repl.ui.terminal",
@@ -131,7 +132,7 @@ def test_a_resume_loads_the_same_modules_and_shows_the_journals_totals(home: dic
     found = _before_prompt(home, tmp_path, "--resume", session)
     loaded = set(found["modules"])
     _check_allowed(loaded)
-    assert not loaded & {"repl.session.journal", "repl.loop.history", "tools", "rich.markdown"}
+    assert not loaded & {"repl.session.journal", "repl.loop.history", "tools.registry", "rich.markdown"}
     assert "16,170 tokens" in found["toolbar"], found["toolbar"]  # 1,000 + ... + 5,000 in, 5 x 234 out
 
 

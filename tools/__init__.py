@@ -1,18 +1,15 @@
-"""Local tools the model can call, and the registry that runs them safely."""
+"""Local tools the model can call, and the registry that runs them safely.
+
+The package imports nothing until a tool is built: ``tools.compat`` (standard library only)
+is on the REPL's start path, and importing it imports this first."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from tools.calculator import make_calculator_tool
-from tools.files import make_file_tools
-from tools.notes import make_note_tools
-from tools.registry import Registry, Tool, tool
-from tools.results import ToolError, error_result
-from tools.todos import make_todo_tools
-from tools.weather import make_weather_tool
-
-__all__ = ["Registry", "Tool", "ToolError", "build_tools", "error_result", "tool"]
+if TYPE_CHECKING:
+    from tools.registry import Tool
 
 
 def build_tools(
@@ -24,6 +21,12 @@ def build_tools(
     weather_urls: dict | None = None,
 ) -> list[Tool]:
     """Every local tool. ``weather_urls`` may hold geocode_url, forecast_url, timeout_s."""
+    from tools.calculator import make_calculator_tool
+    from tools.files import make_file_tools
+    from tools.notes import make_note_tools
+    from tools.todos import make_todo_tools
+    from tools.weather import make_weather_tool
+
     return [
         *make_todo_tools(todos_path),
         *make_note_tools(notes_path),

@@ -546,3 +546,21 @@ def test_a_trace_that_cannot_be_read_is_one_line(home, tmp_path):
         result = glassloop_here("trace", str(path), *view, env=home)
         assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
         assert result.stderr.count("\n") == 1 and "unreadable.jsonl" in result.stderr, result.stderr
+
+
+def test_the_sessions_own_trace_unreadable_is_one_line_at_trace(session, fake_server) -> None:
+    """``/trace`` and ``/trace --raw`` when the session's trace (or its raw calls) can no longer
+    be read (here: a link to a file every read of which fails, even as root)."""
+    from repl.session import commands
+    from repl.tracing.trace import wire_path
+
+    fake_server.script(text("hello"))
+    session.ask("hi")
+    assert session.trace is not None and session.trace.path.exists()
+    for path in (session.trace.path, wire_path(session.trace.path)):
+        path.unlink(missing_ok=True)
+        path.symlink_to("/proc/self/mem")
+    for line in ("/trace", "/trace --raw"):
+        commands.dispatch(session, line)
+    assert len(session.ui.errors) == 2 and all(e.startswith("cannot read the trace") for e in session.ui.errors[:1])
+    assert session.ui.errors[1].startswith("cannot read the ")

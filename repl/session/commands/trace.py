@@ -47,7 +47,11 @@ def trace(ctx: CommandContext, args: list[str]) -> None:
     if rest:
         which = rest[0]
     path = ctx.trace.path
-    grouped = turns(read_records(path)) if path.exists() else []  # made by the session's first turn
+    try:
+        grouped = turns(read_records(path)) if path.exists() else []  # made by the session's first turn
+    except OSError as exc:  # replaced by something unreadable, or its disk gone
+        ctx.ui.error(f"cannot read the trace {path}: {exc.strerror or exc}")
+        return
     try:
         chosen = pick_turns(grouped, which)
     except ValueError:
@@ -75,7 +79,11 @@ def trace(ctx: CommandContext, args: list[str]) -> None:
 
 def _trace_raw(ctx: CommandContext, trace: Trace, chosen: list[list[dict[str, Any]]], save: Path | None) -> None:
     """The chosen turns' model calls as sent and as answered (``--save``: as JSON)."""
-    wire, dropped = read_wire(wire_path(trace.path))
+    try:
+        wire, dropped = read_wire(wire_path(trace.path))
+    except OSError as exc:
+        ctx.ui.error(f"cannot read the raw calls {wire_path(trace.path)}: {exc.strerror or exc}")
+        return
     calls, missing = raw_calls(chosen, wire)
     if save:
         text = json_dumps(calls, ensure_ascii=False, indent=2) + "\n"

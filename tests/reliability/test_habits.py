@@ -203,3 +203,24 @@ def test_a_question_on_the_command_line_starts_the_repl_with_it(sized_repl, fake
     typo.child.expect(pexpect.EOF)
     assert "did you mean 'trace'" in typo.child.before
     assert fake_server.unscripted == 0
+
+
+def test_help_fits_one_screen_at_60_and_100_columns_and_all_lists_every_command(sized_repl):
+    """The commands people use most, grouped, on one 30-row screen; /help all for the rest."""
+    from repl.session.commands import table
+
+    for cols in (100, 60):
+        repl = sized_repl(cols=cols, rows=30)
+        repl.say("/help")
+        repl.expect("/help all")
+        repl.ready()
+        screen = repl.screen()
+        assert "commands" in screen and "/undo" in screen and "/retry" in screen  # the top of it is still there
+        assert "/exit, /quit" in screen and "/compare" not in screen
+        assert all(len(line) <= cols for line in screen.splitlines())
+        repl.say("/help all")
+        repl.expect("Ctrl-D exits")
+        repl.ready()
+        shown = repl.all_output() if hasattr(repl, "all_output") else repl.screen()
+        repl.close()
+    assert all(f"/{c.name}" in shown for c in table().commands[-3:])

@@ -19,17 +19,38 @@ from functools import cache
 from repl.session.commands import conversation, model, tools, trace
 from repl.session.commands.context import Command, CommandContext, Completer, command
 
+# /help's one screen: the commands people use most, grouped; /help all lists every one.
+EVERYDAY = (("conversation", ("undo", "retry", "reset", "resume")),
+            ("see the loop", ("trace", "step", "usage", "tools")),
+            ("", ("model", "exit")))
+KEYS = ("keys: Enter sends · Alt-Enter or Esc Enter inserts a newline · Esc Esc edits the last message "
+        "(/edit) · Tab completes commands and models · Ctrl-C or Esc stops a turn or clears the line · "
+        "Ctrl-C twice or Ctrl-D exits")
 
-@command("help", help="List the commands and key bindings.", means=("commands", "?", "h", "man"))
+
+@command("help", args="[all]", help="The commands people use most and the keys; all: every command.",
+         complete=lambda ctx: ["all"], means=("commands", "?", "h", "man"))
 def help_(ctx: CommandContext, args: list[str]) -> None:
-    rows = [(", ".join(f"/{n}" for n in [c.name, *c.aliases]) + f" {c.args}".rstrip(), c.help)
-            for c in table().commands]
-    rows.append(("!COMMAND", "Run a shell command yourself (never the model), see its output, and "
-                 "choose to add it to your next message."))
-    ctx.ui.table("commands", ["command", "what it does"], rows)
-    ctx.ui.info("keys: Enter sends · Alt-Enter or Esc Enter inserts a newline · Esc Esc edits the last "
-                "message (/edit) · Tab completes commands and models · Ctrl-C or Esc stops a turn "
-                "or clears the line · Ctrl-C twice or Ctrl-D exits")
+    every = table().commands
+    if args[:1] == ["all"]:
+        rows = [(_names(c) + f" {c.args}".rstrip(), c.help) for c in every]
+        rows.append(("!COMMAND", "Run a shell command yourself (never the model), see its output, and "
+                     "choose to add it to your next message."))
+        ctx.ui.table("commands", ["command", "what it does"], rows)
+        ctx.ui.info(KEYS)
+        return
+    by_name = table().by_name
+    grouped: list[tuple[str, str, str]] = [("" if n else group, _names(by_name[name]), by_name[name].short)
+            for group, names in EVERYDAY for n, name in enumerate(names)]
+    grouped.append(("", "!COMMAND", "run your own shell command (never the model)"))
+    ctx.ui.table("commands", ["", "command", "what it does"], grouped)
+    shown = sum(len(names) for _, names in EVERYDAY)
+    ctx.ui.info(f"/help all: every command ({len(every) - shown} more) and key · Enter sends · "
+                "Esc Enter new line · Ctrl-C stops a turn · Ctrl-D exits")
+
+
+def _names(cmd: Command) -> str:
+    return ", ".join(f"/{n}" for n in [cmd.name, *cmd.aliases])
 
 
 @dataclass

@@ -72,13 +72,18 @@ class Command:
     complete: Completer | None = None
     aliases: tuple[str, ...] = ()  # other names that run it
     means: tuple[str, ...] = ()  # words an unknown command is matched against: /new suggests /reset
+    brief: str = ""  # a few words for /help's one screen (else the help's first clause)
+
+    @property
+    def short(self) -> str:
+        return self.brief or self.help.split("; ")[0].split(": ")[0].rstrip(".")
 
 
 def command(name: str, args: str = "", help: str = "", complete: Completer | None = None,
-            aliases: tuple[str, ...] = (), means: tuple[str, ...] = ()) -> Callable[[Handler], Command]:
+            aliases: tuple[str, ...] = (), means: tuple[str, ...] = (), brief: str = "") -> Callable[[Handler], Command]:
     """Make a handler a :class:`Command`; :func:`table` is where it is listed."""
     def make(handler: Handler) -> Command:
-        return Command(name, args, help, handler, complete, aliases, means)
+        return Command(name, args, help, handler, complete, aliases, means, brief)
     return make
 
 

@@ -17,13 +17,14 @@ from tools.safe_io import StoreError
 from tools.undo import Reverted
 
 
-@command("exit", help="Leave glassloop.", aliases=("quit",), means=("bye", "q", "logout", "close"))
+@command("exit", help="Leave glassloop.", aliases=("quit",), means=("bye", "q", "logout", "close"),
+         brief="leave glassloop")
 def exit_(ctx: CommandContext, args: list[str]) -> str:
     return "exit"
 
 
 @command("reset", help="Start a new conversation (todos and notes stay).", aliases=("clear",),
-         means=("new", "restart", "fresh", "cls"))
+         means=("new", "restart", "fresh", "cls"), brief="a new conversation (todos and notes stay)")
 def reset(ctx: CommandContext, args: list[str]) -> None:
     old = ctx.new_session()
     ctx.ui.info(f"new conversation (session {ctx.session_id}); todos and notes are kept; "
@@ -38,7 +39,7 @@ def clear_rules(ctx: CommandContext) -> str:
 
 
 @command("undo", help="Revert the last turn's todo and note changes and remove the turn (or undo /compact).",
-         means=("revert", "rewind", "back", "rollback"))
+         means=("revert", "rewind", "back", "rollback"), brief="take back the last turn and its changes")
 def undo(ctx: CommandContext, args: list[str]) -> None:
     if not ctx.turns:
         ctx.ui.info("nothing to undo")
@@ -167,7 +168,7 @@ def sessions(ctx: CommandContext, args: list[str]) -> None:
 
 @command("resume", args="[ID|last]", help="Continue a saved session; without an argument, pick one from a list.",
          complete=lambda ctx: [s.id for s in recent_sessions(ctx.settings.data_dir / "sessions")],
-         means=("continue", "load", "open"))
+         means=("continue", "load", "open"), brief="continue a saved session")
 def resume(ctx: CommandContext, args: list[str]) -> None:
     key = args[0] if args else ctx.pick()
     if key is not None:

@@ -51,7 +51,7 @@ def _model_completions(ctx: CommandContext) -> list[str]:
 
 @command("model", args="[NAME]", help="Show or switch the model for the next turn; without NAME, "
          "list the models the endpoint offers (Tab completes them).", complete=_model_completions,
-         means=("models", "llm", "switch"))
+         means=("models", "llm", "switch"), brief="show, list or switch the model")
 def model(ctx: CommandContext, args: list[str]) -> None:
     if not args:
         current = ctx.settings.active.model
@@ -106,7 +106,8 @@ def approve(ctx: CommandContext, args: list[str]) -> None:
 
 @command("step", args="[on|off]", help="Step mode: pause before each model call (see what it adds, edit, "
          "send without tools) and before tools run (skip a call, give a result by hand).",
-         complete=lambda ctx: ["on", "off"], means=("pause", "breakpoint", "stepper", "steps"))
+         complete=lambda ctx: ["on", "off"], means=("pause", "breakpoint", "stepper", "steps"),
+         brief="pause before each model call and tool call")
 def step(ctx: CommandContext, args: list[str]) -> None:
     if args and args[0] not in ("on", "off") or len(args) > 1:
         ctx.ui.error("usage: /step [on|off]")
@@ -133,7 +134,8 @@ def _options(ctx: CommandContext, args: list[str], names: tuple[str, ...], usage
 @command("retry", args="[--model NAME] [--provider NAME]",
          help="Undo the last turn (as /undo) and run its message again, optionally on another model "
               "(which stays the model); the earlier attempt stays in /trace.",
-         complete=lambda ctx: ["--model", "--provider"], means=("rerun", "regenerate", "reroll"))
+         complete=lambda ctx: ["--model", "--provider"], means=("rerun", "regenerate", "reroll"),
+         brief="run the last message again, maybe on another model")
 def retry(ctx: CommandContext, args: list[str]) -> None:
     options = _options(ctx, args, ("--model", "--provider"), "/retry [--model NAME] [--provider NAME]")
     if options is None:

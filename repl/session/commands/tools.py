@@ -10,7 +10,8 @@ from tools.results import error_of
 
 
 @command("tools", args="[reload]", help="Each tool, where it comes from, its side effects and approval rule; "
-         "reload runs your tool files again.", complete=lambda ctx: ["reload"])
+         "reload runs your tool files again.", complete=lambda ctx: ["reload"],
+         brief="the tools, where they come from, what they may change")
 def tools(ctx: CommandContext, args: list[str]) -> None:
     if args[:1] == ["reload"]:
         _reload_tools(ctx)

@@ -27,7 +27,8 @@ TRACE_ARGS = "[N|all] [--raw] [--events] [--json] [--save PATH]"
 @command("trace", args=TRACE_ARGS,
          help="A turn as a timeline: one bar per model call and tool call on one time axis; --raw: the "
          "exact requests and responses; --events: every event; --json: the records; --save: to a file.",
-         complete=lambda ctx: ["all", *TRACE_FLAGS, "--save"], means=("log", "timeline", "debug", "events"))
+         complete=lambda ctx: ["all", *TRACE_FLAGS, "--save"], means=("log", "timeline", "debug", "events"),
+         brief="the last turn as a timeline; --raw: the exact wire traffic")
 def trace(ctx: CommandContext, args: list[str]) -> None:
     if ctx.trace is None:
         ctx.ui.error("no trace in this session ([trace] enabled = false, or its folder cannot be written)")
@@ -103,7 +104,8 @@ def _trace_raw(ctx: CommandContext, trace: Trace, chosen: list[list[dict[str, An
 
 
 @command("usage", help="Tokens and cost per turn and for the session, and the context in use.",
-         aliases=("cost",), means=("tokens", "stats", "price", "spend", "billing", "context", "status"))
+         aliases=("cost",), means=("tokens", "stats", "price", "spend", "billing", "context", "status"),
+         brief="tokens and cost per turn and for the session")
 def usage(ctx: CommandContext, args: list[str]) -> None:
     rows = []
     for t in ctx.ledger:  # undone turns stay: their tokens were spent

@@ -22,7 +22,7 @@ call gets a cancel signal (``tools.cancel``), set when the call times out or
 the turn ends, so a tool that checks it stops with the turn.
 
 A call identical to one that already ran in the turn (same tool, same canonical
-arguments) is not run again nor asked for again (``_Turn.done``): its result says so and
+arguments) is not run again nor asked for again (``repeats.py``): its result says so and
 carries the earlier one, so a model that repeats its call instead of answering (the 0.5B
 local model, issue #13) can still answer. What counts: a call that succeeded, and one that
 was denied (the prompt's "denied, do not retry": the repeat is denied without asking).
@@ -41,7 +41,6 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -74,6 +73,7 @@ from repl.loop.events import (
     WireRecord,
 )
 from repl.loop.history import History
+from repl.loop.repeats import Earlier, Repeats
 from repl.loop.stepping import SKIPPED, CallView, Edit, NoTools, Result, Skip, Stepping, Stop
 from repl.loop.unicode import split_high_surrogate, valid_text
 from repl.providers.base import (
@@ -90,7 +90,7 @@ from repl.providers.base import (
 )
 from tools.cancel import Cancel
 from tools.registry import Registry, Tool
-from tools.results import ToolError, ToolResult, error_of, error_result, success
+from tools.results import ToolError, ToolResult, error_of, error_result
 
 UNNAMED = "unnamed_tool"  # stands for a tool call that came without a name
 FINAL_NOTE = (
@@ -239,9 +239,11 @@ class _Turn:
     tool_calls: int = 0
     usage: Usage = field(default_factory=Usage)
     answer: str = ""
-    seen: Counter[str] = field(default_factory=Counter)
-    done: dict[str, _Done] = field(default_factory=dict)  # canonical call → what an identical call gets
+    repeats: Repeats = field(init=False)  # identical calls: counted, answered from what ran
     deadline: float = math.inf  # time.monotonic() when the turn's time is up
+
+    def __post_init__(self) -> None:
+        self.repeats = Repeats(self.runner.limits.repeat_limit)
 
     def time_left(self) -> float:
         return self.deadline - time.monotonic()
@@ -484,12 +486,9 @@ class _Turn:
                     results[call.id] = preset[call.id]
                     _emit_finished(emit, step, call, results[call.id], time.monotonic())
                     continue
-                self.seen[canonical(call.name, call.arguments)] += 1
-                if self.seen[canonical(call.name, call.arguments)] > limits.repeat_limit:
+                if (refused := self.repeats.too_many(call)) is not None:
                     emit(ToolCallStarted(step, call.id, call.name, _display_args(call.arguments), False))
-                    results[call.id] = error_result(
-                        "repeated_call",
-                        f"{call.name} was already called {limits.repeat_limit} times with these arguments")
+                    results[call.id] = refused
                     _emit_finished(emit, step, call, results[call.id], time.monotonic())
                     repeated = _Guard("repeat", f"{call.name} repeated with identical arguments")
                 else:
@@ -514,7 +513,7 @@ class _Turn:
                                         bool(tool and tool.side_effects)))
             if tool is not None and tool.side_effects:
                 effectful.append((call, tool))
-            elif (earlier := self.done.get(canonical(call.name, call.arguments))) is not None:
+            elif (earlier := self.repeats.earlier(call)) is not None:
                 self._repeat(call, earlier, results)
             elif self.time_left() <= 0:
                 results[call.id] = _no_time(call)
@@ -526,7 +525,7 @@ class _Turn:
         for call, future, started, cancel in running:
             results[call.id], ended = self._wait(call, future, started, cancel)
             _emit_finished(runner.emit, step, call, results[call.id], started, ended)
-            self._remember(call, results[call.id], side_effects=False)
+            self.repeats.remember(call, step, results[call.id], side_effects=False)
         for index in range(len(effectful)):
             self._run_effectful(effectful, index, results)
 
@@ -534,7 +533,7 @@ class _Turn:
                        results: dict[str, ToolResult]) -> None:
         """The side-effecting call ``effectful[index]``: asked for, then run (or denied)."""
         runner, step, (call, tool) = self.runner, self.steps, effectful[index]
-        if (earlier := self.done.get(canonical(call.name, call.arguments))) is not None:
+        if (earlier := self.repeats.earlier(call)) is not None:
             self._repeat(call, earlier, results)  # an earlier step's, or one before it in this step
             return
         registry = runner.registry
@@ -581,33 +580,11 @@ class _Turn:
                 error = error_result("denied", f"the call was not allowed{reason}")
         results[call.id] = error
         _emit_finished(runner.emit, step, call, error, started)
-        self._remember(call, error, side_effects=True, arguments=ran_with)
+        self.repeats.remember(call, step, error, side_effects=True, arguments=ran_with)
 
-    def _remember(self, call: ToolCall, result: ToolResult, side_effects: bool,
-                  arguments: str | None = None) -> None:
-        """A call that succeeded or was denied answers the identical calls after it in the turn:
-        the same tool with the same ``arguments`` (those that ran; default: the call's own)."""
-        error = error_of(result)
-        if error is not None and error[0] != "denied":
-            return
-        if error is None and side_effects:  # what a read-only call returned may have changed
-            self.done = {key: d for key, d in self.done.items() if d.side_effects}
-        key = canonical(call.name, call.arguments if arguments is None else arguments)
-        self.done[key] = _Done(call.id, self.steps, result, side_effects)
-
-    def _repeat(self, call: ToolCall, earlier: _Done, results: dict[str, ToolResult]) -> None:
-        """The result of a call identical to ``earlier``, which is not run (or asked for) again."""
-        error = error_of(earlier.result)
-        if error is None:
-            results[call.id] = success({
-                "already_ran": f"{call.name} already ran with these arguments in this turn (step {earlier.step}) "
-                               "and was not run again. Its result is below: answer the user from it.",
-                "earlier_result": {k: v for k, v in earlier.result.items() if k != "ok"},
-            })
-        else:
-            results[call.id] = error_result(
-                "denied", f"this identical call was denied earlier in this turn ({error[1]}); it was not asked "
-                          "again. Do not retry it: answer the user.")
+    def _repeat(self, call: ToolCall, earlier: Earlier, results: dict[str, ToolResult]) -> None:
+        """A call identical to ``earlier`` is answered from it, not run (or asked for) again."""
+        results[call.id] = Repeats.answer(call, earlier)
         _emit_finished(self.runner.emit, self.steps, call, results[call.id], time.monotonic(),
                        repeat_of=earlier.call_id)
 
@@ -655,16 +632,6 @@ def _result_by(future: Future, until: float) -> Any:
         except FutureTimeout:
             continue
     return future.result(timeout=0)
-
-
-@dataclass(frozen=True)
-class _Done:
-    """A call that succeeded or was denied in this turn (``_Turn.done``)."""
-
-    call_id: str
-    step: int
-    result: ToolResult
-    side_effects: bool
 
 
 class _Guard(Exception):
@@ -729,14 +696,6 @@ def _replayable(calls: list[ToolCall], history: History) -> list[ToolCall]:
         fresh.add(call.id)
         fixed.append(call)
     return fixed
-
-
-def canonical(name: str, arguments: str) -> str:
-    """A key under which identical calls collide (argument order and spacing ignored)."""
-    try:
-        return name + json.dumps(json.loads(arguments or "{}"), sort_keys=True, ensure_ascii=False)
-    except (ValueError, TypeError):
-        return name + arguments.strip()
 
 
 def _no_time(call: ToolCall) -> ToolResult:

@@ -39,10 +39,11 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from repl.loop.prompts import system_prompt  # noqa: E402
+from repl.config.settings import ProviderSettings  # noqa: E402
 from repl.providers.local import LocalServer  # noqa: E402
 from repl.providers.textcalls import parse_text_calls, to_text_messages  # noqa: E402
 from repl.providers.weights import BUNDLED, ensure_model  # noqa: E402
+from repl.session.runtime import system_prompt_for  # noqa: E402
 from tools import build_tools  # noqa: E402
 from tools.registry import Registry  # noqa: E402
 
@@ -124,7 +125,7 @@ def raw_turn(url: str, registry: Registry, question: str, *, temperature: float 
              seed: int | None = None, max_steps: int = 4, record: list | None = None) -> dict:
     """The model → tools → model loop without the CLI: steps, calls, answer, seconds."""
     history: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt(compact=True)},
+        {"role": "system", "content": system_prompt_for(ProviderSettings(name="local"), registry)},
         {"role": "user", "content": question},
     ]
     started, calls_made = time.perf_counter(), []
@@ -206,7 +207,7 @@ def measured(url: str, log: Path, messages: list[dict], **options: Any) -> dict[
 
 def todo_prompt(registry: Registry, fresh: bool, question: str = QUESTION) -> list[dict[str, Any]]:
     messages = to_text_messages([
-        {"role": "system", "content": system_prompt(compact=True)},
+        {"role": "system", "content": system_prompt_for(ProviderSettings(name="local"), registry)},
         {"role": "user", "content": question},
     ], registry.schemas())
     if fresh:  # a different first token: nothing of the prompt can come from the cache

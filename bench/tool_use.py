@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -267,18 +267,18 @@ def schema_valid(name: str, arguments: str, schemas: dict[str, dict[str, Any]]) 
 
 def ask(case: Case, provider: Any, folder: Path) -> dict[str, Any]:
     """One question through the real loop; what the model wrote and how it scored."""
-    from repl.config.settings import Limits
+    from repl.config.settings import Limits, ProviderSettings
     from repl.loop.agent import run_turn
     from repl.loop.approval import Approver
     from repl.loop.events import ModelUsage, WireRecord
     from repl.loop.history import History
-    from repl.loop.prompts import system_prompt
+    from repl.session.runtime import system_prompt_for
 
     registry = fixture(folder)
     schemas = {s["name"]: s.get("parameters") or {} for s in registry.schemas()}
     events: list[Any] = []
     started = time.perf_counter()
-    finished = run_turn(History(system_prompt(compact=True)), case.text, provider=provider,
+    finished = run_turn(History(system_prompt_for(ProviderSettings(name="local"), registry)), case.text, provider=provider,
                         registry=registry, approver=Approver("auto"), limits=Limits(max_steps=MAX_STEPS),
                         emit=events.append)
     seconds = time.perf_counter() - started
@@ -346,8 +346,9 @@ def local_provider(temperature: float, model: Path, work: Path, grammar: bool = 
                       f"{call_temperature_line(calls)}", "utf-8")
     settings = load_settings({"provider": profile}, cwd=work, env=os.environ, config_file=config)
     provider = make_provider(settings.active, settings)
-    # the runtime switched the grammar on for the embedded server; off only to measure without it
-    getattr(provider, "_provider", provider).call_grammar = grammar  # under the server-owning wrapper
+    # the embedded server's dialect has the grammar on; off only to measure without it
+    chat = getattr(provider, "_provider", provider)  # under the server-owning wrapper
+    chat.dialect = replace(chat.dialect, grammar=grammar)
     return provider
 
 
@@ -401,14 +402,17 @@ def grammar_cost(cases: list[Case], rounds: int = 2, data_dir: Path | None = Non
     ``LocalServer(grammar_first=True)``). One server per order; requests alternate with and without."""
     import httpx
 
+    from repl.config.settings import ProviderSettings
     from repl.providers.grammar import tool_grammar
     from repl.providers.local import LocalServer
     from repl.providers.weights import BUNDLED, ensure_model
+    from repl.session.runtime import system_prompt_for
 
     model = ensure_model(data_dir or Path(tempfile.gettempdir()) / "glassloop-bench", spec=BUNDLED[profile])
     out: dict[str, Any] = {"load_before": load()}
     with scratch("grammar-cost") as work, patched_environ(isolated_env(work / "xdg")):
-        tools = fixture(work / "fixture").schemas()
+        registry = fixture(work / "fixture")
+        tools, system = registry.schemas(), system_prompt_for(ProviderSettings(name="local"), registry)
         grammar = tool_grammar(tools)
         for order in ("last", "first"):
             server = LocalServer(model, log_path=work / f"server-{order}.log", state_dir=work / "state",
@@ -419,12 +423,12 @@ def grammar_cost(cases: list[Case], rounds: int = 2, data_dir: Path | None = Non
             try:
                 url = server.start()
                 with httpx.Client(timeout=600, trust_env=False) as client:
-                    _first_step(client, url, cases[0].text, tools, None)  # evaluates the fixed prefix: not timed
+                    _first_step(client, url, system, cases[0].text, tools, None)  # evaluates the fixed prefix: not timed
                     for number in range(rounds):
                         for case in cases:
                             replies = {}
                             for kind in (("with", "without") if number % 2 else ("without", "with")):
-                                text, count, spent = _first_step(client, url, case.text, tools,
+                                text, count, spent = _first_step(client, url, system, case.text, tools,
                                                                  grammar if kind == "with" else None)
                                 replies[kind], seconds[kind], tokens[kind] = (
                                     text, seconds[kind] + spent, tokens[kind] + count)
@@ -439,13 +443,12 @@ def grammar_cost(cases: list[Case], rounds: int = 2, data_dir: Path | None = Non
     return out
 
 
-def _first_step(client: Any, url: str, text: str, tools: list[dict[str, Any]],
+def _first_step(client: Any, url: str, system: str, text: str, tools: list[dict[str, Any]],
                 grammar: str | None) -> tuple[str, int, float]:
     """One greedy first step (not streamed: the server counts the tokens): reply, tokens, seconds."""
-    from repl.loop.prompts import system_prompt
     from repl.providers import textcalls
 
-    messages = [{"role": "system", "content": system_prompt(compact=True)}, {"role": "user", "content": text}]
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": text}]
     body = {"model": "local", "messages": textcalls.to_text_messages(messages, tools), "temperature": 0.0,
             "max_tokens": 80, **({"grammar": grammar} if grammar else {})}
     started = time.perf_counter()
@@ -517,7 +520,7 @@ def quick_run() -> dict[str, Any]:
         grammar_s = time.perf_counter() - grammar_s
         provider = ChatProvider(ProviderSettings(name="scripted", base_url=server.base_url, api_key="x",
                                                  model="scripted", tool_call_format="text", max_retries=0))
-        provider.call_grammar = grammar
+        provider.dialect = replace(provider.dialect, grammar=grammar)
         try:
             runs = {"t0.1": {"temperature": 0.1, "grammar": grammar, "load_before": load(),
                              **score(results := run_cases(provider, cases, work, "quick")),

@@ -24,6 +24,7 @@ from repl.loop.events import EventLog, ToolCallFinished
 from repl.loop.history import History
 from repl.providers.chat import ChatProvider
 from repl.providers.compact import compact_result
+from repl.providers.dialect import Dialect
 from repl.providers.textcalls import RESULT_CLOSE, RESULT_OPEN, to_text_messages
 from tests.fakeserver import FakeServer, text
 from tools.registry import Registry
@@ -138,9 +139,9 @@ def test_to_text_messages_compacts_only_when_asked(registry: Registry) -> None:
                {"role": "assistant", "content": "", "tool_calls": [
                    {"id": "c1", "name": "list_todos", "arguments": '{"status": "todo"}'}]},
                {"role": "tool", "tool_call_id": "c1", "name": "list_todos", "content": stored}]
-    as_json = to_text_messages(history, None, after_results=None)[-1]["content"]
+    as_json = to_text_messages(history, None, Dialect(text_calls=True))[-1]["content"]
     assert as_json == f"{RESULT_OPEN}{stored}{RESULT_CLOSE}"
-    compact = to_text_messages(history, None, after_results=None, compact_results=LIMIT)[-1]["content"]
+    compact = to_text_messages(history, None, Dialect(text_calls=True, compact_results=LIMIT))[-1]["content"]
     assert compact == f"{RESULT_OPEN}{compact_result(stored, LIMIT)}{RESULT_CLOSE}"
     assert history[-1]["content"] == stored  # the history itself is untouched
 

@@ -17,8 +17,9 @@ import pytest
 
 from bench import isolated_env, patched_environ
 from bench.tool_use import fixture
-from repl.loop.prompts import system_prompt
+from repl.config.settings import ProviderSettings
 from repl.providers.weights import ensure_model
+from repl.session.runtime import system_prompt_for
 
 pytestmark = [
     pytest.mark.skipif(util.find_spec("llama_cpp") is None,
@@ -40,14 +41,15 @@ def test_calls_are_decoded_alike_under_any_seed_while_prose_is_sampled(tmp_path:
     from repl.providers.local import LocalServer
 
     model = ensure_model(tmp_path / "data")
-    tools = [s for s in fixture(tmp_path / "tools").schemas() if s["name"] in TOOLS]
+    registry = fixture(tmp_path / "tools")
+    tools = [s for s in registry.schemas() if s["name"] in TOOLS]
+    system = system_prompt_for(ProviderSettings(name="local"), registry)
     # the server's default cap (call_temperature=None shows the old sampling)
     with patched_environ(isolated_env(tmp_path / "xdg")), \
             LocalServer(model, n_ctx=2048, log_path=tmp_path / "server.log", state_dir=tmp_path / "state") as server, \
             httpx.Client(timeout=300, trust_env=False) as client:
         def replies(question: str, max_tokens: int) -> list[str]:
-            messages = [{"role": "system", "content": system_prompt(compact=True)},
-                        {"role": "user", "content": question}]
+            messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
             body = {"model": "local", "messages": textcalls.to_text_messages(messages, tools),
                     "max_tokens": max_tokens, "grammar": tool_grammar(tools), "temperature": 1.0}
             return [client.post(f"{server.base_url}/chat/completions", json={**body, "seed": seed})

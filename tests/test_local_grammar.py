@@ -16,9 +16,10 @@ import pytest
 
 from bench import isolated_env, patched_environ
 from bench.tool_use import CASES, fixture, local_provider, schema_valid
-from repl.loop.prompts import system_prompt
+from repl.config.settings import ProviderSettings
 from repl.providers.base import Completed, RequestSent
 from repl.providers.weights import ensure_model
+from repl.session.runtime import system_prompt_for
 
 pytestmark = [
     pytest.mark.skipif(util.find_spec("llama_cpp") is None,
@@ -33,16 +34,17 @@ QUESTIONS = [c for c in CASES if set(c.tools) & set(TOOLS) and c.id in ("todos-o
 @pytest.mark.timeout(600)
 def test_every_call_the_model_makes_under_the_grammar_is_schema_valid(tmp_path: Path) -> None:
     model = ensure_model(tmp_path / "data")
-    tools = [s for s in fixture(tmp_path / "tools").schemas() if s["name"] in TOOLS]
+    registry = fixture(tmp_path / "tools")
+    tools = [s for s in registry.schemas() if s["name"] in TOOLS]
+    system = system_prompt_for(ProviderSettings(name="local"), registry)
     schemas = {s["name"]: s["parameters"] for s in tools}
     calls, bodies = [], []
     with patched_environ(isolated_env(tmp_path / "xdg")):
         provider = local_provider(0.9, model, tmp_path, grammar=True)
     try:
-        assert provider.call_grammar  # the runtime switched it on for the embedded server
+        assert provider.dialect.grammar  # the embedded server's dialect has it on
         for case in QUESTIONS:
-            messages = [{"role": "system", "content": system_prompt(compact=True)},
-                        {"role": "user", "content": case.text}]
+            messages = [{"role": "system", "content": system}, {"role": "user", "content": case.text}]
             parts = list(provider.stream(messages, tools))
             bodies += [p.body for p in parts if isinstance(p, RequestSent)]
             done = [p for p in parts if isinstance(p, Completed)][-1]
@@ -65,7 +67,9 @@ def _greedy_first_steps(model: Path, tmp_path: Path, grammar_first: bool) -> tup
     from repl.providers.grammar import tool_grammar
     from repl.providers.local import LocalServer
 
-    tools = [s for s in fixture(tmp_path / "tools").schemas() if s["name"] in TOOLS]
+    registry = fixture(tmp_path / "tools")
+    tools = [s for s in registry.schemas() if s["name"] in TOOLS]
+    system = system_prompt_for(ProviderSettings(name="local"), registry)
     log = tmp_path / f"server-{grammar_first}.log"
     with patched_environ(isolated_env(tmp_path / "xdg")), \
             LocalServer(model, n_ctx=2048, log_path=log, state_dir=tmp_path / "state",
@@ -73,8 +77,7 @@ def _greedy_first_steps(model: Path, tmp_path: Path, grammar_first: bool) -> tup
         replies = []
         with httpx.Client(timeout=300, trust_env=False) as client:
             for case in QUESTIONS:
-                messages = [{"role": "system", "content": system_prompt(compact=True)},
-                            {"role": "user", "content": case.text}]
+                messages = [{"role": "system", "content": system}, {"role": "user", "content": case.text}]
                 body = {"model": "local", "messages": textcalls.to_text_messages(messages, tools),
                         "temperature": 0.0, "max_tokens": 60, "grammar": tool_grammar(tools)}
                 reply = client.post(f"{server.base_url}/chat/completions", json=body).json()

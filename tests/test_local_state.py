@@ -19,9 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
-from repl.loop.prompts import system_prompt
+from repl.config.settings import ProviderSettings
 from repl.providers.textcalls import to_text_messages
 from repl.providers.weights import ensure_model
+from repl.session.runtime import system_prompt_for
 from tools import build_tools
 from tools.registry import Registry
 
@@ -37,7 +38,7 @@ def _wire_system(tmp_path: Path, today: dt.date, extra: str, mcp: bool) -> str:
     if mcp:  # MCP tools are registered after the built-in ones
         tools.append({"name": "docs__search", "description": "Search the docs.",
                       "parameters": {"type": "object", "properties": {}}})
-    history = [{"role": "system", "content": system_prompt(today, extra, compact=True)},
+    history = [{"role": "system", "content": system_prompt_for(ProviderSettings(name="local"), registry, extra, today)},
                {"role": "user", "content": "hi"}]
     return to_text_messages(history, tools)[0]["content"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import socket
 import subprocess
@@ -13,17 +14,26 @@ from pathlib import Path
 import pytest
 
 from repl.config.load import load_settings
+from repl.config.settings import ProviderSettings
 from repl.loop.agent import Limits, run_turn
 from repl.loop.approval import Approver
 from repl.loop.events import ApprovalDecided, EventLog, ToolCallFinished, ToolCallStarted
 from repl.loop.history import History, check
 from repl.providers.chat import ChatProvider
 from repl.session import commands
-from repl.session.runtime import McpStart, build_registry, start_mcp, wait_for_mcp
+from repl.session.runtime import (
+    McpStart,
+    build_registry,
+    start_mcp,
+    system_prompt_for,
+    wait_for_mcp,
+)
 from tests.fakeserver import call, text, tool_calls
 from tests.support import Stack, StubUI, stdio_server
+from tools import build_tools
 from tools.mcp_client import McpManager, ServerConfig
-from tools.mcp_convert import parameters_from, result_to_data, tool_name
+from tools.mcp_convert import advice_phrase, parameters_from, result_to_data, tool_name
+from tools.registry import Registry
 from tools.results import ToolError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -187,6 +197,25 @@ def test_the_first_turns_wait_shows_what_it_waits_for_and_names_the_late_server(
     assert waiting and cleared is None
     assert all(isinstance(line, str) and line.startswith("waiting for MCP server late… ") for line in waiting)
     assert s.notices == [] and not any(name.startswith("late__") for name in s.registry.names())
+
+
+def test_an_mcp_tools_description_gives_the_embedded_models_advice(stack: Stack, tmp_path: Path) -> None:
+    """An MCP tool carries no examples: its description's first sentence stands for them, so
+    the embedded model is advised to call it like a built-in tool."""
+    registry = Registry(build_tools(todos_path=tmp_path / "t.json", notes_path=tmp_path / "n.json",
+                                    files_root=tmp_path, weather="sample"))
+    built_in = system_prompt_for(ProviderSettings(name="local"), registry)
+    registry.add(stack.registry.get(name) for name in ("t__write_note", "t__lookup"))
+    system = system_prompt_for(ProviderSettings(name="local"), registry)
+    assert stack.registry.get("t__lookup").examples == ("look up the capital of a country",)
+    weather = built_in.index("call get_weather; ") + len("call get_weather; ")
+    assert system[:weather] == built_in[:weather]  # MCP tools last, by name
+    assert system[weather:].startswith("for look up the capital of a country call t__lookup; "
+                                       "for save a note (a side effect) call t__write_note; for notes (笔记)")
+    hosted, day = ProviderSettings(name="openai"), dt.date(2025, 5, 1)
+    assert system_prompt_for(hosted, registry, today=day) == system_prompt_for(hosted, Registry([]), today=day)
+    assert [advice_phrase(text) for text in ("Get the time. In a zone.", "MCP status!", "天气。今天")] == \
+        ["get the time", "MCP status", "天气"]
 
 
 def test_tool_names_are_sanitised_for_the_wire() -> None:

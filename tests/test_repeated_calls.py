@@ -220,7 +220,7 @@ def http_provider(request: pytest.FixtureRequest, fake_server: FakeServer) -> It
 
 
 def _call_reply(provider: Any, name: str, arguments: dict[str, Any]):
-    if getattr(provider, "tool_call_format", "native") == "text":
+    if isinstance(provider, ChatProvider) and provider.dialect.text_calls:
         return text(f'<tool_call>\n{json.dumps({"name": name, "arguments": arguments})}\n</tool_call>')
     return tool_calls(call(name, arguments))
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 
@@ -98,7 +99,7 @@ def test_only_the_local_profiles_gate_small_talk() -> None:
 def grammar_provider(fake_server: FakeServer) -> Iterator[ChatProvider]:
     p = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test", max_retries=0,
                      timeout_s=10, tool_call_format="text", small_talk_gate=True)
-    p.call_grammar = True
+    p.dialect = replace(p.dialect, grammar=True)
     yield p
     p.close()
 
@@ -130,7 +131,7 @@ def test_without_the_setting_small_talk_may_call(
         fake_server: FakeServer, registry: Registry) -> None:
     provider = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
                             max_retries=0, timeout_s=10, tool_call_format="text")
-    provider.call_grammar = True
+    provider.dialect = replace(provider.dialect, grammar=True)
     try:
         assert _grammars(fake_server, provider, registry, "Goodbye!", "Bye!") == [tool_grammar(registry.schemas())]
     finally:

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from repl.providers.dialect import AFTER_RESULTS, Dialect
 from repl.providers.textcalls import (
-    AFTER_RESULTS,
     TextCallFilter,
     parse_text_calls,
     to_text_messages,
@@ -235,5 +235,5 @@ def test_after_tool_results_the_model_is_asked_for_the_answer() -> None:
     results = '<tool_response>\n{"ok": true}\n</tool_response>'
     assert messages[-1] == {"role": "user", "content": f"{results}\n\n{AFTER_RESULTS}"}
     assert messages[-2]["role"] == "assistant"
-    assert to_text_messages(ends_with_results, TOOLS, after_results=None)[-1]["content"] == results
+    assert to_text_messages(ends_with_results, TOOLS, Dialect(text_calls=True))[-1]["content"] == results
     assert to_text_messages(_history(), TOOLS)[-1]["role"] == "assistant"  # not after text

@@ -14,6 +14,7 @@ import re
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pexpect
@@ -138,6 +139,9 @@ BROKEN = {
     "g_async.py": ("from glassloop_tools import tool\n\n\n@tool\nasync def fetch(url: str) -> str:\n"
                    "    '''Fetch.'''\n    return url\n",
                    r"g_async\.py:4: tool fetch: an async function cannot be a tool"),
+    "h_examples.py": ("from glassloop_tools import tool\n\n@tool(examples=['rates', 3])\ndef rate() -> str:\n"
+                      "    '''Rate.'''\n    return ''\n",
+                      r"h_examples\.py:3: tool rate: examples must be a tuple of strings"),
 }
 GOOD = ("from glassloop_tools import tool\n\n@tool\ndef ping() -> str:\n    '''Answer pong.'''\n"
         "    return 'pong'\n\n\n@tool\ndef when(at: str) -> str:\n    '''Echo.'''\n    return at\n")
@@ -292,6 +296,51 @@ def test_a_slow_preview_ends_with_the_turns_time(fake_server, quiet_provider):
     assert finished.stopped_by == "timeout"
     [result] = log.of(ToolCallFinished)
     assert result.error_type == "timeout" and "was not run" in result.result["error"]["message"]
+
+
+# ---- the embedded model's advice --------------------------------------------------------
+
+FX_TOOL = '''
+from glassloop_tools import tool
+
+
+@tool(examples=("exchange rates", "汇率", "how many euros is 100 dollars"))
+def fx_rate(base: str, quote: str) -> dict:
+    """The exchange rate between two currencies."""
+    return {"rate": 0.9}
+'''
+
+
+def test_a_user_tools_examples_reach_the_embedded_models_advice(fake_server, tmp_path, monkeypatch):
+    """The session on the embedded model (its server stood in for by the fake one) starts with
+    the built-in tools' advice; its first request, once the user's tools are loaded, advises
+    the user's tool too, right after the tool block, where the stored prompt has it as well."""
+    from repl.config.load import load_settings
+    from repl.session import runtime
+    from repl.session.chat import ChatSession
+    from tests.support import StubUI
+
+    for name in ("DATA", "STATE", "CONFIG"):
+        monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
+    write(tmp_path / "config" / "glassloop" / "tools", "fx.py", FX_TOOL)
+    server = SimpleNamespace(base_url=fake_server.base_url, notice=None, stop=lambda: None)
+    monkeypatch.setattr(runtime, "_start_local", lambda *args: server)
+    settings = load_settings({"provider": "local", "approval": "auto", "weather": "sample",
+                              "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={})
+    fake_server.script(text("1 USD is 0.9 EUR."))
+    session = ChatSession(settings, StubUI(), interactive=False)
+    try:
+        assert "fx_rate" not in session.history.system_prompt  # made before the user's tools load
+        session.start_user_tools()
+        assert session.run_turn("汇率是多少？").stopped_by == "answer"
+    finally:
+        session.close()
+    body = fake_server.chat_requests()[0].body
+    system = body["messages"][0]["content"]
+    clause = "for exchange rates (汇率, how many euros is 100 dollars) call fx_rate"
+    assert f"call get_weather; {clause}; for notes (笔记) the note tools;" in system
+    assert system.index("</tool_call>\n\nWhen to call a tool: for todos") < system.index(clause)
+    assert clause in session.history.system_prompt and "grammar" in body  # the embedded dialect
 
 
 # ---- the real program: ask, trust, packages ----------------------------------------------

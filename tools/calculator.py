@@ -192,4 +192,4 @@ def calculator(expression: str) -> dict:
 
 
 def make_calculator_tool() -> Tool:
-    return tool(calculator)
+    return tool(calculator, examples=("arithmetic or percentages",))

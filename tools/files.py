@@ -220,7 +220,7 @@ def make_file_tools(root: Path, max_bytes: int = 1_000_000,
     """read_file, list_files and search_files confined to ``root``."""
     sandbox = Sandbox(root, max_bytes)
 
-    @tool
+    @tool(examples=("files", "文件"), hint="the file tools")
     def read_file(path: str, offset: int = 0, limit: int = 200) -> dict:
         """Read lines of a text file inside the workspace.
 

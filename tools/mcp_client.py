@@ -31,7 +31,14 @@ from typing import Any, Literal
 
 from tools.cancel import Cancel
 from tools.cancel import current as current_cancel
-from tools.mcp_convert import NAME_OK, one_line, parameters_from, result_to_data, tool_name
+from tools.mcp_convert import (
+    NAME_OK,
+    advice_phrase,
+    one_line,
+    parameters_from,
+    result_to_data,
+    tool_name,
+)
 from tools.mcp_stdio import CONNECTION_CLOSED, ConnectionClosed, RpcError, StdioConnection
 from tools.registry import Tool
 from tools.results import ToolError
@@ -337,11 +344,13 @@ class McpManager:
         def run(**arguments: Any) -> dict[str, Any]:  # the keywords are the server's: the signal comes apart
             return self.call(cfg.name, name, arguments, current_cancel())
 
-        description = next((str(listed[k]) for k in ("description", "title") if listed.get(k)), name)
-        return Tool(name=tool_name(cfg.name, name), description=description,
+        described = next((str(listed[k]) for k in ("description", "title") if listed.get(k)), None)
+        phrase = advice_phrase(described) if described else ""  # the small model's advice: what it is for
+        return Tool(name=tool_name(cfg.name, name), description=described or name,
                     parameters=parameters_from(listed.get("inputSchema")), fn=run,
                     side_effects=not read_only, destructive=not read_only and not additive,
-                    timeout_s=cfg.timeout_s, source=f"MCP server {cfg.name}")
+                    timeout_s=cfg.timeout_s, source=f"MCP server {cfg.name}",
+                    examples=(phrase,) if phrase else ())
 
 
 class _SdkConnection:

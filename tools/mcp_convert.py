@@ -24,6 +24,16 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"[:300]
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s|[。！？\n]")
+
+
+def advice_phrase(description: str) -> str:
+    """What a tool is for, from its description: the first sentence, without its final mark and
+    with a capital that only starts the sentence lowered ("Get the time." -> "get the time")."""
+    first = _SENTENCE_END.split(description.strip(), maxsplit=1)[0].strip().rstrip(".!")
+    return first[:1].lower() + first[1:] if first[1:2].islower() else first
+
+
 def parameters_from(schema: dict[str, Any] | None) -> dict[str, Any]:
     """The server's input schema when it describes an object, else any object.
 

@@ -42,6 +42,11 @@ class Tool:
     # Where it comes from, for /tools: "built-in", "FILE:LINE", "package NAME", "MCP server NAME".
     source: str = "built-in"
     cancellable: bool = False  # ``fn`` declares a ``cancel`` parameter: it gets the call's Cancel
+    # What people say when they want this tool ("todos or tasks", "待办"): a small model's
+    # prompt advises calling it for these (repl/providers/dialect.py); none: no advice.
+    examples: tuple[str, ...] = ()
+    # How that advice names what to call: this tool, or a family of tools ("the note tools").
+    hint: str = "call {name}"
 
     def schema(self) -> dict[str, Any]:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -59,10 +64,15 @@ def tool(
     preview: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     source: str = "built-in",
     scope: dict[str, Any] | None = None,
+    examples: tuple[str, ...] | list[str] | str = (),
+    hint: str = "call {name}",
 ) -> Any:
     """Turn a typed function into a :class:`Tool` (usable as ``@tool`` or ``@tool(...)``)."""
     # Annotations are strings; aliases defined inside a factory live in the caller's frame.
     scope = caller_locals() if scope is None else scope
+    phrases = (examples,) if isinstance(examples, str) else examples
+    if not isinstance(phrases, (tuple, list)) or not all(isinstance(phrase, str) for phrase in phrases):
+        raise TypeError("examples must be a tuple of strings: what people say when they want the tool")
 
     def build(func: Callable[..., Any]) -> Tool:
         summary, arg_docs = parse_docstring(inspect.getdoc(func) or "")
@@ -85,6 +95,8 @@ def tool(
             preview=preview,
             source=source,
             cancellable=CANCEL_PARAMETER in inspect.signature(func).parameters,
+            examples=tuple(phrases),
+            hint=hint,
         )
 
     return build(fn) if fn is not None else build

@@ -165,7 +165,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
     def load() -> list[dict[str, Any]]:
         return read_json(path, DEFAULT, _validate)["todos"]
 
-    @tool
+    @tool(examples=("todos or tasks", "待办", "任务", "没完成"), hint="call {name} or another todo tool")
     def list_todos(status: Status | None = None, priority: Priority | None = None,
                    offset: int = 0, limit: int = PAGE) -> dict:
         """List todo summaries (id, title, status, priority, due) and a count.

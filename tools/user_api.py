@@ -68,6 +68,7 @@ def tool(
     timeout_s: float | None = None,
     preview: Callable[..., Any] | str | None = None,
     parameters: dict[str, Any] | None = None,
+    examples: tuple[str, ...] | list[str] = (),
 ) -> Any:
     """Make a typed function a glassloop tool (``@tool`` or ``@tool(...)``).
 
@@ -75,7 +76,9 @@ def tool(
     ``side_effects=True``: each call is approved first, and ``preview`` (a function,
     or the name of one in the same file, taking the tool's arguments) returns what
     would change, ``{"before": ..., "after": ...}`` or a ``(before, after)`` pair,
-    for the approval dialog. ``timeout_s`` overrides the per-call timeout.
+    for the approval dialog. ``timeout_s`` overrides the per-call timeout. ``examples``:
+    a few short phrases people say when they want the tool (``("exchange rate", "汇率")``);
+    the small local model's prompt advises calling it for them.
     """
     scope = caller_locals()
 
@@ -88,7 +91,8 @@ def tool(
                 raise TypeError("an async function cannot be a tool; make it a plain def")
             built = make_tool(func, name=declared_name, description=description,
                               side_effects=side_effects, destructive=destructive, timeout_s=timeout_s,
-                              parameters=parameters, preview=_preview(func, preview), scope=scope)
+                              parameters=parameters, preview=_preview(func, preview), scope=scope,
+                              examples=examples)
             declared = Declared(declared_name, *where, built)
         except Exception as exc:  # noqa: BLE001 - reported by the loader, one line
             declared = Declared(declared_name, *where, None, _one_line(exc))

@@ -27,6 +27,15 @@ def split_session_part(system: str) -> tuple[str, str]:
     return (system[:min(found)], system[min(found):]) if found else (system, "")
 
 
+def replace_advice(system: str, advice: str) -> str:
+    """``system`` with its tool advice (from ADVICE_MARK up to the per-session part) replaced
+    by ``advice``; a text without advice before its per-session part is returned as it is."""
+    start, session = system.find(ADVICE_MARK), system.find(SESSION_MARK)
+    if start < 0 or 0 <= session < start:
+        return system
+    return system[:start] + advice + (system[session:] if session >= 0 else "")
+
+
 @dataclass(frozen=True)
 class Usage:
     """Tokens of one model call (or a sum of several)."""

@@ -25,6 +25,7 @@ from repl.providers.base import (
     new_call_id,
     wire_field,
 )
+from repl.providers.dialect import Dialect
 from repl.providers.endpoint import Assembly, SdkEndpoint
 
 
@@ -136,20 +137,20 @@ class ChatProvider(SdkEndpoint):
     PROMPT_FIELDS = ("messages",)
     USAGE_NAMES = ("prompt", "completion")
 
-    def __init__(self, profile: ProviderSettings | None = None, **fields: Any) -> None:
+    def __init__(self, profile: ProviderSettings | None = None, dialect: Dialect | None = None,
+                 **fields: Any) -> None:
+        """``dialect``: how requests are worded (tool calls as text, the grammar, ...); by
+        default the profile's own (``Dialect.of``)."""
         super().__init__(profile, **fields)
-        self.tool_call_format = self.settings.tool_call_format
-        if self.tool_call_format not in ("native", "text"):
-            raise ValueError(f"tool_call_format must be 'native' or 'text', not {self.tool_call_format!r}")
+        if self.settings.tool_call_format not in ("native", "text"):
+            raise ValueError(f"tool_call_format must be 'native' or 'text', not {self.settings.tool_call_format!r}")
+        self.dialect = dialect or Dialect.of(self.settings)
         self._text_tools: list[dict[str, Any]] = []  # the last tool list sent in text mode
-        # text mode on a llama.cpp server: a GBNF grammar of valid calls (or text) goes with
-        # each request that offers tools (set by runtime for the embedded server)
-        self.call_grammar = False
         self.stream_options_supported = True  # set False once the server rejects them
 
     def _prepare(self, messages: list[dict[str, Any]],
                  tools: list[dict[str, Any]]) -> tuple[dict[str, Any], _Assembly]:
-        if self.tool_call_format != "text":
+        if not self.dialect.text_calls:
             return self._params(to_wire_messages(messages), tools), _Assembly()
         from repl.providers import textcalls
 
@@ -158,28 +159,19 @@ class ChatProvider(SdkEndpoint):
         # server reuses its evaluated tokens instead of re-reading ~1,500 tokens.
         # With no names to recognise, anything call-shaped stays visible text.
         self._text_tools = tools or self._text_tools
-        params = self._params(textcalls.to_text_messages(
-            messages, self._text_tools, compact_results=self.settings.compact_results), [])
-        if self.call_grammar:  # without tools (the final answer): text only
-            from repl.providers.grammar import ANSWER_GRAMMAR, SMALL_TALK_GRAMMAR, tool_grammar
-
-            if not tools:
-                params["grammar"] = ANSWER_GRAMMAR
-            elif self.settings.small_talk_gate and _small_talk_turn(messages):
-                params["grammar"] = SMALL_TALK_GRAMMAR  # the tool block stays: the cached prefix too
-            else:
-                params["grammar"] = tool_grammar(tools)
+        params = self._params(textcalls.to_text_messages(messages, self._text_tools, self.dialect), [])
+        if grammar := self.dialect.grammar_for(messages, tools):
+            params["grammar"] = grammar
         return params, _Assembly(text_filter=textcalls.TextCallFilter([t["name"] for t in tools]))
 
     def wire_messages(self, messages: list[dict[str, Any]],
                       tools: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
         """``messages`` as this endpoint is sent them (step mode shows them); with text tool calls,
         in text form with ``tools`` (none: the tool list last sent, as ``stream`` does)."""
-        if self.tool_call_format == "text":
+        if self.dialect.text_calls:
             from repl.providers import textcalls
 
-            return textcalls.to_text_messages(messages, tools or self._text_tools,
-                                              compact_results=self.settings.compact_results)
+            return textcalls.to_text_messages(messages, tools or self._text_tools, self.dialect)
         return to_wire_messages(messages)
 
     def _params(self, wire: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -234,15 +226,6 @@ class ChatProvider(SdkEndpoint):
             frags = wire_field(delta, "tool_calls", "a list", f"{path}.delta") or []
             for i, frag in enumerate(frags):
                 acc.add_fragment(frag, f"{path}.delta.tool_calls[{i}]")
-
-
-def _small_talk_turn(messages: list[dict[str, Any]]) -> bool:
-    """The first step of a turn whose question is only greetings, thanks or goodbyes. The
-    grammar alone changes: the prompt (and the server's cached prefix) stays as it is."""
-    from repl.providers.smalltalk import is_small_talk
-
-    last = messages[-1] if messages else {}
-    return last.get("role") == "user" and isinstance(last.get("content"), str) and is_small_talk(last["content"])
 
 
 def _optional_text(record: Any, name: str) -> str | None:

@@ -16,8 +16,9 @@ Qwen2.5-Coder-0.5B-Instruct GGUF (details and figures: docs/LOCAL_MODEL.md):
   ``role: "tool"`` messages. Tool messages answering no native call would be
   refused by any server that checks the history, so text mode never sends them.
 - ``content: null`` on an assistant message is rejected (HTTP 500): always str.
-- After tool results a short nudge is added to them (AFTER_RESULTS); without
-  it this model echoes its call and invents a result instead of answering.
+- After tool results a short nudge is added to them (the dialect's, see
+  ``dialect.py``); without it this model echoes its call and invents a result
+  instead of answering.
 - The model itself rarely follows the format: it writes fenced ```json blocks
   or bare JSON objects (several, comma-separated, sometimes broken), never
   ``<tool_call>`` tags in our corpus. TextCallFilter accepts all of these.
@@ -33,6 +34,7 @@ from typing import Any
 
 from repl.providers.base import ToolCall, split_session_part
 from repl.providers.compact import compact_result
+from repl.providers.dialect import TEXT_CALLS, Dialect
 from tools.registry import JsonScan
 
 OPEN_TAG = "<tool_call>"
@@ -45,18 +47,6 @@ _NAME_RE = re.compile(r'"(?:name|function|tool)"\s*:\s*"([A-Za-z0-9_.\-]+)"')
 _ARGS_KEY_RE = re.compile(r'"(?:arguments|parameters|args)"\s*:\s*')
 _NON_SPACE = re.compile(r"\S")
 _DEFAULT_SYSTEM = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."  # the template's own
-# Wording measured to work (see docs/LOCAL_MODEL.md); words like "call another
-# tool if needed" made the model list calls to every tool instead.
-AFTER_RESULTS = (
-    "Use the tool results above to answer my question in plain words. "
-    "Do not repeat the tool call."
-)
-# After that English nudge the 0.5B model answered most Chinese questions in English;
-# for a question in Chinese (Han characters, no Japanese kana) the nudge ends with this.
-IN_CHINESE = " 请用中文回答。"
-_HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-_KANA = re.compile(r"[\u3040-\u30ff]")
-
 _TOOLS_INTRO = (
     "\n\n# Tools\n\nYou may call one or more functions to assist with the user query."
     "\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>"
@@ -99,8 +89,7 @@ def _assistant_text(message: dict[str, Any]) -> str:
 def to_text_messages(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None,
-    after_results: str | None = AFTER_RESULTS,
-    compact_results: int = 0,
+    dialect: Dialect = TEXT_CALLS,
 ) -> list[dict[str, Any]]:
     """Neutral history → plain chat messages that any chat server accepts.
 
@@ -112,13 +101,13 @@ def to_text_messages(
     follows results (a note, the next question) joins that message: two user
     messages never stand side by side.
 
-    When the history ends with tool results, ``after_results`` is added to
+    When the history ends with tool results, the dialect's nudge is added to
     them (never stored in the history): without it the 0.5B model mostly
-    echoes its call and invents a result instead of answering. After a
-    question in Chinese it also asks for the answer in Chinese (IN_CHINESE).
+    echoes its call and invents a result instead of answering.
 
-    ``compact_results`` > 0: each tool result goes as compact text of at most
-    that many characters (``compact.compact_result``), not as the stored JSON.
+    The dialect's ``compact_results`` > 0: each tool result goes as compact text
+    of at most that many characters (``compact.compact_result``), not as the
+    stored JSON.
     """
     out: list[dict[str, Any]] = []
     previous = None
@@ -127,8 +116,8 @@ def to_text_messages(
         if role == "assistant":
             out.append({"role": "assistant", "content": _assistant_text(message)})
         elif role == "tool":
-            if compact_results:
-                content = compact_result(content, compact_results)
+            if dialect.compact_results:
+                content = compact_result(content, dialect.compact_results)
             block = f"{RESULT_OPEN}{content}{RESULT_CLOSE}"
             if previous == "tool":
                 out[-1]["content"] += "\n" + block
@@ -148,14 +137,9 @@ def to_text_messages(
         # (instructions + tool block) is then the same for every session
         fixed, session = split_session_part(system)
         out.insert(0, {"role": "system", "content": fixed + tools_system_block(tools) + session})
-    if after_results and messages and messages[-1]["role"] == "tool":
-        _add_user_text(out, after_results + _language_note(messages))
+    if nudge := dialect.nudge(messages):
+        _add_user_text(out, nudge)
     return out
-
-
-def _language_note(messages: list[dict[str, Any]]) -> str:
-    question = next((m.get("content") or "" for m in reversed(messages) if m["role"] == "user"), "")
-    return IN_CHINESE if _HAN.search(question) and not _KANA.search(question) else ""
 
 
 def _add_user_text(out: list[dict[str, Any]], text: str) -> None:

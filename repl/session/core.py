@@ -25,7 +25,6 @@ from repl.loop.context import ContextWindow, messages_tokens
 from repl.loop.cost import Cost, price_for, session_budget
 from repl.loop.events import Emit, Event, ModelUsage, Notice, TurnFinished, Usage
 from repl.loop.history import History
-from repl.loop.prompts import system_prompt
 from repl.loop.stepping import Stepping
 from repl.providers.base import Provider, ProviderError
 from repl.session.journal import Journal
@@ -39,7 +38,9 @@ from repl.session.runtime import (
     not_saved,
     open_trace,
     start_mcp,
+    system_prompt_for,
     wait_for_mcp,
+    with_current_advice,
 )
 from repl.session.seams import Surface, TurnRecord
 from repl.session.user_tools import UserTools
@@ -324,7 +325,7 @@ class SessionCore:
         self._provider = None
 
     def _system_prompt(self) -> str:
-        return system_prompt(extra=self.settings.system_prompt, compact=self.settings.active.embedded)
+        return system_prompt_for(self.settings.active, self.registry, self.settings.system_prompt)
 
     # ---- turns ---------------------------------------------------------------
     def run_turn(self, text: str) -> TurnFinished | None:
@@ -347,6 +348,8 @@ class SessionCore:
                 self.emit(Notice(line))
         if not self.turns:
             self.user_tools.wait(self.door.user_tools_wait_s)
+        self.history.system_prompt = with_current_advice(self.settings.active, self.registry,
+                                                         self.history.system_prompt)
         self._writes, self._model_calls, self._turn_cost = [], [], Cost()
         budget = session_budget(self.settings, self.usage, self.cost)
         if budget is not None and budget.max_usd and budget.price is None and not self.turns:

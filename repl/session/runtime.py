@@ -20,10 +20,13 @@ from repl.config.load import ProviderSettings, Settings
 from repl.config.redact import redactor_for
 
 if TYPE_CHECKING:  # the REPL imports this module before its prompt: the rest is imported where used
+    import datetime as dt
+
     from repl.providers.base import Provider
+    from repl.providers.dialect import Dialect
     from repl.tracing.trace import Trace
     from tools.mcp_client import McpManager
-    from tools.registry import Registry
+    from tools.registry import Registry, Tool
     from tools.store import StoreWrite
 
 
@@ -42,6 +45,32 @@ def build_registry(settings: Settings, on_write: Callable[[StoreWrite], None] | 
         files_root=settings.files_root,
         weather=settings.weather,
     ), on_write)
+
+
+def offered_tools(registry: Registry) -> list[Tool]:
+    """The registry's tools in the order a request offers them (``request_tools``)."""
+    from repl.loop.agent import request_tools
+
+    return [tool for schema in request_tools(registry.schemas()) if (tool := registry.get(schema["name"]))]
+
+
+def system_prompt_for(profile: ProviderSettings, registry: Registry, extra: str = "",
+                      today: dt.date | None = None) -> str:
+    """The system text a session on ``profile`` starts with: its dialect's instructions (the
+    embedded model's advice made from the tools offered) or the full ones, then the date and
+    the user's own ``extra``."""
+    from repl.loop.prompts import system_prompt
+    from repl.providers.dialect import Dialect
+
+    return system_prompt(today, extra, Dialect.of(profile).instructions(offered_tools(registry)))
+
+
+def with_current_advice(profile: ProviderSettings, registry: Registry, system: str) -> str:
+    """``system`` with the advice of ``profile``'s dialect made for the tools offered now (user
+    tools and MCP servers arrive after the session's start); a text without advice stays as it is."""
+    from repl.providers.dialect import Dialect
+
+    return Dialect.of(profile).with_advice(system, offered_tools(registry))
 
 
 def not_saved(what: str, folder: Path, exc: OSError) -> str:
@@ -76,16 +105,18 @@ def make_provider(profile: ProviderSettings, settings: Settings,
     """
     from repl.providers.base import ProviderError
     from repl.providers.chat import ChatProvider  # imports openai: keep off start-up
+    from repl.providers.dialect import Dialect
     from repl.providers.responses import ResponsesProvider
 
     if profile.api == "responses" and profile.tool_call_format != "native":
         raise ProviderError("other", f"provider '{profile.name}': tool_call_format = "
                             f"\"{profile.tool_call_format}\" works only with api = \"chat\"")
-    server = _start_local(profile, settings, status or (lambda text: None)) if profile.embedded else None
-    adapter = ResponsesProvider if profile.api == "responses" else ChatProvider
-    provider = adapter(replace(profile, base_url=server.base_url) if server else profile)
-    if server and isinstance(provider, ChatProvider):
-        provider.call_grammar = True  # llama.cpp constrains text calls to the tools' schemas
+    dialect = Dialect.of(profile)
+    server = (_start_local(profile, settings, dialect, status or (lambda text: None))
+              if profile.embedded else None)
+    served = replace(profile, base_url=server.base_url) if server else profile
+    provider: Provider = (ResponsesProvider(served) if profile.api == "responses"
+                          else ChatProvider(served, dialect))
     return _WithServer(provider, server) if server else provider
 
 
@@ -121,7 +152,7 @@ def local_problem(profile: ProviderSettings) -> str | None:
     return None if problem and profile.model_path and "weights" in problem else problem
 
 
-def _start_local(profile: ProviderSettings, settings: Settings,
+def _start_local(profile: ProviderSettings, settings: Settings, dialect: Dialect,
                  status: Callable[[str | None], None]) -> Any:
     from repl.providers.base import ProviderError
     from repl.providers.local import LocalServer, LocalServerError
@@ -137,7 +168,7 @@ def _start_local(profile: ProviderSettings, settings: Settings,
         model_path = (Path(profile.model_path).expanduser() if profile.model_path
                       else ensure_model(settings.data_dir, assembling, spec=BUNDLED[profile.name]))
         server = LocalServer(model_path, n_ctx=profile.n_ctx, threads=profile.threads,
-                             call_temperature=profile.call_temperature,
+                             call_temperature=dialect.call_temperature,
                              log_path=settings.state_dir / "local-server.log",
                              on_wait=lambda s: status(f"starting the local model… {s:.0f} s"))
         server.start()

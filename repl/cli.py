@@ -467,6 +467,12 @@ def _unreadable(path: Path, exc: OSError) -> NoReturn:
     raise typer.Exit(1) from None
 
 
+def _command_named(args: list[str]) -> list[str]:
+    """The command ``args`` start with, if they start with one."""
+    names = {command.name or getattr(command.callback, "__name__", "") for command in app.registered_commands}
+    return args[:1] if args[:1] and args[0] in names else []
+
+
 def optional_values(argv: list[str]) -> list[str]:
     """``--resume`` with no value after it becomes ``--resume=`` (pick from a list): Click
     options cannot leave their value out."""
@@ -489,9 +495,8 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except UsageError as exc:  # one line (not Typer's box), naming the help to read
-        where = getattr(exc, "ctx", None)
-        path = where.command_path if where is not None else " ".join(
-            ["glassloop", *[a for a in args[:1] if a in {c.name or getattr(c.callback, "__name__", "") for c in app.registered_commands}]])
+        where = getattr(exc, "ctx", None)  # a parse error of the parser's own has none: name the command typed
+        path = where.command_path if where is not None else " ".join(["glassloop", *_command_named(args)])
         print(f"error: {exc.format_message()} (see {path} -h)", file=sys.stderr)  # type: ignore[attr-defined]
         sys.exit(2)
     except ClickError as exc:  # click's other errors (a file it could not open): one line too

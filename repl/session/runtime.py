@@ -70,7 +70,8 @@ def with_current_advice(profile: ProviderSettings, registry: Registry, system: s
     tools and MCP servers arrive after the session's start); a text without advice stays as it is."""
     from repl.providers.dialect import Dialect
 
-    return Dialect.of(profile).with_advice(system, offered_tools(registry))
+    dialect = Dialect.of(profile)
+    return dialect.with_advice(system, offered_tools(registry)) if dialect.compact_prompt else system
 
 
 def not_saved(what: str, folder: Path, exc: OSError) -> str:

@@ -16,6 +16,7 @@ import sys
 import threading
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -23,7 +24,7 @@ import typer
 from typer.core import TyperGroup
 
 from repl import __version__
-from repl.config.load import PROJECT_FILE, ConfigError, Settings, load_settings
+from repl.config.load import PROJECT_FILE, ConfigError, Settings, load_settings, with_overrides
 from repl.config.project import ProjectTrust, ToolsTrust
 from repl.config.schema import CLI_OPTIONS, Spec
 from repl.loop.unicode import valid_text
@@ -101,13 +102,14 @@ def _option(name: str, spec: Spec) -> inspect.Parameter:
                              annotation=Annotated[kind | None, option])
 
 
-def setting_options(command: Callable[..., Any]) -> Callable[..., Any]:
+def setting_options(command: Callable[..., Any], skip: tuple[str, ...] = ()) -> Callable[..., Any]:
     """Gives ``command`` an option, after ``--config``, for each setting declared with ``cli``
-    help in ``repl.config.settings``; their values arrive in its ``**flags``."""
+    help in ``repl.config.settings`` (but those in ``skip``, which it declares its own way);
+    their values arrive in its ``**flags``."""
     signature = inspect.signature(command, eval_str=True)
     params = [p for p in signature.parameters.values() if p.kind is not p.VAR_KEYWORD]
     at = next(i for i, p in enumerate(params) if p.name == "config") + 1
-    options = [_option(name, spec) for name, spec in CLI_OPTIONS.items()]
+    options = [_option(name, spec) for name, spec in CLI_OPTIONS.items() if name not in skip]
     command.__signature__ = signature.replace(parameters=[*params[:at], *options, *params[at:]])  # type: ignore[attr-defined]
     return command
 
@@ -328,6 +330,41 @@ def _with_piped(question: str, piped: str) -> str:
     return f"{question}\n\n{fence}\n{piped.strip(chr(10))}\n{fence}"
 
 
+@app.command("eval")
+@partial(setting_options, skip=("model", "provider"))
+def eval_cases(
+    cases: Annotated[Path, typer.Argument(help="The case file (TOML): [[case]] message, tool, args, lang.")],
+    model: Annotated[list[str] | None, typer.Option("--model", help="A model to evaluate; repeatable.")] = None,
+    provider: Annotated[list[str] | None, typer.Option("--provider", help="A provider to evaluate (each with each "
+                                                       "--model); repeatable.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: models and cases.")] = False,
+    minimum: Annotated[float | None, typer.Option("--min", min=0, max=1, help="Exit 1 when a model passes "
+                                                  "fewer than this share of the cases (0..1).")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Cases run at once against a server.")] = 1,
+    config: ConfigOpt = None, tools: ToolsOpt = None, **flags: Any,
+) -> None:
+    """Does the model pick your tool? Run a case file's messages (side effects dry-run) and score the calls.
+
+    Exit codes: 0 done, 1 a model under --min or unable to run, 2 bad usage, config or case file,
+    130 interrupted.
+    """
+    from repl.session.evaluate import CaseFileError, load_cases, run_eval
+
+    try:
+        found = load_cases(cases)
+    except CaseFileError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    settings = _settings(config, flags, False, "tell", tools)
+    try:
+        runs = [with_overrides(settings, **({"provider": p} if p else {}), **({"model": m} if m else {}))
+                for p in provider or [""] for m in model or [""]]  # "": the configured one
+    except ConfigError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+    raise typer.Exit(run_eval(runs, found, jobs=jobs, as_json=as_json, minimum=minimum))
+
+
 @app.command("config")
 @setting_options
 def show_config(config: ConfigOpt = None, yes: YesOpt = False, **flags: Any) -> None:
@@ -392,10 +429,14 @@ def trust_project(
 @app.command("trace")
 def show_trace(
     session: Annotated[str, typer.Argument(help="Session id, a trace file, or 'last'.")] = "last",
-    turn: Annotated[str | None, typer.Option("--turn", help="Turn number, or 'all' (default: the last turn).")] = None,
+    turn: Annotated[str | None, typer.Option("--turn", help="Turn number, or 'all' (default: every turn's "
+                                             "timeline; with --events, --json or --raw the last turn).")] = None,
+    events: Annotated[bool, typer.Option("--events", help="Every event as a line, not the timeline.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw records as JSON lines.")] = False,
-    raw: Annotated[bool, typer.Option("--raw", help="Each model call's request as sent and response as "
-                                      "assembled, as JSON (with --json: one JSON list).")] = False,
+    raw: Annotated[bool, typer.Option("--raw", help="Each model call's request as sent (what it adds to the "
+                                      "previous one of its turn), failed attempts and response, as JSON "
+                                      "(with --json: one JSON list, whole).")] = False,
+    full: Annotated[bool, typer.Option("--full", help="With --raw: every request whole.")] = False,
     html: Annotated[Path | None, typer.Option("--html", help="Write the turns (default: all) as one "
                                               "self-contained HTML page: timelines, raw calls, tool results.")] = None,
     config: ConfigOpt = None,
@@ -412,7 +453,11 @@ def show_trace(
         if raw or html:
             groups = chosen_turns(path, turn or ("all" if html else "last"))
         else:
-            lines = select_turns(path, turn or "last", as_json=as_json)
+            view = "json" if as_json else "events" if events else "timeline"
+            import shutil
+
+            width = min(120, max(40, shutil.get_terminal_size((100, 24)).columns))
+            lines = select_turns(path, turn or ("all" if view == "timeline" else "last"), view, width)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -423,7 +468,7 @@ def show_trace(
     if html:
         _write_html(path, groups, html)
     elif raw:
-        _print_raw(path, groups, as_json)
+        _print_raw(path, groups, as_json, full)
     else:
         for line in lines:
             typer.echo(line if as_json else clean(line))
@@ -441,10 +486,14 @@ def _write_html(path: Path, groups: list, target: Path) -> None:
     typer.echo(f"wrote {len(groups)} turn{'' if len(groups) == 1 else 's'} to {clean(str(target))}")
 
 
-def _print_raw(path: Path, groups: list, as_json: bool) -> None:
-    from repl.tracing.timeline import missing_raw, raw_calls, raw_sections
+def _print_raw(path: Path, groups: list, as_json: bool, full: bool) -> None:
+    import shutil
+
+    from repl.tracing.raw import raw_text, raw_view
+    from repl.tracing.timeline import missing_raw, raw_calls
     from repl.tracing.trace import read_wire, wire_path
     from repl.ui.escape import json_display
+    from repl.ui.pager import page
 
     try:
         wire, dropped = read_wire(wire_path(path))
@@ -453,9 +502,10 @@ def _print_raw(path: Path, groups: list, as_json: bool) -> None:
     calls, missing = raw_calls(groups, wire)
     if as_json:
         typer.echo(json_display(calls, indent=2))
-    for heading, value in [] if as_json else raw_sections(calls):
-        typer.echo(heading)
-        typer.echo("(none: the call failed or was stopped)" if value is None else json_display(value, indent=2))
+    elif calls:
+        shown = raw_text(raw_view(calls, full=full))
+        if not (sys.stdout.isatty() and page(shown, height=shutil.get_terminal_size().lines)):
+            typer.echo(shown, nl=False)
     if missing:
         typer.echo(missing_raw(missing, dropped), err=True)
 

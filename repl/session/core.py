@@ -109,6 +109,7 @@ class SessionCore:
     history: History = field(default_factory=History)
     door: Door = REPL
     shared_registry: Registry | None = field(default=None, repr=False)  # /compare runs on the REPL's tools
+    shared_provider: LazyProvider | None = field(default=None, repr=False)  # eval's cases: one model (server) for all
     turns: list[TurnRecord] = field(default_factory=list)  # this run's turns: what /undo can take back
     ledger: list[TurnRecord] = field(default_factory=list)  # every turn of the session, resumed and undone too
     turn_number: int = 0  # the last turn's number: numbers continue across a resume, never repeat
@@ -126,6 +127,7 @@ class SessionCore:
     def __post_init__(self) -> None:
         self.registry: Registry = (self.shared_registry if self.shared_registry is not None
                                    else build_registry(self.settings, on_write=self._on_write))
+        self._provider = self.shared_provider
         self.approver = DryRun() if self.door.dry_run else Approver(
             self.door.approval or self.settings.approval, self.ui.asker() if self.interactive else None)
         if not self.history.system_prompt:
@@ -257,6 +259,13 @@ class SessionCore:
         assert self._provider is not None
         return self._provider.get()
 
+    def provider_to_share(self) -> LazyProvider:
+        """The provider being built (started now if it is not), for cores that share it (``shared_provider``)."""
+        if self._provider is None:
+            self.start_provider()
+        assert self._provider is not None
+        return self._provider
+
     def start_provider(self) -> None:
         profile, settings, warm = self.settings.active, self.settings, self.door.warm
 
@@ -320,7 +329,7 @@ class SessionCore:
             self.trace.close()
 
     def _close_provider(self) -> None:
-        if self._provider is not None:
+        if self._provider is not None and self._provider is not self.shared_provider:  # its owner closes a shared one
             self._provider.close()
         self._provider = None
 

@@ -1,0 +1,535 @@
+"""``glassloop eval``: does the model pick your tool? A case file run on one or more models.
+
+A case file (TOML) lists ``[[case]]`` tables, each a message and what must happen: the first
+tool the model calls (``""``: it answers without one), its arguments (equal, containing,
+matching), what that call's result and the answer must contain. Each case runs as a
+session's turn runs, through the session core: the tools of a session (built in, the user's
+own, a trusted project's, MCP servers'), side effects denied as a dry run (``/compare``'s:
+nothing changes on disk), no journal, no trace, a fresh history per case. Per model the
+registry, the MCP servers and the provider are built once and shared by the cases, so an
+embedded model's one server process (and its saved prompt state) serves them all; ``-j N``
+runs N cases at once against a server, each its own session core.
+
+The built-in evaluation (``python -m bench tool_use``) is a case file run by this module.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import sys
+import threading
+import time
+import tomllib
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from repl.config.load import Settings
+from repl.config.redact import Redactor, redactor_for
+from repl.loop.events import (
+    ErrorEvent,
+    Event,
+    EventLog,
+    ModelUsage,
+    Notice,
+    ToolCallFinished,
+    TurnFinished,
+    WireRecord,
+)
+from repl.providers.base import Provider, ProviderError
+from repl.session.core import Door, SessionCore
+from repl.session.runtime import wait_for_mcp
+from repl.session.seams import Unattended
+from repl.ui.escape import clean, json_display, one_line
+
+# The model's parts (registry, MCP servers, provider) are built once per model: this core
+# waits for the user's tools and the servers, the cases' cores share what it built.
+EVAL = Door("eval", journal=False, trace=False, warm=True, dry_run=True, user_tools_wait_s=0)
+USER_TOOLS_WAIT_S = 30.0
+KEYS = ("id", "message", "tool", "args", "args_contain", "args_match", "result_contains", "answer_contains", "lang")
+
+
+class CaseFileError(Exception):
+    """A case file that cannot be read or holds a mistake: one line naming the file and the case."""
+
+
+@dataclass(frozen=True)
+class Case:
+    number: int  # its place in the file, from 1
+    message: str
+    tools: tuple[str, ...]  # the first call must be to one of these; (): answered without a tool
+    args: dict[str, Any] = field(default_factory=dict)  # each argument equals this value
+    args_contain: dict[str, tuple[str, ...]] = field(default_factory=dict)  # ... holds one of these texts
+    args_match: dict[str, str] = field(default_factory=dict)  # ... matches this regular expression
+    result_contains: tuple[str, ...] = ()  # the first call's result holds one of these texts
+    answer_contains: tuple[str, ...] = ()  # the answer holds one of these texts
+    lang: str = ""
+    id: str = ""
+
+    @property
+    def name(self) -> str:
+        return self.id or f"#{self.number}"
+
+    @property
+    def checks_args(self) -> bool:
+        return bool(self.args or self.args_contain or self.args_match or self.result_contains)
+
+
+def load_cases(path: Path) -> list[Case]:
+    """The cases of a TOML file; CaseFileError (one line) for anything wrong in it."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CaseFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise CaseFileError(f"{path}: not valid TOML: {exc}") from None
+    tables = data.get("case")
+    extra = sorted(set(data) - {"case"})
+    if extra:
+        raise CaseFileError(f"{path}: unknown key {extra[0]!r} (the cases are [[case]] tables)")
+    if not isinstance(tables, list) or not tables:
+        raise CaseFileError(f"{path}: no cases (write one [[case]] table per message)")
+    return [_case(path, number, table) for number, table in enumerate(tables, 1)]
+
+
+def _case(path: Path, number: int, table: Any) -> Case:
+    def wrong(what: str) -> CaseFileError:
+        return CaseFileError(f"{path}: case {number}: {what}")
+
+    if not isinstance(table, dict):
+        raise wrong("expected a table")
+    unknown = sorted(set(table) - set(KEYS))
+    if unknown:
+        raise wrong(f"unknown key {unknown[0]!r} (expected {', '.join(KEYS)})")
+    message = table.get("message")
+    if not isinstance(message, str) or not message.strip():
+        raise wrong("'message' must be a text that is not empty")
+    if "tool" not in table:
+        raise wrong("'tool' is missing (the tool the model must call first; \"\" to answer without one)")
+    tool = table["tool"]
+    names = [tool] if isinstance(tool, str) else tool
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or not names:
+        raise wrong("'tool' must be a tool's name, a list of names, or \"\"")
+    tools = tuple(n for n in names if n)
+    if len(tools) != len(names) and len(names) > 1:
+        raise wrong("'tool' lists \"\" among names")
+
+    def texts(key: str, value: Any) -> tuple[str, ...]:
+        found = [value] if isinstance(value, str) else value
+        if not isinstance(found, list) or not found or not all(isinstance(t, str) and t for t in found):
+            raise wrong(f"{key!r} must be a text or a list of texts")
+        return tuple(found)
+
+    def table_of(key: str) -> dict[str, Any]:
+        value = table.get(key, {})
+        if not isinstance(value, dict):
+            raise wrong(f"{key!r} must be a table: {{ argument = ... }}")
+        if value and not tools:
+            raise wrong(f"{key!r} checks a call's arguments, but 'tool' is \"\"")
+        return value
+
+    args = table_of("args")
+    contain = {k: texts(f"args_contain.{k}", v) for k, v in table_of("args_contain").items()}
+    match = table_of("args_match")
+    for key, pattern in match.items():
+        if not isinstance(pattern, str):
+            raise wrong(f"'args_match.{key}' must be a regular expression (a text)")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise wrong(f"'args_match.{key}' is not a regular expression: {exc}") from None
+    result = texts("result_contains", table["result_contains"]) if "result_contains" in table else ()
+    if result and not tools:
+        raise wrong("'result_contains' checks a call's result, but 'tool' is \"\"")
+    answer = texts("answer_contains", table["answer_contains"]) if "answer_contains" in table else ()
+    for key in ("lang", "id"):
+        if not isinstance(table.get(key, ""), str):
+            raise wrong(f"{key!r} must be a text")
+    return Case(number, message, tools, args, contain, match, result, answer,
+                table.get("lang", ""), table.get("id", ""))
+
+
+# ------------------------------------------------------------------ one case
+
+
+@dataclass
+class Outcome:
+    """What one model did with one case, and how it fared."""
+
+    case: Case
+    model: str
+    calls: list[dict[str, Any]]  # every call of the turn as the model wrote it: step, name, arguments, valid
+    answer: str = ""
+    right_tool: bool = False
+    valid_args: bool | None = None  # the first call's arguments, as written, valid for its schema; None: no call
+    args_ok: bool | None = None  # the argument checks (and result_contains); None: the case has none
+    answer_ok: bool | None = None  # answer_contains; None: the case has none
+    error: str = ""  # the provider's error that ended the turn
+    seconds: float = 0.0
+    first_step_s: float | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    steps: int = 0
+    stopped_by: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return (self.right_tool and not self.error and self.valid_args is not False
+                and self.args_ok is not False and self.answer_ok is not False)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"id": self.case.name, "message": self.case.message, "lang": self.case.lang, "model": self.model,
+                "expected": list(self.case.tools), "called": [c["name"] for c in self.calls], "ok": self.ok,
+                "right_tool": self.right_tool, "valid_args": self.valid_args, "args_ok": self.args_ok,
+                "answer_ok": self.answer_ok, "calls": self.calls, "answer": self.answer, "error": self.error,
+                "seconds": round(self.seconds, 3), "first_step_s": self.first_step_s,
+                "input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "steps": self.steps,
+                "stopped_by": self.stopped_by}
+
+
+def judge(case: Case, model: str, log: EventLog, finished: TurnFinished | None, failure: str,
+          schemas: dict[str, dict[str, Any]], seconds: float) -> Outcome:
+    """The case's checks over what the turn did (its wire records and tool results)."""
+    from tools.validation import validator_for
+
+    def valid(name: str, raw: str) -> bool:
+        args = _strict_json(raw)
+        return name in schemas and isinstance(args, dict) and validator_for(schemas[name]).is_valid(args)
+
+    calls = [{"step": e.step, "id": c.get("id", ""), "name": c.get("name", ""), "arguments": c.get("arguments", ""),
+              "valid": valid(c.get("name", ""), c.get("arguments", ""))}
+             for e in log.of(WireRecord) if e.kind == "response" and isinstance(e.body, dict)
+             for c in e.body.get("tool_calls") or []]
+    usage = log.of(ModelUsage)
+    out = Outcome(case, model, calls, seconds=seconds,
+                  first_step_s=round(usage[0].latency_s, 3) if usage else None,
+                  input_tokens=sum(u.usage.input_tokens for u in usage),
+                  output_tokens=sum(u.usage.output_tokens for u in usage))
+    errors = log.of(ErrorEvent)
+    out.error = failure or (errors[-1].message if errors else "")
+    if finished is not None:
+        out.answer, out.steps, out.stopped_by = finished.answer, finished.steps, finished.stopped_by
+    first = calls[0] if calls else None
+    if first is None:
+        out.right_tool = not case.tools and bool(out.answer.strip())
+    else:
+        out.right_tool = first["name"] in case.tools
+        out.valid_args = first["valid"]
+    for call in calls:
+        del call["id"]
+    if case.checks_args:
+        results = {f.call_id: f.result for f in log.of(ToolCallFinished)}
+        out.args_ok = first is not None and out.right_tool and _args_pass(case, first["arguments"]) and (
+            not case.result_contains or _holds(_text(results.get(_first_id(log), "")), case.result_contains))
+    if case.answer_contains:
+        out.answer_ok = _holds(out.answer, case.answer_contains)
+    return out
+
+
+def _first_id(log: EventLog) -> str:
+    for event in log.of(WireRecord):
+        if event.kind == "response" and isinstance(event.body, dict) and event.body.get("tool_calls"):
+            return str(event.body["tool_calls"][0].get("id", ""))
+    return ""
+
+
+def _strict_json(raw: Any) -> Any:
+    """The arguments as written: strict JSON (no repair), None when they are not."""
+    try:
+        return json.loads(raw or "{}") if isinstance(raw, str) else None
+    except ValueError:
+        return None
+
+
+def _args_pass(case: Case, raw: str) -> bool:
+    args = _strict_json(raw)
+    if not isinstance(args, dict):
+        return False
+    if any(key not in args or not _same(value, args[key]) for key, value in case.args.items()):
+        return False
+    if any(key not in args or not _holds(_text(args[key]), words) for key, words in case.args_contain.items()):
+        return False
+    return all(key in args and re.search(pattern, _text(args[key])) for key, pattern in case.args_match.items())
+
+
+def _same(expected: Any, got: Any) -> bool:
+    """Equal; numbers by value (3 equals 3.0), never a bool for a number."""
+    numbers = (int, float)
+    if isinstance(expected, numbers) and isinstance(got, numbers) and not isinstance(expected, bool) \
+            and not isinstance(got, bool):
+        return float(expected) == float(got)
+    return bool(expected == got)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def _holds(text: str, words: tuple[str, ...]) -> bool:
+    """``text`` holds one of ``words``, ignoring case."""
+    folded = text.casefold()
+    return any(word.casefold() in folded for word in words)
+
+
+# ------------------------------------------------------------------ a model's run
+
+
+class _Quiet(Unattended):
+    """A case's surface: its events to the case's log, nothing shown."""
+
+    def __init__(self, log: EventLog) -> None:
+        self.log = log
+
+    def render(self, event: Event) -> None:
+        self.log(event)
+
+    def info(self, text: str) -> None:
+        pass
+
+    def error(self, text: str) -> None:
+        pass
+
+
+class _Lines(Unattended):
+    """The model's own surface: its notices (an MCP server not ready, a user tool file that
+    failed) and what it waits for, one line each on stderr."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say = say
+        self._phases: set[str] = set()
+
+    def render(self, event: Event) -> None:
+        if isinstance(event, Notice):
+            self.say(event.message)
+
+    def info(self, text: str) -> None:
+        self.say(text)
+
+    def error(self, text: str) -> None:
+        self.say(f"error: {text}")
+
+    def waiting(self, status: str | None) -> None:
+        phase = (status or "").split("…")[0].strip()
+        if phase and phase not in self._phases:
+            self._phases.add(phase)
+            self.say(phase + "…")
+
+
+@dataclass
+class ModelRun:
+    """One model's run of the cases."""
+
+    model: str
+    provider: str
+    outcomes: list[Outcome] = field(default_factory=list)
+    error: str = ""  # why the model could not run at all
+
+    def summary(self) -> dict[str, Any]:
+        done = self.outcomes
+        called = [o.valid_args for o in done if o.valid_args is not None]
+        args = [o.args_ok for o in done if o.args_ok is not None]
+        answers = [o.answer_ok for o in done if o.answer_ok is not None]
+        langs = sorted({o.case.lang for o in done if o.case.lang})
+        return {
+            "model": self.model, "provider": self.provider, "cases": len(done),
+            "passed": sum(o.ok for o in done), "pass_rate": _rate([o.ok for o in done]),
+            "right_tool_rate": _rate([o.right_tool for o in done]),
+            "valid_args_rate": _rate(called), "calls_checked": len(called),
+            "arg_check_rate": _rate(args), "arg_checks": len(args),
+            "answer_check_rate": _rate(answers), "answer_checks": len(answers),
+            "languages": {lang: {"cases": len(part := [o for o in done if o.case.lang == lang]),
+                                 "right_tool_rate": _rate([o.right_tool for o in part]),
+                                 "pass_rate": _rate([o.ok for o in part])} for lang in langs},
+            "median_latency_s": round(statistics.median(o.seconds for o in done), 3) if done else None,
+            "input_tokens": sum(o.input_tokens for o in done), "output_tokens": sum(o.output_tokens for o in done),
+            "errors": sum(bool(o.error) for o in done), "error": self.error,
+        }
+
+
+def _rate(part: list[bool]) -> float | None:
+    return round(sum(part) / len(part), 4) if part else None
+
+
+def run_model(settings: Settings, cases: list[Case], *, jobs: int = 1,
+              say: Callable[[str], None] = lambda line: None,
+              done: Callable[[Outcome], None] = lambda outcome: None,
+              prepare: Callable[[Provider], None] | None = None) -> ModelRun:
+    """``cases`` on the model of ``settings``: its tools, MCP servers and provider built once,
+    then each case its own session core on them (``jobs`` at a time; one with an embedded
+    model, whose one server answers a request at a time). ``done`` hears of each case as it
+    ends, ``prepare`` gets the provider before the first case (the bench turns its grammar off).
+    KeyboardInterrupt ends the run."""
+    profile = settings.active
+    run = ModelRun(profile.model, settings.provider)
+    base = SessionCore(settings, _Lines(say), interactive=False, door=EVAL)
+    try:
+        base.start_background()
+        try:
+            provider = base.provider()
+        except ProviderError as exc:
+            run.error = exc.message
+            return run
+        if prepare is not None:
+            prepare(provider)
+        if base.mcp is not None and (line := wait_for_mcp(base.mcp, base.ui.waiting).line()):
+            say(line)
+        base.user_tools.wait(USER_TOOLS_WAIT_S)
+        schemas = {s["name"]: s.get("parameters") or {} for s in base.registry.schemas()}
+        shared = base.provider_to_share()
+
+        def one(case: Case) -> Outcome:
+            log = EventLog()
+            core = SessionCore(settings, _Quiet(log), interactive=False, door=EVAL,
+                               shared_registry=base.registry, shared_provider=shared)
+            started = time.perf_counter()
+            try:
+                finished = core.run_turn(case.message)
+            finally:
+                core.close()
+            if finished is not None and finished.stopped_by == "interrupted":
+                raise KeyboardInterrupt
+            failure = core.provider_failure.message if core.provider_failure else ""
+            outcome = judge(case, run.model, log, finished, failure, schemas, time.perf_counter() - started)
+            done(outcome)
+            return outcome
+
+        run.outcomes = list(_each(one, cases, 1 if profile.embedded else jobs))
+    finally:
+        base.close()
+    return run
+
+
+def _each(one: Callable[[Case], Outcome], cases: list[Case], jobs: int) -> Iterator[Outcome]:
+    """``one`` over ``cases``, ``jobs`` at a time, in the cases' order."""
+    if jobs <= 1:
+        yield from map(one, cases)
+        return
+    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="glassloop-eval")
+    try:
+        yield from pool.map(one, cases)
+    finally:  # Ctrl-C: cases not started are dropped, those running end with their turn
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+# ------------------------------------------------------------------ the report
+
+
+def report_json(runs: list[ModelRun]) -> dict[str, Any]:
+    return {"models": [r.summary() for r in runs], "cases": [o.as_json() for r in runs for o in r.outcomes]}
+
+
+def below(runs: list[ModelRun], minimum: float | None) -> list[ModelRun]:
+    """The runs whose pass rate is under ``minimum``, and those that could not run."""
+    return [r for r in runs if r.error or (minimum is not None and (r.summary()["pass_rate"] or 0.0) < minimum)]
+
+
+def table(run: ModelRun) -> list[str]:
+    """The model's figures, then each failing case with what was called instead."""
+    s = run.summary()
+    lines = [f"{run.model} ({run.provider}): {s['cases']} cases"]
+    if run.error:
+        return [*lines, f"  could not run: {run.error}"]
+
+    def figure(what: str, rate: float | None, count: int) -> str:
+        return f"  {what:<17}{round((rate or 0) * count):>4}/{count:<4}{100 * (rate or 0):5.0f}%"
+
+    lines.append(figure("right tool", s["right_tool_rate"], s["cases"]))
+    for what, rate, count in (("valid arguments", s["valid_args_rate"], s["calls_checked"]),
+                              ("argument checks", s["arg_check_rate"], s["arg_checks"]),
+                              ("answer checks", s["answer_check_rate"], s["answer_checks"])):
+        lines.append(figure(what, rate, count) if count else f"  {what:<17}{'-':>4}")
+    lines.append(figure("passed", s["pass_rate"], s["cases"]))
+    for lang, part in s["languages"].items():
+        lines.append(figure(f"passed, {lang}", part["pass_rate"], part["cases"]))
+    lines.append(f"  {'median latency':<17}{s['median_latency_s'] or 0:>8.2f} s")
+    lines.append(f"  {'tokens':<17}{s['input_tokens']:>8} in, {s['output_tokens']} out")
+    failing = [o for o in run.outcomes if not o.ok]
+    if failing:
+        lines.append("  failing:")
+        lines += [f"    {_failure(o)}" for o in failing]
+    return lines
+
+
+def _failure(o: Outcome) -> str:
+    case = o.case
+    where = f"{case.name}{f' [{case.lang}]' if case.lang else ''} {one_line(case.message, 50)!r}"
+    expected = " or ".join(case.tools) or "no tool"
+    called = ", ".join(f"{c['name']} {one_line(str(c['arguments']), 60)}" for c in o.calls) or "no tool"
+    if o.error:
+        why = f"error: {one_line(o.error, 100)}"
+    elif not o.right_tool:
+        why = f"expected {expected}, called {called}" if o.calls or case.tools else "no answer"
+    elif o.valid_args is False:
+        why = f"arguments not valid for {o.calls[0]['name']}: {one_line(str(o.calls[0]['arguments']), 80)}"
+    elif o.args_ok is False:
+        why = f"arguments missed a check: {called}"
+    else:
+        why = f"the answer holds none of {', '.join(map(repr, case.answer_contains))}: {one_line(o.answer, 60)!r}"
+    return f"{where}: {why}"
+
+
+@dataclass
+class Printer:
+    """Progress on stderr, the tables or the JSON on stdout; all of it redacted, the terminal's cleaned."""
+
+    settings: Settings
+    stdout: TextIO = field(default_factory=lambda: sys.stdout)
+    stderr: TextIO = field(default_factory=lambda: sys.stderr)
+    redact: Redactor = field(init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        self.redact = redactor_for(self.settings)
+
+    def say(self, line: str) -> None:
+        with self._lock:
+            print(clean(self.redact(line)), file=self.stderr, flush=True)
+
+    def case_done(self, total: int) -> Callable[[Outcome], None]:
+        count = 0
+
+        def done(outcome: Outcome) -> None:
+            nonlocal count
+            count += 1
+            called = " ".join(c["name"] for c in outcome.calls) or "-"
+            self.say(f"  {count}/{total} {'ok  ' if outcome.ok else 'FAIL'} {outcome.case.name} "
+                     f"{outcome.seconds:.1f} s  {called}")
+        return done
+
+    def tables(self, runs: list[ModelRun]) -> None:
+        for number, run in enumerate(runs):
+            lines = ([""] if number else []) + table(run)
+            print("\n".join(clean(self.redact(line)) for line in lines), file=self.stdout, flush=True)
+
+    def json(self, runs: list[ModelRun]) -> None:
+        print(json_display(self.redact.value(report_json(runs)), indent=1), file=self.stdout, flush=True)
+
+
+def run_eval(runs_of: list[Settings], cases: list[Case], *, jobs: int, as_json: bool, minimum: float | None,
+             stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
+    """``glassloop eval``: the cases on each model in turn; exit 0, or 1 when a model is under
+    ``minimum`` or could not run, 130 interrupted."""
+    printer = Printer(runs_of[0], stdout or sys.stdout, stderr or sys.stderr)
+    runs: list[ModelRun] = []
+    try:
+        for settings in runs_of:
+            printer.say(f"eval: {len(cases)} cases on {settings.active.model} ({settings.provider})"
+                        + (", one at a time (the embedded model)" if settings.active.embedded and jobs > 1 else ""))
+            runs.append(run_model(settings, cases, jobs=jobs, say=printer.say, done=printer.case_done(len(cases))))
+    except KeyboardInterrupt:
+        printer.say("interrupted")
+        return 130
+    if as_json:
+        printer.json(runs)
+    else:
+        printer.tables(runs)
+    low = below(runs, minimum)
+    for run in low:
+        printer.say(f"{run.model}: could not run" if run.error else
+                    f"{run.model}: passed {100 * (run.summary()['pass_rate'] or 0):.0f}% of the cases, "
+                    f"under --min {minimum:g}")
+    return 1 if low else 0

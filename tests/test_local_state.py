@@ -8,10 +8,13 @@ temperature 0, so they are about what the model is given, never its wording.
 from __future__ import annotations
 
 import datetime as dt
+import io
 import json
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from importlib import util
 from pathlib import Path
 from typing import Any
@@ -19,10 +22,12 @@ from typing import Any
 import httpx
 import pytest
 
+from repl.config.load import Settings
 from repl.config.settings import ProviderSettings
 from repl.providers.textcalls import to_text_messages
 from repl.providers.weights import ensure_model
 from repl.session.runtime import system_prompt_for
+from tests.fakeserver import FakeServer, text
 from tools import build_tools
 from tools.registry import Registry
 
@@ -50,6 +55,97 @@ def test_sessions_on_other_days_share_the_instructions_and_the_built_in_tool_blo
     assert later[:last_builtin] == first[:last_builtin]
     assert "Today is 2026-01-31." in later and "Answer in French." in later
     assert later.index("Today is") > later.index("</tool_call>")  # per-session text comes last
+
+
+# ------------------------------------------- building the state at start (a scripted server)
+
+BUILDING = "building its saved prompt state"
+
+
+@pytest.fixture
+def embedded(fake_server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], Settings]:
+    """Settings of the embedded profile whose provider is glassloop's own (the chat adapter
+    with the profile's dialect, owning a ``LocalServer``) but served by ``fake_server``: the
+    server reports the saved-state outcome given (``missing``, ``loaded``), no process runs."""
+    from repl.config.load import load_settings
+    from repl.providers.chat import ChatProvider
+    from repl.providers.dialect import Dialect
+    from repl.providers.local import LocalServer
+    from repl.session import runtime
+
+    def served(profile: ProviderSettings, settings: Settings, status: Any = None) -> Any:
+        (tmp_path / "m.gguf").write_bytes(b"x")
+        server = LocalServer(tmp_path / "m.gguf", log_path=tmp_path / "server.log", state_dir=tmp_path / "state")
+        server.base_url = fake_server.base_url
+        server.prefix_state = outcome[0]
+        return runtime._WithServer(ChatProvider(replace(profile, base_url=fake_server.base_url),
+                                                Dialect.of(profile)), server)
+
+    outcome = [""]
+    monkeypatch.setattr("repl.session.core.make_provider", served)
+
+    def settings(state: str) -> Settings:
+        outcome[0] = state
+        return load_settings({"provider": "local", "approval": "auto", "weather": "sample",
+                              "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={})
+    return settings
+
+
+def test_the_repl_builds_the_prompt_state_before_the_first_message(embedded, fake_server) -> None:
+    from repl.session.core import SessionCore
+    from tests.support import StubUI
+
+    fake_server.script(text("."), text("Hi! How can I help?"))
+    ui = StubUI()
+    core = SessionCore(embedded("missing (0.00 s)"), ui, interactive=False)  # the REPL's door
+    try:
+        core.start_background()  # what the REPL does once its prompt is drawn
+        core.provider()
+        assert core.state_build is not None and core.turn_count() == 0
+        core.state_build.join(30)
+        [build] = fake_server.chat_requests()
+        assert build.body["max_tokens"] == 1 and not build.body.get("stream")
+        assert [e.message for e in ui.events if BUILDING in getattr(e, "message", "")]
+        core.run_turn("hello")
+    finally:
+        core.close()
+    first = fake_server.chat_requests()[1].body
+    # what was built is the first request's prefix: its system text (instructions, tools) as sent
+    assert build.body["messages"][0] == first["messages"][0] and "<tools>" in first["messages"][0]["content"]
+
+
+def test_no_build_when_the_state_was_loaded_nor_by_ask(embedded, fake_server) -> None:
+    from repl.session.core import Door, SessionCore
+    from tests.support import StubUI
+
+    for state, door in (("loaded 2400 tokens (0.05 s)", None), ("missing (0.00 s)", Door("ask", warm=True))):
+        core = SessionCore(embedded(state), StubUI(), interactive=False, **({"door": door} if door else {}))
+        try:
+            core.start_background()
+            core.provider()
+            assert core.state_build is None
+        finally:
+            core.close()
+    assert fake_server.chat_requests() == []
+
+
+def test_ask_says_once_that_it_builds_the_state_and_only_then(embedded, fake_server) -> None:
+    from repl.session.oneshot import run_ask
+
+    for state in ("missing (0.00 s)", "loaded 2400 tokens (0.05 s)", "unusable (truncated) (0.01 s)"):
+        fake_server.script(text("Hello."))
+        out, err = io.StringIO(), io.StringIO()
+        assert run_ask(embedded(state), "hi", as_json=False, assume_yes=False, trace_file=None,
+                       stdout=out, stderr=err) == 0
+        said = [line for line in err.getvalue().splitlines() if "prompt state" in line]
+        if state.startswith("missing"):
+            assert said == ["local model: building its saved prompt state (once; the first answer "
+                            "waits for it), later starts reuse it"]
+        elif state.startswith("unusable"):
+            assert len(said) == 1 and "truncated" in said[0] and "building it again" in said[0]
+        else:
+            assert said == []
+    assert len(fake_server.chat_requests()) == 3  # each ask's own turn; no separate build
 
 
 # ---------------------------------------------------------------- the real server
@@ -187,3 +283,34 @@ def test_two_servers_saving_at_once_leave_one_whole_state_file(model_file, tmp_p
         [servers[0].state_path().name, "prefix-recent.bin"])
     with _server(model_file, folder, tmp_path / "reader.log") as server:
         assert server.prefix_state and server.prefix_state.startswith("loaded")
+
+
+def test_each_context_size_has_its_own_state_file(tmp_path):
+    from repl.providers.local import LocalServer
+
+    (tmp_path / "m.gguf").write_bytes(b"x")
+    servers = [LocalServer(tmp_path / "m.gguf", n_ctx=n, log_path=tmp_path / "log", state_dir=tmp_path)
+               for n in (4096, 8192, 16384)]
+    assert len({s.state_path() for s in servers}) == 3  # a changed n_ctx finds no state: it builds its own
+    for server in servers:
+        command = server.command(8080)
+        assert command[command.index("--n_ctx") + 1] == str(server.n_ctx)
+
+
+@needs_extra
+@pytest.mark.timeout(300)
+def test_a_stop_while_the_state_is_built_leaves_none_or_a_whole_one(model_file, tmp_path):
+    folder = tmp_path / "state"
+    prompt = [{"role": "system", "content": SYSTEM * 6}, {"role": "user", "content": "Hello"}]
+    server = _server(model_file, folder, tmp_path / "stopped.log")
+    server.start()
+    building = ThreadPoolExecutor(1).submit(server.build_state, prompt)
+    time.sleep(1)  # the request is in; the stop comes during its prefill (or, on a fast machine, after)
+    server.stop()
+    building.result(60)
+    with _server(model_file, folder, tmp_path / "next.log") as server:
+        assert server.prefix_state and server.prefix_state.startswith(("missing", "loaded"))
+        if server.prefix_state.startswith("missing"):
+            assert server.build_state(prompt)
+            assert _log_lines(tmp_path / "next.log", "glassloop prefix state: saved")
+    assert not [p for p in folder.iterdir() if p.name.endswith(".partial")]

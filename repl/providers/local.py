@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable
 from importlib import metadata, util
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 import httpx
 
@@ -141,7 +141,6 @@ class LocalServer:
         self.threads_batch = threads_batch if threads_batch > 0 else max(self.threads, _usable_cpus())
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self.prefix_state: str | None = None  # what the server did with the saved prefix state
-        self.notice: str | None = None  # one line for the user when it could not be used
         self.log_path = Path(log_path)
         self.on_wait = on_wait
         self.start_timeout = start_timeout
@@ -242,14 +241,37 @@ class LocalServer:
             text = ""
         lines = [line for line in text.splitlines() if line.startswith(STATE_LINE)]
         self.prefix_state = lines[0][len(STATE_LINE):] if lines else None
+
+    @property
+    def notice(self) -> str | None:
+        """One line for the user when there is no usable saved prompt state (it is built now)."""
         state = self.prefix_state or ""
         if state.startswith("missing"):
-            self.notice = ("local model: no saved prompt state yet, so the first answer reads "
-                           "the whole tool prompt; later sessions reuse it")
-        elif state.startswith("unusable"):
+            return ("local model: building its saved prompt state (once; the first answer "
+                    "waits for it), later starts reuse it")
+        if state.startswith("unusable"):
             reason = state.removeprefix("unusable (").rsplit(") (", 1)[0]
-            self.notice = (f"local model: saved prompt state not used ({reason}); "
-                           "starting cold, it is rebuilt after the first answer")
+            return f"local model: saved prompt state not used ({reason}); starting cold, building it again"
+        return None
+
+    @property
+    def state_missing(self) -> bool:
+        """No usable saved prompt state: the first completion evaluates the whole prompt and saves it."""
+        return (self.prefix_state or "").startswith(("missing", "unusable"))
+
+    def build_state(self, messages: list[dict[str, Any]]) -> bool:
+        """Evaluate ``messages`` (a session's fixed prompt in wire form) and answer one token: the
+        server saves its prompt state (atomically: a stop meanwhile leaves the old file or none)
+        and keeps the prefix evaluated for the first question. False when it did not finish."""
+        if (url := self.base_url) is None:
+            return False
+        body = {"messages": messages, "max_tokens": 1, "temperature": 0}
+        try:  # as long as a cold first answer may take
+            reply = httpx.post(f"{url}/chat/completions", json=body, timeout=self.start_timeout + 600,
+                               trust_env=False)
+        except httpx.HTTPError:  # stopped meanwhile (the session ended)
+            return False
+        return reply.status_code == 200
 
     def _wait_ready(self, url: str) -> None:
         started = time.monotonic()

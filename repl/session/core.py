@@ -10,6 +10,7 @@ subscribes, never by a copy of the core: a fix or a speed-up made here reaches t
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from repl.config.load import ConfigError, Settings, with_overrides
 from repl.config.redact import redactor_for
 from repl.config.settings import ApprovalMode
-from repl.loop.agent import Runner, SessionBudget
+from repl.loop.agent import Runner, SessionBudget, request_tools
 from repl.loop.approval import ApprovalRequest, Approver, Decision, Deny
 from repl.loop.compaction import Compacted, compact
 from repl.loop.context import ContextWindow, messages_tokens
@@ -68,9 +69,12 @@ class Door:
     user_tools_wait_s: float = 30.0  # how long the first turn waits for the user's tool files
     approval: ApprovalMode | None = None  # the mode, when not the settings' (ask: only --yes allows)
     dry_run: bool = False  # side effects denied without asking (/compare): nothing changes on disk
+    # with no saved prompt state, the embedded model evaluates the session's prompt at once, in the
+    # background (the REPL: a question typed within seconds meets a warm model; ask's turn builds it)
+    build_state: bool = False
 
 
-REPL = Door("repl")
+REPL = Door("repl", build_state=True)
 
 
 @dataclass
@@ -142,6 +146,7 @@ class SessionCore:
         self.journal: Journal | None = None
         self.mcp: McpManager | None = None  # once started, with servers configured
         self.mcp_start: McpStart | None = None  # the servers as the first turn found them
+        self.state_build: threading.Thread | None = None  # building the embedded model's prompt state
         self.user_tools = UserTools(self.settings, self.registry, self._background_notice,
                                     self.ui.confirm if self.interactive else None)
 
@@ -281,9 +286,24 @@ class SessionCore:
                     getattr(provider, "warm", lambda: None)()
                 except Exception:  # noqa: BLE001 - the first model call meets it again and says why
                     pass
+            build_state = getattr(provider, "build_prompt_state", None)  # the embedded model's
+            if self.door.build_state and build_state and getattr(provider, "prompt_state_missing", False):
+                self._build_prompt_state(build_state)
             return provider
 
         self._provider = LazyProvider(build).start()
+
+    def _build_prompt_state(self, build: Callable[[list[dict[str, Any]], list[dict[str, Any]]], Any]) -> None:
+        """The embedded server evaluates this session's first request (its system text, the tools
+        offered, a placeholder question) on a thread of its own and saves the prompt state: the
+        first question then waits only for what is left of it. Exit meanwhile stops the server;
+        the state file is written whole or not at all."""
+        system = with_current_advice(self.settings.active, self.registry, self.history.system_prompt)
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": "Hello"}]
+        self.state_build = threading.Thread(
+            target=build, args=(messages, request_tools(self.registry.schemas())), daemon=True,
+            name="glassloop-prompt-state")
+        self.state_build.start()
 
     def switch(self, **changes: Any) -> bool:
         """Change provider/model/approval for the next turn."""

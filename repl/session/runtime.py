@@ -136,6 +136,18 @@ class _WithServer:
         """One line for the user about the server's start (its saved prompt state), or None."""
         return self._server.notice
 
+    @property
+    def prompt_state_missing(self) -> bool:
+        """The server has no usable saved prompt state: its first completion builds it."""
+        return bool(self._server.state_missing)
+
+    def build_prompt_state(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bool:
+        """Have the server evaluate ``messages`` (a session's first request: its system text and a
+        placeholder question) as this provider words them with ``tools``, and save the prompt
+        state. False when it did not finish (the server stopped)."""
+        wire = getattr(self._provider, "wire_messages", None)
+        return bool(self._server.build_state(wire(messages, tools) if wire else messages))
+
     def close(self) -> None:
         try:
             self._provider.close()

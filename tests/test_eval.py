@@ -1,0 +1,232 @@
+"""``glassloop eval``: a case file's messages on a model, scored, through the session core.
+
+Against the scripted server: the table, the JSON and the exit status of a six-case file (a
+user tool, an MCP tool, a case without a tool, one in Chinese), side effects dry-run and
+nothing stored; ``-j 4`` against a slow server. Against the embedded model: twelve cases, one
+server process.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from importlib import util
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from repl.config.load import load_settings
+from repl.session.evaluate import CaseFileError, load_cases, run_model
+from tests.fakeserver import FakeServer, Reply, call, slow_first_byte, text, tool_calls
+from tests.support import alive, glassloop_here, mcp_config_file
+
+TOOL_FILE = '''
+from pathlib import Path
+
+from glassloop_tools import tool
+
+
+@tool(side_effects=True)
+def add_item(name: str, quantity: int = 1) -> dict:
+    """Put something on the shopping list."""
+    Path({written!r}).write_text(name, encoding="utf-8")
+    return {{"name": name, "quantity": quantity}}
+'''
+
+SIX_CASES = '''
+[[case]]
+message = "Add milk to my shopping list"
+tool = "add_item"
+args = { name = "milk" }
+lang = "en"
+
+[[case]]
+message = "What is the capital of France?"
+tool = "t__lookup"
+args_contain = { country = "france" }
+answer_contains = "Paris"
+lang = "en"
+
+[[case]]
+id = "hello"
+message = "Hello!"
+tool = ""
+lang = "en"
+
+[[case]]
+message = "北京今天天气怎么样？"
+tool = "get_weather"
+args_match = { city = "北京|Beijing" }
+lang = "zh"
+
+[[case]]
+id = "open"
+message = "Which todos are open?"
+tool = "list_todos"
+lang = "en"
+
+[[case]]
+id = "sum"
+message = "What is 2+2?"
+tool = "calculator"
+result_contains = "4"
+answer_contains = ["four", "vier"]
+'''
+
+# what the scripted model does with each message: its first step, then its answer after the results
+FIRST_STEP = {
+    "Add milk to my shopping list": tool_calls(call("add_item", {"name": "milk"})),
+    "What is the capital of France?": tool_calls(call("t__lookup", {"country": "France"})),
+    "Hello!": text("Hi there!"),
+    "北京今天天气怎么样？": tool_calls(call("get_weather", {"city": "北京"})),
+    "Which todos are open?": tool_calls(call("list_notes", {})),  # the wrong tool
+    "What is 2+2?": tool_calls(call("calculator", {"expression": "2+2"})),
+}
+ANSWER = {"What is the capital of France?": "Paris.", "What is 2+2?": "4."}
+
+
+def _model(body: dict[str, Any]) -> Reply:
+    question = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    if body["messages"][-1]["role"] == "tool":
+        return text(ANSWER.get(question, "Done."))
+    return FIRST_STEP[question]
+
+
+def _six(tmp_path: Path, fake_server: FakeServer) -> tuple[list[str], Path]:
+    cases = tmp_path / "cases.toml"
+    cases.write_text(SIX_CASES, encoding="utf-8")
+    tools = tmp_path / "shopping.py"
+    tools.write_text(TOOL_FILE.format(written=str(tmp_path / "written.txt")), encoding="utf-8")
+    fake_server.script(*[_model] * 22)
+    return ["eval", str(cases), "--config", str(mcp_config_file(tmp_path)), "--tools", str(tools),
+            "--base-url", fake_server.base_url, "--model", "m-eval"], cases
+
+
+def test_six_cases_give_the_table_the_json_and_the_exit_status(
+        fake_server: FakeServer, home: dict[str, str], tmp_path: Path) -> None:
+    args, _ = _six(tmp_path, fake_server)
+    shown = glassloop_here(*args, "--min", "0.6", env=home)
+    assert shown.returncode == 0, shown.stderr
+    assert "Traceback" not in shown.stderr
+    lines = [line.split() for line in shown.stdout.splitlines()]
+    assert lines[0] == ["m-eval", "(openai):", "6", "cases"]
+    figures = {" ".join(line[:-2]): line[-2:] for line in lines[1:] if line and line[-1].endswith("%")}
+    assert figures == {"right tool": ["5/6", "83%"], "valid arguments": ["5/5", "100%"],
+                       "argument checks": ["4/4", "100%"], "answer checks": ["1/2", "50%"],
+                       "passed": ["4/6", "67%"], "passed, en": ["3/4", "75%"], "passed, zh": ["1/1", "100%"]}
+    failing = shown.stdout.split("failing:")[1].strip().splitlines()
+    assert failing[0].strip() == "open [en] 'Which todos are open?': expected list_todos, called list_notes {}"
+    assert failing[1].strip() == "sum 'What is 2+2?': the answer holds none of 'four', 'vier': '4.'"
+    assert len(failing) == 2
+
+    bodies = [r.body for r in fake_server.chat_requests()]
+    firsts = [b for b in bodies if b["messages"][-1]["role"] == "user"]
+    assert [len(b["messages"]) for b in firsts] == [2] * 6  # every case from a fresh history: system, message
+    assert {"add_item", "t__lookup", "get_weather"} <= {t["function"]["name"] for t in firsts[0]["tools"]}
+    denied = [json.loads(b["messages"][-1]["content"]) for b in bodies
+              if b["messages"][-1]["role"] == "tool" and b["messages"][-2]["tool_calls"][0]["function"]["name"] == "add_item"]
+    assert "dry run" in denied[0]["error"]["message"]  # the side effect was not carried out
+    assert not (tmp_path / "written.txt").exists()
+    state, data = Path(home["XDG_STATE_HOME"]) / "glassloop", Path(home["XDG_DATA_HOME"]) / "glassloop"
+    assert not (state / "traces").exists() and not (data / "sessions").exists()  # no trace, no journal
+
+    machine = glassloop_here(*args, "--json", "--min", "0.7", env=home)
+    assert machine.returncode == 1  # 4 of 6 is under 0.7
+    assert "passed 67% of the cases, under --min 0.7" in machine.stderr
+    report = json.loads(machine.stdout)
+    model = report["models"][0]
+    assert (model["model"], model["cases"], model["passed"]) == ("m-eval", 6, 4)
+    assert model["right_tool_rate"] == pytest.approx(5 / 6, abs=1e-3)
+    assert model["languages"]["zh"] == {"cases": 1, "right_tool_rate": 1.0, "pass_rate": 1.0}
+    assert [(c["message"], c["called"], c["ok"]) for c in report["cases"]] == [
+        ("Add milk to my shopping list", ["add_item"], True),
+        ("What is the capital of France?", ["t__lookup"], True),
+        ("Hello!", [], True),
+        ("北京今天天气怎么样？", ["get_weather"], True),
+        ("Which todos are open?", ["list_notes"], False),
+        ("What is 2+2?", ["calculator"], False)]
+    assert all(c["model"] == "m-eval" and c["input_tokens"] > 0 for c in report["cases"])
+
+
+def test_a_case_file_with_a_mistake_is_one_line_and_exit_2(tmp_path: Path, home: dict[str, str]) -> None:
+    cases = tmp_path / "cases.toml"
+    for content, said in [
+        ('[[case]]\nmessage = "hi"\n', "case 1: 'tool' is missing"),
+        ('[[case]]\nmessage = "hi"\ntool = "x"\nargs_match = { a = "(" }\n', "case 1: 'args_match.a' is not a regular"),
+        ('[[case]]\nmessage = "hi"\ntool = ""\n[[case]]\nmessage = "x"\ntool = "t"\ntols = 1\n',
+         "case 2: unknown key 'tols'"),
+        ("[[case]\n", "not valid TOML"),
+        ('title = "no cases"\n', "unknown key 'title'"),
+    ]:
+        cases.write_text(content, encoding="utf-8")
+        with pytest.raises(CaseFileError, match=said.replace("(", r"\(")):
+            load_cases(cases)
+    done = glassloop_here("eval", str(cases), env=home)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+
+
+def test_jobs_run_cases_at_once_against_a_server(fake_server: FakeServer, home: dict[str, str],
+                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """8 cases on a server that answers each request in 0.5 s: ``-j 4`` takes under 0.4x the serial time."""
+    for name in ("DATA", "STATE", "CONFIG"):
+        monkeypatch.setenv(f"XDG_{name}_HOME", home[f"XDG_{name}_HOME"])
+    cases = tmp_path / "cases.toml"
+    cases.write_text("".join(f'[[case]]\nmessage = "Hello {n}"\ntool = ""\n\n' for n in range(8)), encoding="utf-8")
+    found = load_cases(cases)
+    settings = load_settings({"base_url": fake_server.base_url, "weather": "sample"}, cwd=tmp_path,
+                             env={"OPENAI_API_KEY": "sk-test"})
+    fake_server.script(*[slow_first_byte(0.5, text("Hi!"))] * 17)
+    run_model(settings, found[:1])  # the SDK imported and connected: neither way pays for it
+    seconds = {}
+    for jobs in (1, 4):
+        started = time.perf_counter()
+        run = run_model(settings, found, jobs=jobs)
+        seconds[jobs] = time.perf_counter() - started
+        assert [o.ok for o in run.outcomes] == [True] * 8 and not run.error
+        assert [o.case.message for o in run.outcomes] == [c.message for c in found]  # in the file's order
+    assert seconds[4] < 0.4 * seconds[1], seconds
+
+
+REAL_CASES = "".join(f'[[case]]\nmessage = "{message}"\ntool = "{tool}"\nlang = "{lang}"\n\n' for message, tool, lang in [
+    ("Hi!", "", "en"), ("Thanks, bye.", "", "en"), ("你好！", "", "zh"), ("谢谢！", "", "zh"),
+    ("Good morning!", "", "en"), ("晚安！", "", "zh"),
+    ("Which todos are not done yet?", "list_todos", "en"), ("What is 12 times 34?", "calculator", "en"),
+    ("What's the weather in Paris today?", "get_weather", "en"), ("今天还有哪些没完成？", "list_todos", "zh"),
+    ("1234乘以5678等于多少？", "calculator", "zh"), ("北京今天天气怎么样？", "get_weather", "zh")])
+
+
+@pytest.mark.skipif(util.find_spec("llama_cpp") is None,
+                    reason="needs the 'local' extra: pip install 'glassloop[local]'")
+@pytest.mark.xdist_group("llama")  # real inference uses every CPU: one test worker runs it all
+@pytest.mark.timeout(1500)
+def test_the_embedded_model_runs_twelve_cases_in_one_server_process(
+        tmp_path: Path, home: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from repl.providers import local
+    from repl.providers.weights import ensure_model
+
+    for name in ("DATA", "STATE", "CONFIG"):
+        monkeypatch.setenv(f"XDG_{name}_HOME", home[f"XDG_{name}_HOME"])
+    started: list[int | None] = []
+    start = local.LocalServer.start
+
+    def counted(server: local.LocalServer) -> str:
+        url = start(server)
+        started.append(server.pid)
+        return url
+
+    monkeypatch.setattr(local.LocalServer, "start", counted)
+    config = tmp_path / "local.toml"
+    config.write_text(f'[providers.local]\nmodel_path = {json.dumps(str(ensure_model(tmp_path / "data")))}\n'
+                      "[guards]\nmax_steps = 2\nturn_timeout_s = 600\n", encoding="utf-8")
+    cases = tmp_path / "cases.toml"
+    cases.write_text(REAL_CASES, encoding="utf-8")
+    settings = load_settings({"provider": "local", "weather": "sample", "todos_file": home["GLASSLOOP_TODOS_FILE"]},
+                             cwd=tmp_path, env={}, config_file=config)
+    run = run_model(settings, load_cases(cases), jobs=4)  # the embedded model: one case at a time
+
+    assert not run.error and len(run.outcomes) == 12
+    assert [o.error for o in run.outcomes] == [""] * 12
+    assert all(o.input_tokens > 0 and o.stopped_by in ("answer", "max_steps") for o in run.outcomes)
+    assert len(started) == 1, started  # one server process served every case
+    assert started[0] is not None and not alive(started[0])  # stopped with the run

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from bench.tool_use import CASES, fixture, schema_valid
+from bench.tool_use import REFERENCES, cases, fixture, schema_valid
 from repl.providers.textcalls import parse_text_calls
 from repl.providers.weights import ensure_model
 
@@ -147,8 +147,8 @@ def test_what_it_accepts_from_the_real_corpus_parses_to_schema_valid_calls_only(
 
 def test_the_reference_call_of_every_evaluation_question_is_accepted(grammar, registry) -> None:
     schemas = {s["name"]: s["parameters"] for s in registry.schemas()}
-    references = [c.reference for c in CASES if c.reference]
-    assert len(references) >= 20
+    assert set(REFERENCES) == {c.message for c in cases() if c.tools}  # one for each request of the case file
+    references = [json.dumps(r, ensure_ascii=False) for r in REFERENCES.values()]
     for reference in references:
         assert grammar.accepts(reference) and grammar.accepts(f"```json\n{reference}\n```"), reference
         name, arguments = json.loads(reference)["name"], json.dumps(json.loads(reference)["arguments"])

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from bench import isolated_env, patched_environ
-from bench.tool_use import CASES, fixture, local_provider, schema_valid
+from bench.tool_use import cases, fixture, local_provider, schema_valid
 from repl.config.settings import ProviderSettings
 from repl.providers.base import Completed, RequestSent
 from repl.providers.weights import ensure_model
@@ -27,7 +27,7 @@ pytestmark = [
     pytest.mark.xdist_group("llama"),  # real inference uses every CPU: one test worker runs it all
 ]
 TOOLS = ("list_todos", "get_todo", "add_todo", "calculator", "get_weather")
-QUESTIONS = [c for c in CASES if set(c.tools) & set(TOOLS) and c.id in ("todos-open", "percent", "remind")
+QUESTIONS = [c for c in cases() if set(c.tools) & set(TOOLS) and c.id in ("todos-open", "percent", "remind")
              or c.id == "hello" and c.lang == "zh"]
 
 
@@ -44,7 +44,7 @@ def test_every_call_the_model_makes_under_the_grammar_is_schema_valid(tmp_path: 
     try:
         assert provider.dialect.grammar  # the embedded server's dialect has it on
         for case in QUESTIONS:
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": case.text}]
+            messages = [{"role": "system", "content": system}, {"role": "user", "content": case.message}]
             parts = list(provider.stream(messages, tools))
             bodies += [p.body for p in parts if isinstance(p, RequestSent)]
             done = [p for p in parts if isinstance(p, Completed)][-1]
@@ -77,7 +77,7 @@ def _greedy_first_steps(model: Path, tmp_path: Path, grammar_first: bool) -> tup
         replies = []
         with httpx.Client(timeout=300, trust_env=False) as client:
             for case in QUESTIONS:
-                messages = [{"role": "system", "content": system}, {"role": "user", "content": case.text}]
+                messages = [{"role": "system", "content": system}, {"role": "user", "content": case.message}]
                 body = {"model": "local", "messages": textcalls.to_text_messages(messages, tools),
                         "temperature": 0.0, "max_tokens": 60, "grammar": tool_grammar(tools)}
                 reply = client.post(f"{server.base_url}/chat/completions", json=body).json()

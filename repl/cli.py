@@ -431,8 +431,10 @@ def show_trace(
     session: Annotated[str, typer.Argument(help="Session id, a trace file, or 'last'.")] = "last",
     turn: Annotated[str | None, typer.Option("--turn", help="Turn number, or 'all' (default: the last turn).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw records as JSON lines.")] = False,
-    raw: Annotated[bool, typer.Option("--raw", help="Each model call's request as sent and response as "
-                                      "assembled, as JSON (with --json: one JSON list).")] = False,
+    raw: Annotated[bool, typer.Option("--raw", help="Each model call's request as sent (what it adds to the "
+                                      "previous one of its turn), failed attempts and response, as JSON "
+                                      "(with --json: one JSON list, whole).")] = False,
+    full: Annotated[bool, typer.Option("--full", help="With --raw: every request whole.")] = False,
     html: Annotated[Path | None, typer.Option("--html", help="Write the turns (default: all) as one "
                                               "self-contained HTML page: timelines, raw calls, tool results.")] = None,
     config: ConfigOpt = None,
@@ -460,7 +462,7 @@ def show_trace(
     if html:
         _write_html(path, groups, html)
     elif raw:
-        _print_raw(path, groups, as_json)
+        _print_raw(path, groups, as_json, full)
     else:
         for line in lines:
             typer.echo(line if as_json else clean(line))
@@ -478,10 +480,14 @@ def _write_html(path: Path, groups: list, target: Path) -> None:
     typer.echo(f"wrote {len(groups)} turn{'' if len(groups) == 1 else 's'} to {clean(str(target))}")
 
 
-def _print_raw(path: Path, groups: list, as_json: bool) -> None:
-    from repl.tracing.timeline import missing_raw, raw_calls, raw_sections
+def _print_raw(path: Path, groups: list, as_json: bool, full: bool) -> None:
+    import shutil
+
+    from repl.tracing.raw import raw_text, raw_view
+    from repl.tracing.timeline import missing_raw, raw_calls
     from repl.tracing.trace import read_wire, wire_path
     from repl.ui.escape import json_display
+    from repl.ui.pager import page
 
     try:
         wire, dropped = read_wire(wire_path(path))
@@ -490,9 +496,10 @@ def _print_raw(path: Path, groups: list, as_json: bool) -> None:
     calls, missing = raw_calls(groups, wire)
     if as_json:
         typer.echo(json_display(calls, indent=2))
-    for heading, value in [] if as_json else raw_sections(calls):
-        typer.echo(heading)
-        typer.echo("(none: the call failed or was stopped)" if value is None else json_display(value, indent=2))
+    elif calls:
+        shown = raw_text(raw_view(calls, full=full))
+        if not (sys.stdout.isatty() and page(shown, height=shutil.get_terminal_size().lines)):
+            typer.echo(shown, nl=False)
     if missing:
         typer.echo(missing_raw(missing, dropped), err=True)
 

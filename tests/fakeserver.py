@@ -75,6 +75,7 @@ class Reply:
     # Sent verbatim instead of the generated stream: each event a str (as is) or any JSON
     # value; on the Responses route a (name, data) pair or a dict whose "type" names it.
     raw_events: tuple[Any, ...] | None = None
+    headers: tuple[tuple[str, str], ...] = ()  # sent with the answer (a fault's or the stream's)
 
 
 Scripted = Reply | Callable[[dict[str, Any]], Reply]
@@ -200,7 +201,7 @@ class Exchange:
         default, type_, code = DEFAULT_ERRORS.get(reply.status, ("server error", "server_error", None))
         message = (reply.error_message or default).replace("{model}", model)
         headers = {} if reply.retry_after is None else {"Retry-After": f"{reply.retry_after:g}"}
-        self.send_json(reply.status, error_body(message, type_, code), headers)
+        self.send_json(reply.status, error_body(message, type_, code), headers | dict(reply.headers))
         return True
 
     def stream(self, events: Iterable[str | tuple[str, str]], reply: Reply) -> None:
@@ -209,6 +210,8 @@ class Exchange:
         self._h.send_response(200)
         self._h.send_header("Content-Type", "text/event-stream")
         self._h.send_header("Transfer-Encoding", "chunked")
+        for name, value in reply.headers:
+            self._h.send_header(name, value)
         self._h.end_headers()
         events = list(events)
         for n, event in enumerate(events):

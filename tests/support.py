@@ -64,6 +64,7 @@ def isolated_env(tmp_path: Path) -> dict[str, str]:
     env["GLASSLOOP_WEATHER"] = "sample"
     env["OPENAI_API_KEY"] = SECRET
     env["PYTHONIOENCODING"] = "utf-8"
+    env["PAGER"] = "cat"  # long output in a pseudo-terminal is printed, never held by less
     return env
 
 
@@ -224,8 +225,9 @@ class StubUI:
               keep: tuple[str, ...] = ()) -> None:
         self.tables.append((title, columns, rows))
 
-    def json(self, value: Any) -> None:
-        self.shown.append(json.dumps(value, ensure_ascii=False))
+    def page(self, blocks: list[tuple[str, Any]]) -> None:
+        self.shown.extend(json.dumps(value, ensure_ascii=False) if kind == "json" else value
+                          for kind, value in blocks)
 
     def recap(self, earlier: int, turns: list[dict[str, Any]]) -> None:
         return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 # The system text's layout, shared by the prompt (repl/loop/prompts.py) and the text tool-call
@@ -120,13 +120,19 @@ class AttemptFailed:
     """One attempt of a model call failed: ``status`` is the HTTP status (None when no answer
     came: a timeout, a refused connection), ``response`` the server's body (parsed JSON, else
     its text), ``reason`` a few words ("429 rate limited"); ``retried_as`` is the number of the
-    attempt that retried it (None: none did, the call failed)."""
+    attempt that retried it (None: none did, the call failed); ``method`` and ``url`` (credentials
+    masked) of the request, the response ``headers`` that matter (``kept_headers``) and the
+    seconds from sending to the failure."""
 
     attempt: int
     status: int | None
     response: Any
     reason: str
     retried_as: int | None
+    method: str = ""
+    url: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    elapsed_s: float = 0.0
 
 
 @dataclass(frozen=True)

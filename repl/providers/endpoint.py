@@ -7,7 +7,9 @@ with the server's answer, each wait a ``Retrying``), its stream is read under th
 deadline's watch (``StreamDeadline``) while the adapter turns each event into parts
 (``_parts_of``, into an ``Assembly``), SDK and shape errors become one-line
 ``ProviderError`` s, and ``Completed`` carries the usage (the server's, else an
-estimate) and the answer as assembled (``wire_response``, for ``/trace --raw``).
+estimate) and the answer as assembled (``wire_response``, for ``/trace --raw``) with the
+exchange that brought it (``http``: attempt, method, URL, status, the headers that matter,
+how many stream events came and when the first and last arrived).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from repl.config.redact import mask_url
 from repl.config.settings import ProviderSettings
 from repl.providers.base import (
     AttemptFailed,
@@ -59,6 +62,9 @@ class Assembly:
     reported_usage: Any = None  # the server's usage object, as sent (for /trace --raw)
     finish_reason: str | None = None  # as the server reported it; None: the stream was cut
     ended: bool = False  # the stream's last event came: reading stops
+    events: int = 0  # stream events read
+    first_event: float = 0.0  # time.monotonic() when the first and the last arrived
+    last_event: float = 0.0
 
     @property
     def text(self) -> str:
@@ -146,7 +152,7 @@ class SdkEndpoint:
         self._get_client()  # the SDK import is start-up cost, not model latency
         started = time.monotonic()
         params, acc = self._prepare(messages, tools or [])
-        sdk_stream, retries = yield from self._open(params, deadline)
+        sdk_stream, http = yield from self._open(params, deadline)
         watch = StreamDeadline(sdk_stream.response, deadline)
         try:
             yield from self._read(sdk_stream, acc)
@@ -157,11 +163,23 @@ class SdkEndpoint:
         usage = acc.usage if acc.usage is not None else self._estimated_usage(acc, params)
         response = wire_response(acc.content(), "".join(acc.reasoning), calls, acc.finish_reason,
                                  acc.reported_usage, usage)
+        sent = http.pop("sent")
+        response["http"] = {**http, "events": acc.events,
+                            "first_event_s": round(acc.first_event - sent, 3) if acc.events else None,
+                            "last_event_s": round(acc.last_event - sent, 3) if acc.events else None}
         yield Completed(text=acc.text, tool_calls=calls, usage=usage, finish_reason=acc.finish(calls),
-                        latency_s=time.monotonic() - started, retries=retries, response=response)
+                        latency_s=time.monotonic() - started, retries=http["attempt"] - 1, response=response)
 
-    def _open(self, params: dict[str, Any],
-              deadline: float | None) -> Generator[Retrying | RequestSent | AttemptFailed, None, tuple[Any, int]]:
+    def request_body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+        """The body ``stream`` would send for ``messages`` now (step mode shows it whole)."""
+        return self._sent_fields(self._prepare(messages, tools or [])[0])
+
+    def _sent_fields(self, params: dict[str, Any]) -> dict[str, Any]:
+        """``params`` with what ``_create`` adds to the body (``stream``...)."""
+        return {**params, "stream": True}
+
+    def _open(self, params: dict[str, Any], deadline: float | None
+              ) -> Generator[Retrying | RequestSent | AttemptFailed, None, tuple[Any, dict[str, Any]]]:
         def create(client: Any, headers: dict[str, str]) -> Any:
             return self._create(client, params, headers)
 
@@ -172,6 +190,9 @@ class SdkEndpoint:
 
         try:
             for event in sdk_stream:
+                acc.last_event = time.monotonic()
+                acc.first_event = acc.first_event or acc.last_event
+                acc.events += 1
                 yield from self._parts_of(event, acc)
                 if acc.ended:
                     break
@@ -215,31 +236,35 @@ class SdkEndpoint:
             )
         return self._client
 
-    def _opened(self, open_once: Callable[[Any, dict[str, str]], Any],
-                deadline: float | None) -> Generator[Retrying | RequestSent | AttemptFailed, None, tuple[Any, int]]:
+    def _opened(self, open_once: Callable[[Any, dict[str, str]], Any], deadline: float | None
+                ) -> Generator[Retrying | RequestSent | AttemptFailed, None, tuple[Any, dict[str, Any]]]:
         """``open_once(client, headers)`` (raising SDK errors) until it works, retrying as
         the SDK would (``errors.retry_delay``, at most ``max_retries`` times, never past
         ``deadline``). Yields a ``RequestSent`` with the body as it went out (again only when
         a later attempt sent another), an ``AttemptFailed`` for each attempt that failed (its
-        status and the server's answer) and a ``Retrying`` before each wait. Returns (what
-        ``open_once`` returned, retries made); the last failure raises ProviderError,
-        naming the attempts."""
+        status, headers and the server's answer) and a ``Retrying`` before each wait. Returns
+        (what ``open_once`` returned, the attempt that worked: ``exchange`` and ``sent``, its
+        ``time.monotonic()``); the last failure raises ProviderError, naming the attempts."""
         import openai
 
         started, retries, sent = time.monotonic(), 0, None
         while True:
+            attempt_started = time.monotonic()
             try:
                 opened = open_once(self._client_until(deadline), {RETRY_COUNT_HEADER: str(retries)})
             except openai.OpenAIError as err:
-                if (body := sent_body(getattr(err, "request", None))) is not None and body != sent:
+                request = getattr(err, "request", None)
+                if (body := sent_body(request)) is not None and body != sent:
                     sent = body
                     yield RequestSent(body)
                 delay = retry_delay(err, retries) if retries < self.settings.max_retries else None
                 if delay is not None and deadline is not None and delay >= deadline - time.monotonic():
                     delay = None  # no time left for another attempt
                 reason = retry_reason(err, self._context())
+                http = exchange(request, getattr(err, "response", None))
                 yield AttemptFailed(retries + 1, getattr(err, "status_code", None), error_response(err), reason,
-                                    None if delay is None else retries + 2)
+                                    None if delay is None else retries + 2, http["method"], http["url"],
+                                    http["headers"], round(time.monotonic() - attempt_started, 3))
                 if delay is None:
                     ctx = replace(self._context(), attempts=retries + 1, elapsed_s=time.monotonic() - started)
                     raise from_sdk_error(err, ctx) from err
@@ -247,10 +272,12 @@ class SdkEndpoint:
                 yield Retrying(retries + 1, self.settings.max_retries + 1, round(delay, 2), reason)
                 time.sleep(delay)
                 continue
-            body = sent_body(getattr(getattr(opened, "response", None), "request", None))
+            response = getattr(opened, "response", None)
+            body = sent_body(getattr(response, "request", None))
             if body is not None and body != sent:
                 yield RequestSent(body)
-            return opened, retries
+            return opened, {"attempt": retries + 1, **exchange(getattr(response, "request", None), response),
+                            "sent": attempt_started}
 
     def list_models(self, timeout_s: float = 10.0) -> list[str]:
         """The model ids the endpoint offers (``GET /models``), sorted; ProviderError when
@@ -285,6 +312,29 @@ class SdkEndpoint:
             provider=self.name, model=self.model, base_url=base_url, api_key_env=self.settings.api_key_env,
             timeout_s=self.settings.timeout_s, secrets=(self.settings.api_key or "",),
         )
+
+
+KEPT_HEADERS = ("content-type", "retry-after", "retry-after-ms", "x-should-retry", "openai-processing-ms")
+
+
+def kept_headers(headers: Any) -> dict[str, str]:
+    """The response headers that matter when a call misbehaves: the request id, the rate
+    limits, the content type, the retry hints (the wire file's writer redacts secrets)."""
+    kept: dict[str, str] = {}
+    for name, value in headers.items() if headers is not None else ():
+        low = str(name).lower()
+        if low in KEPT_HEADERS or "ratelimit" in low or low.endswith("request-id"):
+            kept[low] = str(value)
+    return kept
+
+
+def exchange(request: Any, response: Any) -> dict[str, Any]:
+    """``method``, ``url`` (credentials masked), ``status`` and the ``headers`` that matter
+    of an HTTP request and the response to it (None: none came)."""
+    return {"method": str(getattr(request, "method", "") or ""),
+            "url": mask_url(str(getattr(request, "url", "") or "")),
+            "status": getattr(response, "status_code", None),
+            "headers": kept_headers(getattr(response, "headers", None))}
 
 
 def sent_body(request: Any) -> Any:

@@ -316,20 +316,6 @@ def raw_calls(groups: list[list[dict[str, Any]]], wire: list[dict[str, Any]]) ->
     return calls, max(0, made - sum(1 for c in calls if c["request"] is not None))
 
 
-def raw_sections(calls: list[dict[str, Any]]) -> list[tuple[str, Any]]:
-    """(heading, JSON value or None) per request, failed attempt and response, for display;
-    a call whose last attempt failed shows that failure in place of a response."""
-    out: list[tuple[str, Any]] = []
-    for c in calls:
-        where = f"turn {c['turn']} · model call {c['step']}"
-        out.append((f"── {where} · request, as sent", c["request"]))
-        failed = c.get("failed_attempts") or []
-        out += [(f"── {where} · {failed_attempt(f)}", f) for f in failed]
-        if c["response"] is not None or not failed:
-            out.append((f"── {where} · response, as assembled from the stream", c["response"]))
-    return out
-
-
 def failed_attempt(record: Any) -> str:
     """'attempt 1 failed: HTTP 429, retried as attempt 2' for an error record."""
     if not isinstance(record, dict):

@@ -268,15 +268,28 @@ class Terminal:
         """The output's columns (80 in a pipe)."""
         return self.renderer.console.width
 
-    def json(self, value: Any) -> None:
-        """``value`` whole, indented and highlighted (``/trace --raw``): nothing cut, every
-        character a terminal could act on shown as a ``\\u`` escape."""
+    def page(self, blocks: list[tuple[str, Any]]) -> None:
+        """``blocks`` (``/trace --raw``): ``heading`` and ``note`` lines, ``json`` values whole,
+        indented and highlighted (None: "none"), every character a terminal could act on shown
+        as a ``\\u`` escape; through the pager when taller than the screen (``repl.ui.pager``)."""
+        from rich.console import Group
         from rich.highlighter import JSONHighlighter
         from rich.text import Text
 
-        from repl.ui.escape import json_display
+        from repl.ui.escape import clean, json_display
+        from repl.ui.pager import page
 
-        self.renderer.print(JSONHighlighter()(Text(json_display(value, indent=2))))
+        shown = [JSONHighlighter()(Text(json_display(value, indent=2))) if kind == "json" and value is not None
+                 else Text("(none: the call failed or was stopped before it was answered)" if kind == "json"
+                           else clean(str(value)), "bold" if kind == "heading" else "dim")
+                 for kind, value in blocks]
+        console, whole = self.renderer.console, Group(*shown)
+        if console.is_terminal:
+            with console.capture() as captured:
+                console.print(whole)
+            if page(captured.get(), height=console.height):
+                return
+        self.renderer.print(whole)
 
     def table(self, title: str, columns: list[str], rows: Sequence[tuple[str, ...]], keep: tuple[str, ...] = ()) -> None:
         self.renderer.table(title, columns, rows, keep)

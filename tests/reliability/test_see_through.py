@@ -240,7 +240,9 @@ def test_glassloop_trace_raw_of_a_saved_session(fake_server, home):
     assert re.findall(r"^── (.*)$", shown.stdout, flags=re.M) == [
         "turn 2 · model call 1 · request, as sent", "turn 2 · model call 1 · response, as assembled from the stream"]
     assert json.loads(sections[1]) == fake_server.chat_requests()[2].body
-    assert json.loads(sections[2])["content"] == "second"
+    response = sections[2].split("\n", 2)  # the heading's end, the exchange's line, the JSON
+    assert response[1].startswith("attempt 1 · POST http://127.0.0.1:") and " → 200 · " in response[1]
+    assert json.loads(response[2])["content"] == "second"
 
 
 def test_usage_draws_cached_and_uncached_input_per_turn(fake_server, home):

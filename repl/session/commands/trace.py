@@ -9,24 +9,25 @@ from typing import Any
 from repl.loop.cost import context_window_for
 from repl.loop.unicode import json_dumps
 from repl.session.commands.context import CommandContext, command, save_text
+from repl.tracing.raw import raw_view
 from repl.tracing.timeline import (
     draw_turn,
     format_turn,
     missing_raw,
     pick_turns,
     raw_calls,
-    raw_sections,
     usage_bars,
 )
 from repl.tracing.trace import Trace, read_records, read_wire, turns, wire_path
 
-TRACE_FLAGS = ("--raw", "--events", "--json")
-TRACE_ARGS = "[N|all] [--raw] [--events] [--json] [--save PATH]"
+TRACE_FLAGS = ("--raw", "--full", "--events", "--json")
+TRACE_ARGS = "[N|all] [--raw [--full]] [--events] [--json] [--save PATH]"
 
 
 @command("trace", args=TRACE_ARGS,
          help="A turn as a timeline: one bar per model call and tool call on one time axis; --raw: the "
-         "exact requests and responses; --events: every event; --json: the records; --save: to a file.",
+         "exact requests (what each adds to the previous one of its turn; --full: whole), attempts and "
+         "responses, paged; --events: every event; --json: the records; --save: to a file.",
          complete=lambda ctx: ["all", *TRACE_FLAGS, "--save"], means=("log", "timeline", "debug", "events"),
          brief="the last turn as a timeline; --raw: the exact wire traffic")
 def trace(ctx: CommandContext, args: list[str]) -> None:
@@ -61,7 +62,7 @@ def trace(ctx: CommandContext, args: list[str]) -> None:
         ctx.ui.error(f"no turn {which!r}; there are {len(grouped)}")
         return
     if "--raw" in flags:
-        _trace_raw(ctx, ctx.trace, chosen, save)
+        _trace_raw(ctx, ctx.trace, chosen, save, full="--full" in flags)
         return
     records = [r for g in chosen for r in g]
     if "--json" in flags:
@@ -78,8 +79,9 @@ def trace(ctx: CommandContext, args: list[str]) -> None:
         ctx.ui.lines(lines)
 
 
-def _trace_raw(ctx: CommandContext, trace: Trace, chosen: list[list[dict[str, Any]]], save: Path | None) -> None:
-    """The chosen turns' model calls as sent and as answered (``--save``: as JSON)."""
+def _trace_raw(ctx: CommandContext, trace: Trace, chosen: list[list[dict[str, Any]]], save: Path | None,
+               full: bool) -> None:
+    """The chosen turns' model calls as sent and as answered (``--save``: as JSON, whole)."""
     try:
         wire, dropped = read_wire(wire_path(trace.path))
     except OSError as exc:
@@ -90,13 +92,8 @@ def _trace_raw(ctx: CommandContext, trace: Trace, chosen: list[list[dict[str, An
         text = json_dumps(calls, ensure_ascii=False, indent=2) + "\n"
         if saved := save_text(ctx, save, text):
             ctx.ui.info(f"saved {len(calls)} model call{'' if len(calls) == 1 else 's'} to {saved}")
-    else:
-        for heading, value in raw_sections(calls):
-            ctx.ui.info(heading)
-            if value is None:
-                ctx.ui.info("(none: the call failed or was stopped before it was answered)")
-            else:
-                ctx.ui.json(value)
+    elif calls:
+        ctx.ui.page(raw_view(calls, full=full))
     if missing:
         ctx.ui.info(missing_raw(missing, dropped, trace.raw_off))
     elif not calls:

@@ -1,0 +1,37 @@
+"""Long output through the user's pager when it goes to a terminal.
+
+``$PAGER`` when set (set and empty: no pager), else ``less -R``; ``LESS`` defaults to
+``FRX`` as git's does (colours kept, quit at once when it fits, the screen left as it
+was). The caller pages only what goes to a terminal; output that fits the screen and a pager
+that cannot be started are printed as they are.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+
+
+def pager_command() -> list[str]:
+    """The pager to run ([] for none)."""
+    if "PAGER" in os.environ:
+        try:
+            return shlex.split(os.environ["PAGER"])
+        except ValueError:  # unbalanced quotes
+            return []
+    return ["less", "-R"]
+
+
+def page(text: str, *, height: int) -> bool:
+    """``text`` (for a terminal) through the pager when it is taller than ``height`` lines;
+    False when it was not (it fits, no pager, the pager cannot start): the caller prints it."""
+    command = pager_command() if text.count("\n") >= height - 1 else []
+    if not command:
+        return False
+    try:
+        subprocess.run(command, input=text.encode("utf-8", "replace"), check=False,
+                       env={**os.environ, "LESS": os.environ.get("LESS", "FRX")})
+    except OSError:  # no such program
+        return False
+    return True

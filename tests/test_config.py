@@ -71,7 +71,7 @@ def test_defaults_load(home: Path) -> None:
     assert (openai.price_input, openai.price_cached_input, openai.price_output) == (0.15, 0.075, 0.60)
     assert isinstance(openai.timeout_s, float)
     local = s.active
-    assert local.name == "local" and local.tool_call_format == "text" and local.n_ctx == 4096
+    assert local.name == "local" and local.tool_call_format == "text" and local.n_ctx == local.context_window == 8192
     assert s.data_dir == home / "xdg_data_home" / "glassloop"
     assert s.todos_file == s.data_dir / "todos.json"
     assert s.notes_file == s.data_dir / "notes.json"
@@ -286,6 +286,21 @@ def test_explicit_provider_is_not_auto(home: Path) -> None:
     user_file(home, 'provider = "deepseek"\n')
     s = load(home, env={"OPENAI_API_KEY": SECRET})
     assert s.provider == "deepseek" and s.provider_auto is False
+
+
+def test_an_embedded_profiles_window_is_its_n_ctx_unless_set_lower(home: Path) -> None:
+    from repl.loop.cost import context_window_for
+
+    path = user_file(home, "[providers.local]\nn_ctx = 16384\n[providers.local-large]\nn_ctx = 2048\n"
+                           "context_window = 1024\n")
+    s = load(home)
+    local, large = s.providers["local"], s.providers["local-large"]
+    assert (local.n_ctx, local.context_window, context_window_for(s)) == (16384, 16384, 16384)
+    assert s.sources["providers.local.context_window"] == str(path)  # from n_ctx's layer
+    assert (large.n_ctx, large.context_window) == (2048, 1024)
+    user_file(home, "[providers.local]\ncontext_window = 100000\n")  # never more than the server holds
+    local = load(home).providers["local"]
+    assert local.context_window == local.n_ctx
 
 
 # ---- user profiles and MCP servers ----------------------------------------------

@@ -39,7 +39,15 @@ from repl.config.schema import (
     spec_at,
     spec_for,
 )
-from repl.config.settings import Limits, McpServer, Meta, ModelPrice, ProviderSettings, Settings
+from repl.config.settings import (
+    EMBEDDED_PROFILES,
+    Limits,
+    McpServer,
+    Meta,
+    ModelPrice,
+    ProviderSettings,
+    Settings,
+)
 from repl.config.trust import project_tools, screen
 
 __all__ = ["ConfigError", "Limits", "ModelPrice", "ProviderSettings", "Settings", "load_settings",
@@ -232,6 +240,11 @@ def _values(cls: type, prefix: str, flat: dict, sources: dict, cwd: Path,
 def _profile(name: str, flat: dict, sources: dict, env: Mapping[str, str], cwd: Path,
              dirs: dict[str, Path]) -> ProviderSettings:
     values = _values(ProviderSettings, f"providers.{name}.", flat, sources, cwd, dirs)
+    if name in EMBEDDED_PROFILES:  # the embedded server holds n_ctx tokens: the window is that, or less if set so
+        window, n_ctx = f"providers.{name}.context_window", f"providers.{name}.n_ctx"
+        if sources[window] == "default":
+            values["context_window"], sources[window] = values["n_ctx"], sources[n_ctx]
+        values["context_window"] = min(values["context_window"], values["n_ctx"])
     key_var = values["api_key_env"]
     api_key = env.get(key_var, "") if key_var else ""
     if api_key:

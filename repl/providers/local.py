@@ -31,6 +31,7 @@ from typing import IO, Any
 
 import httpx
 
+from repl.config.settings import ProviderSettings
 from repl.providers.llama_server import STATE_LINE
 from repl.providers.weights import EMBEDDED_MODEL, ModelSpec, model_digest, parts_installed
 
@@ -123,7 +124,7 @@ class LocalServer:
         self,
         model_path: Path,
         *,
-        n_ctx: int = 4096,
+        n_ctx: int = ProviderSettings.n_ctx,  # the profiles' default
         threads: int = 0,
         threads_batch: int = 0,
         log_path: Path,

@@ -429,7 +429,9 @@ def trust_project(
 @app.command("trace")
 def show_trace(
     session: Annotated[str, typer.Argument(help="Session id, a trace file, or 'last'.")] = "last",
-    turn: Annotated[str | None, typer.Option("--turn", help="Turn number, or 'all' (default: the last turn).")] = None,
+    turn: Annotated[str | None, typer.Option("--turn", help="Turn number, or 'all' (default: every turn's "
+                                             "timeline; with --events, --json or --raw the last turn).")] = None,
+    events: Annotated[bool, typer.Option("--events", help="Every event as a line, not the timeline.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the raw records as JSON lines.")] = False,
     raw: Annotated[bool, typer.Option("--raw", help="Each model call's request as sent (what it adds to the "
                                       "previous one of its turn), failed attempts and response, as JSON "
@@ -451,7 +453,11 @@ def show_trace(
         if raw or html:
             groups = chosen_turns(path, turn or ("all" if html else "last"))
         else:
-            lines = select_turns(path, turn or "last", as_json=as_json)
+            import shutil
+
+            width = min(120, max(40, shutil.get_terminal_size((100, 24)).columns))
+            lines = select_turns(path, turn or ("last" if as_json or events else "all"),
+                                 "json" if as_json else "events" if events else "timeline", width)
     except ValueError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
@@ -460,7 +466,7 @@ def show_trace(
     from repl.ui.escape import clean  # trace records hold model, tool and server text
 
     if html:
-        _write_html(path, groups, html)
+        _write_html(path, groups, html, settings)
     elif raw:
         _print_raw(path, groups, as_json, full)
     else:
@@ -468,12 +474,14 @@ def show_trace(
             typer.echo(line if as_json else clean(line))
 
 
-def _write_html(path: Path, groups: list, target: Path) -> None:
+def _write_html(path: Path, groups: list, target: Path, settings: Settings) -> None:
+    from repl.loop.cost import price_of_model
     from repl.tracing.trace_html import trace_page
     from repl.ui.escape import clean
 
     try:
-        target.expanduser().write_text(trace_page(path, groups), encoding="utf-8")
+        page = trace_page(path, groups, lambda model: price_of_model(settings, model))
+        target.expanduser().write_text(page, encoding="utf-8")
     except (OSError, ValueError) as exc:
         typer.echo(f"error: could not write {clean(str(target))}: {getattr(exc, 'strerror', None) or exc}", err=True)
         raise typer.Exit(1) from None

@@ -32,6 +32,15 @@ def price_for(settings: Settings, profile: ProviderSettings | None = None) -> Mo
     return None
 
 
+def price_of_model(settings: Settings, model: str) -> ModelPrice | None:
+    """The price of ``model`` as the config knows it now: a profile naming it, else
+    ``[pricing]``; None when unknown (a saved trace's calls priced when it is read back)."""
+    profile = next((p for p in settings.providers.values() if p.model == model), None)
+    if profile is not None:
+        return price_for(settings, profile)
+    return settings.pricing.get(model) or settings.pricing.get(model.rsplit("/", 1)[-1])
+
+
 def context_window_for(settings: Settings, profile: ProviderSettings | None = None) -> int | None:
     """The context window of ``profile``'s model (default: the active one); None when unknown."""
     profile = profile or settings.active

@@ -154,6 +154,26 @@ class UserStep:
 
 
 @dataclass(frozen=True)
+class StepPaused:
+    """Step mode held the loop for ``paused_s`` seconds, ending now, before model call ``step``
+    (``before="model_call"``) or before its tool calls ran (``"tools"``), so the timeline
+    draws the pause as a pause."""
+
+    step: int
+    before: Literal["model_call", "tools"]
+    paused_s: float
+    type: Literal["step_paused"] = "step_paused"
+
+
+@dataclass(frozen=True)
+class TurnUndone:
+    """``/undo`` or ``/retry`` took turn ``turn`` back (traced: a read-back marks it undone)."""
+
+    turn: int
+    type: Literal["turn_undone"] = "turn_undone"
+
+
+@dataclass(frozen=True)
 class GuardTripped:
     step: int
     guard: StopReason
@@ -203,6 +223,8 @@ Event = (
     | ApprovalDecided
     | ToolCallFinished
     | UserStep
+    | StepPaused
+    | TurnUndone
     | GuardTripped
     | Notice
     | ErrorEvent

@@ -23,19 +23,29 @@ def trace_path(trace_dir: Path, session: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def select_turns(path: Path, which: str, *, as_json: bool = False) -> list[str]:
-    chosen = chosen_turns(path, which)
+def select_turns(path: Path, which: str, view: Literal["timeline", "events", "json"] = "timeline",
+                 width: int = 80) -> list[str]:
+    """The lines of ``view`` for the turns ``which`` names: their timelines, their events, or
+    their records as JSON."""
+    grouped = turns(read_records(path))
+    chosen = _chosen(grouped, which, path)
     if not chosen:
         return ["(the trace is empty)"]
-    if as_json:
+    if view == "json":
         return [json_display(r) for group in chosen for r in group]
-    return [line for group in chosen for line in format_turn(group)]
+    if view == "events":
+        return [line for group in chosen for line in format_turn(group)]
+    undone = undone_turns(grouped)
+    return [line for n, group in enumerate(chosen) for line in ([""] if n else []) + draw_turn(group, width, undone)]
 
 
 def chosen_turns(path: Path, which: str) -> list[list[dict[str, Any]]]:
     """The turns of the trace at ``path`` that ``which`` names (a number, 'last' or 'all');
     ValueError naming what is wrong."""
-    grouped = turns(read_records(path))
+    return _chosen(turns(read_records(path)), which, path)
+
+
+def _chosen(grouped: list[list[dict[str, Any]]], which: str, path: Path) -> list[list[dict[str, Any]]]:
     try:
         chosen = pick_turns(grouped, which)
     except ValueError:
@@ -100,6 +110,11 @@ def _describe(r: dict[str, Any]) -> str | None:
     if kind == "user_step":  # what the user changed in step mode
         what = f" {as_text(r['name'])}" if r.get("name") else ""
         return f"  {as_text(r.get('action'))}{what} (step mode)"
+    if kind == "step_paused":
+        before = "the tools ran" if r.get("before") == "tools" else f"model call {as_int(r.get('step'))}"
+        return f"  paused {_took(as_number(r.get('paused_s')))} before {before} (step mode)"
+    if kind == "turn_undone":
+        return f"turn {as_int(r.get('turn'))} undone"
     if kind == "guard_tripped":
         return f"guard {as_text(r.get('guard'))}: {as_text(r.get('detail'))}"
     if kind == "error":
@@ -114,61 +129,126 @@ def _describe(r: dict[str, Any]) -> str | None:
 
 # ---- the turn as bars on one time axis (``/trace``, the HTML page) ---------------------
 
-MODEL_CELL, TOOL_CELL, WAIT_CELL = "█", "▓", "░"
-LEGEND = {MODEL_CELL: "model call", TOOL_CELL: "tool running", WAIT_CELL: "waiting for approval"}
+Part = Literal["model", "tool", "approval", "pause", "retry", "setup"]
+CELLS: dict[Part, str] = {"model": "█", "tool": "▓", "approval": "░", "pause": "─", "retry": "×", "setup": "▒"}
+LEGEND: dict[Part, str] = {"model": "model call", "tool": "tool running", "approval": "waiting for approval",
+                           "pause": "paused in step mode", "retry": "failed attempt and the wait to retry",
+                           "setup": "before the request (client start-up)"}
 LABEL_MAX, INFO_MAX, BAR_MIN = 18, 30, 12
+TEXT_MAX = 20_000  # a field read for the timeline: whole (the HTML page shows it all; a terminal cuts it to fit)
+STEP_ACTIONS = {"edited_by_user": "edited", "tools_disabled_by_user": "tools off", "skipped_by_user": "skipped",
+                "result_by_user": "result by hand", "stopped_by_user": "stopped"}
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch of a row: what the time went to. ``note``: what it was (a failed attempt's reason)."""
+
+    part: Part
+    start: float
+    end: float
+    note: str = ""
 
 
 @dataclass
 class Row:
-    """One model call or tool call of a turn; times in seconds from the turn's start."""
+    """One model call, tool call or step-mode pause of a turn; times in seconds from the turn's start."""
 
-    kind: Literal["model", "tool"]
+    kind: Literal["model", "tool", "pause"]
     label: str
     step: int
     start: float
     end: float
-    wait: tuple[float, float] | None = None  # waiting for the person's approval
-    info: str = ""  # model: tokens in (cached) out; tool: status and duration
+    segments: list[Segment] = field(default_factory=list)
+    info: str = ""  # model: tokens in (cached) out; tool: status and duration; pause: its length and what changed
     call_id: str = ""
+    model: str = ""  # a model call's model, as the request named it
+    usage: dict[str, Any] = field(default_factory=dict)  # a model call's usage record
     record: dict[str, Any] = field(default_factory=dict)  # the call's tool_call_started record
 
 
+@dataclass(frozen=True)
+class TurnHead:
+    """What a turn was: its number, the question as sent (an edit in step mode replaces what
+    was typed, kept in ``typed``) and the models it called."""
+
+    number: int
+    sent: str
+    typed: str = ""
+    models: tuple[str, ...] = ()
+
+
+def turn_head(records: list[dict[str, Any]]) -> TurnHead | None:
+    """The head of a turn's records; None for records from before a first turn."""
+    if not records or records[0].get("type") != "turn_started":
+        return None
+    typed = records[0].get("user_text", "")
+    sent, edited = typed, False
+    for r in records:
+        detail = as_dict(r.get("detail"))
+        if r.get("type") == "user_step" and r.get("action") == "edited_by_user" and detail.get("role") == "user":
+            sent, edited = detail.get("after"), True
+    models = dict.fromkeys(as_text(r.get("model"), TEXT_MAX) for r in records if r.get("type") == "model_request")
+    return TurnHead(as_int(records[0].get("turn")), as_text(sent, TEXT_MAX), as_text(typed, TEXT_MAX) if edited else "",
+                    tuple(models))
+
+
+def undone_turns(groups: list[list[dict[str, Any]]]) -> set[int]:
+    """The numbers of the turns ``/undo`` or ``/retry`` took back (a ``turn_undone`` record
+    is written under whichever turn was last then: read it from every group)."""
+    return {as_int(r.get("turn")) for group in groups for r in group if r.get("type") == "turn_undone"}
+
+
 def turn_rows(records: list[dict[str, Any]]) -> tuple[list[Row], float]:
-    """The rows of one turn's records, in the order they started, and the turn's length."""
+    """The rows of one turn's records, in the order they started, and the turn's length
+    (time 0 is the turn's start)."""
     t0 = _time(records[0], 0.0) if records else 0.0
-    last = max((_time(r, t0) for r in records), default=t0) - t0
+    ended = next((n for n, r in enumerate(records) if r.get("type") == "turn_finished"), len(records))
+    last = max((_time(r, t0) for r in records[: ended + 1]), default=t0) - t0  # not an /undo after it
     rows: list[Row] = []
     models: dict[int, Row] = {}
+    retries: dict[int, list[tuple[float, float, str]]] = {}  # per model call: (failed at, wait, reason)
     tools: dict[str, Row] = {}
+    pause: Row | None = None
     for r in records:
         at, kind, step = _time(r, t0) - t0, r.get("type"), as_int(r.get("step"))
         if kind == "model_request":
-            models[step] = Row("model", f"model {step}", step, at, at)
-            rows.append(models[step])
+            models[step] = _add(rows, Row("model", f"model {step}", step, at, at, model=as_text(r.get("model"), TEXT_MAX)))
+            retries[step] = []
+        elif kind == "model_retry" and step in models:
+            retries[step].append((at, max(0.0, as_number(r.get("delay_s"))), _retry_note(r)))
         elif kind == "model_usage":
-            row = models.pop(step, None) or _add(rows, Row("model", f"model {step}", step, 0.0, at))
-            row.start = max(row.start, at - as_number(r.get("latency_s")))  # the call, not the client's set-up
-            row.end, row.info = at, _tokens(r)
+            row = models.pop(step, None) or _add(rows, Row("model", f"model {step}", step, at, at))
+            began = max(row.start, at - as_number(r.get("latency_s")))  # the call, not the client's set-up
+            _close_model(row, began, at, retries.pop(step, []))
+            row.info, row.usage = _tokens(r), as_dict(r.get("usage"))
         elif kind == "error":
-            for row in models.values():
-                row.end, row.info = at, "error"
+            for step_of, row in models.items():
+                _close_model(row, row.start, at, retries.pop(step_of, []))
+                row.info = "error"
             models.clear()
+        elif kind == "step_paused":
+            paused = max(0.0, as_number(r.get("paused_s")))
+            label = "paused" if r.get("before") == "model_call" else "  paused"
+            pause = _add(rows, Row("pause", label, step, max(0.0, at - paused), at, info=f"step mode {_took(paused)}"))
+            pause.segments.append(Segment("pause", pause.start, at))
+        elif kind == "user_step" and pause is not None and pause.step == step:
+            what = STEP_ACTIONS.get(as_text(r.get("action")), as_text(r.get("action")))
+            pause.info += f" · {what}" + (f" {as_text(r.get('name'))}" if r.get("name") else "")
         elif kind == "tool_call_started":
-            tools[_call_id(r)] = _add(rows, Row("tool", f"  {as_text(r.get('name'))}", step, at, at,
+            tools[_call_id(r)] = _add(rows, Row("tool", f"  {as_text(r.get('name'), TEXT_MAX)}", step, at, at,
                                                 call_id=_call_id(r), record=r))
         elif kind in ("approval_requested", "approval_decided") and _call_id(r) in tools:
-            row = tools[_call_id(r)]
-            row.wait = (at, at) if kind == "approval_requested" else ((row.wait or (at, at))[0], at)
+            _approval(tools[_call_id(r)], at, kind == "approval_decided")
         elif kind == "tool_call_finished" and _call_id(r) in tools:
-            row = tools.pop(_call_id(r))
-            ran = as_number(r.get("duration_s"))
-            row.end = (row.wait[1] if row.wait else row.start) + ran
-            status = "ok" if r.get("ok") is True else as_text(r.get("error_type") or "error")
-            waited = row.wait[1] - row.wait[0] if row.wait else 0.0
-            row.info = f"{status} {_took(ran)}" + (f" · waited {_took(waited)}" if waited >= 0.05 else "")
-    for row in [*models.values(), *tools.values()]:  # cut off (Ctrl-C, a crash): up to the last record
-        row.end, row.info = max(row.end, last), row.info or "unfinished"
+            _close_tool(tools.pop(_call_id(r)), r)
+    for step_of, row in models.items():  # cut off (Ctrl-C, a crash): up to the last record
+        _close_model(row, row.start, max(row.end, last), retries.pop(step_of, []))
+        row.info = "unfinished"
+    for row in tools.values():
+        row.end = max(row.end, last)
+        row.segments.append(Segment("tool", row.segments[-1].end if row.segments else row.start, row.end))
+        row.info = "unfinished"
     total = max([last, *(row.end for row in rows)])
     return rows, total
 
@@ -176,6 +256,45 @@ def turn_rows(records: list[dict[str, Any]]) -> tuple[list[Row], float]:
 def _add(rows: list[Row], row: Row) -> Row:
     rows.append(row)
     return row
+
+
+def _close_model(row: Row, began: float, end: float, retries: list[tuple[float, float, str]]) -> None:
+    """A model call's segments: the set-up before its request went, each failed attempt with
+    the wait before the next, then the attempt that answered (or failed for good)."""
+    row.end = end
+    if began > row.start:
+        row.segments.append(Segment("setup", row.start, began))
+    cursor = began
+    for failed_at, wait, note in retries:
+        until = min(end, max(cursor, failed_at + wait))
+        row.segments.append(Segment("retry", cursor, until, note))
+        cursor = until
+    row.segments.append(Segment("model", cursor, end))
+
+
+def _approval(row: Row, at: float, decided: bool) -> None:
+    if not decided:
+        row.segments = [Segment("approval", at, at)]
+    else:
+        began = row.segments[0].start if row.segments else at
+        row.segments = [Segment("approval", began, at)]
+    row.end = at
+
+
+def _close_tool(row: Row, r: dict[str, Any]) -> None:
+    ran = as_number(r.get("duration_s"))
+    wait = row.segments[0] if row.segments else None
+    run_start = wait.end if wait else row.start
+    row.end = run_start + ran
+    row.segments.append(Segment("tool", run_start, row.end))
+    status = "ok" if r.get("ok") is True else as_text(r.get("error_type") or "error")
+    waited = wait.end - wait.start if wait else 0.0
+    row.info = f"{status} {_took(ran)}" + (f" · waited {_took(waited)}" if waited >= 0.05 else "")
+
+
+def _retry_note(r: dict[str, Any]) -> str:
+    return (f"attempt {as_int(r.get('attempt')) - 1} failed ({as_text(r.get('reason'), 80)}); "
+            f"retried after {as_number(r.get('delay_s')):g} s")
 
 
 # A trace file may come from someone else, or be damaged by hand: each field is read through
@@ -230,28 +349,28 @@ def _took(seconds: float) -> str:
     return f"{seconds * 1000:.0f} ms" if seconds < 1 else f"{seconds:.1f} s"
 
 
-def draw_turn(records: list[dict[str, Any]], width: int = 80) -> list[str]:
-    """A turn as text: its question, a time axis, one bar per model call and tool call
-    (scaled to its duration, so concurrent calls overlap; the approval wait drawn with
-    its own cells), a legend, what was decided or went wrong, and how it ended. No line
-    is wider than ``width``."""
+def draw_turn(records: list[dict[str, Any]], width: int = 80, undone: set[int] | None = None) -> list[str]:
+    """A turn as text: its question as sent, a time axis from 0 (the turn's start), one bar
+    per model call, tool call and step-mode pause (scaled to its duration, so concurrent
+    calls overlap; an approval wait, a retry and the client's start-up in cells of their
+    own), a legend, what was decided or went wrong, and how it ended. ``undone``: the turns
+    taken back. No line is wider than ``width``."""
     if not records:
         return []
     rows, total = turn_rows(records)
-    lines = [_fit(line, width) for r in records[:1] if (line := _describe(r))]
+    lines = [_fit(line, width) for line in _title(records, undone or set())]
     if rows:
         label_w = min(LABEL_MAX, max(len(row.label) for row in rows))
         info_w = min(INFO_MAX, max(len(row.info) for row in rows))
         bar_w = max(BAR_MIN, width - label_w - info_w - 2)
         label_w = min(label_w, max(4, width - bar_w - info_w - 2))
-        origin = min(row.start for row in rows)  # the axis starts at the first call, not the set-up before it
-        start, end = f"{origin:.2f} s", f"{total:.2f} s"
-        lines.append(_fit(" " * (label_w + 1) + start.ljust(max(len(start) + 1, bar_w - len(end))) + end, width))
-        bars = [_bar(row, origin, total, bar_w) for row in rows]
+        end = f"{total:.2f} s"
+        lines.append(_fit(" " * (label_w + 1) + "0 s".ljust(max(4, bar_w - len(end))) + end, width))
+        bars = [_bar(row, total, bar_w) for row in rows]
         for row, bar in zip(rows, bars, strict=True):
             lines.append(_fit(f"{_fit(row.label, label_w):<{label_w}} {bar} {_fit(row.info, info_w)}", width))
-        used = {cell for bar in bars for cell in bar} - {" "}
-        lines.append(_fit("  ".join(f"{cell} {name}" for cell, name in LEGEND.items() if cell in used), width))
+        used = {cell for bar in bars for cell in bar}
+        lines += _wrapped([f"{cell} {LEGEND[part]}" for part, cell in CELLS.items() if cell in used], width)
     notes = [r for r in records[1:] if r.get("type") in ("approval_decided", "user_step", "guard_tripped", "error",
                                                           "model_retry", "turn_finished")
              and not (r.get("type") == "approval_decided" and r.get("by") == "mode" and r.get("allowed"))]
@@ -259,25 +378,42 @@ def draw_turn(records: list[dict[str, Any]], width: int = 80) -> list[str]:
     return lines
 
 
-def _bar(row: Row, origin: float, total: float, width: int) -> str:
-    scale = width / (total - origin) if total > origin else 0.0
+def _title(records: list[dict[str, Any]], undone: set[int]) -> list[str]:
+    """The turn's question as sent, its models, whether it was undone; what was typed when
+    step mode edited it."""
+    head = turn_head(records)
+    if head is None:
+        return [_describe(records[0]) or "before the first turn"]
+    title = f"turn {head.number}: {head.sent!r}" + "".join(f" · {model}" for model in head.models)
+    title += " · undone" if head.number in undone else ""
+    return [title, *([f"  (edited in step mode; typed {head.typed!r})"] if head.typed else [])]
+
+
+def _wrapped(items: list[str], width: int) -> list[str]:
+    lines = [""]
+    for item in items:
+        if lines[-1] and len(lines[-1]) + 2 + len(item) > width:
+            lines.append("")
+        lines[-1] += ("  " if lines[-1] else "") + item
+    return [_fit(line, width) for line in lines if line]
+
+
+MAIN_PARTS = ("model", "tool", "pause")  # drawn at least one cell wide, however short
+
+
+def _bar(row: Row, total: float, width: int) -> str:
+    scale = width / total if total > 0 else 0.0
     cells = [" "] * width
 
     def at(time: float) -> float:  # times too far apart for a float (a damaged trace) draw at the start
-        x = (time - origin) * scale
+        x = time * scale
         return x if math.isfinite(x) else 0.0
 
-    def paint(start: float, end: float, cell: str) -> None:
-        a = min(width - 1, max(0, int(at(start))))
-        b = min(width, max(a + 1, round(at(end))))
-        cells[a:b] = cell * (b - a)
-
-    run_start = row.start
-    if row.wait is not None:
-        paint(row.wait[0], row.wait[1], WAIT_CELL)
-        run_start = row.wait[1]
-    if row.kind == "model" or row.end > run_start or row.wait is None:
-        paint(run_start, row.end, MODEL_CELL if row.kind == "model" else TOOL_CELL)
+    for seg in row.segments:
+        main = seg.part in MAIN_PARTS
+        a = min(width - 1, max(0, int(at(seg.start)) if main else round(at(seg.start))))
+        b = min(width, max(a + main, round(at(seg.end))))
+        cells[a:b] = CELLS[seg.part] * (b - a)
     return "".join(cells)
 
 

@@ -1,42 +1,80 @@
 """One self-contained HTML page of a saved trace (``glassloop trace ID --html FILE``).
 
 Every turn is drawn as the same timeline ``/trace`` shows (``timeline.turn_rows``: one
-bar per model call and tool call on the turn's time axis, the approval wait apart),
-followed by each model call's raw request and response (``ID.wire``) and each tool
-call's arguments and result, folded in ``<details>``. No script, no network, no
-external asset: the file opens anywhere, offline. Every text in it comes from models,
-tools and servers, and the trace file itself may come from someone else: every field is
-escaped (numbers are coerced), and the page's Content-Security-Policy forbids scripts and
-fetches, so a value the escaping missed still cannot run.
+bar per model call, tool call and step-mode pause on the turn's time axis, from 0 at
+the turn's start; an approval wait, a failed attempt and its wait to retry, the client's
+start-up in their own colours), headed by the question as sent, its models, whether it
+was undone or retried and what step mode changed; each model call with its model, tokens
+and cost, its raw request and response (``ID.wire``) and each tool call's arguments and
+result folded in ``<details>``. No script, no network, no external asset: the file opens
+anywhere, offline. Every text in it comes from models, tools and servers, and the trace
+file itself may come from someone else: every field is escaped (numbers are coerced),
+and the page's Content-Security-Policy forbids scripts and fetches, so a value the
+escaping missed still cannot run.
 """
 
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from repl.tracing.timeline import Row, as_int, failed_attempt, raw_calls, turn_rows
-from repl.tracing.trace import read_wire, wire_path
+from repl.config.settings import ModelPrice
+from repl.loop.cost import format_usd, usd
+from repl.loop.events import Usage
+from repl.tracing.timeline import (
+    LEGEND,
+    STEP_ACTIONS,
+    TEXT_MAX,
+    Part,
+    Row,
+    TurnHead,
+    as_dict,
+    as_int,
+    as_number,
+    as_text,
+    failed_attempt,
+    raw_calls,
+    turn_head,
+    turn_rows,
+    undone_turns,
+)
+from repl.tracing.trace import read_records, read_wire, turns, wire_path
 from repl.ui.escape import clean, json_display
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+Prices = Callable[[str], ModelPrice | None]  # a model's price, as the config knows it now
 STYLE = """
-body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:70em;padding:0 1em;color:#222}
-h1{font-size:1.3em} h2{font-size:1.1em;margin-top:2em;border-top:1px solid #ccc;padding-top:1em}
-.meta,.axis,.info,.notes{color:#555;font-size:.9em}
-.row{display:grid;grid-template-columns:12em 1fr 16em;gap:.5em;align-items:center;margin:2px 0}
-.axis{display:grid;grid-template-columns:12em 1fr 16em;gap:.5em}
-.axis .ends{display:flex;justify-content:space-between}
-.track{position:relative;height:1.1em;background:#f3f3f3}
-.track span{position:absolute;top:0;bottom:0;min-width:2px}
-.model .bar{background:#3b6fc9} .tool .bar{background:#3a9a5b}
-.wait{background:repeating-linear-gradient(45deg,#e0b400 0 4px,#fff3c4 4px 8px)}
+body{font:14px/1.4 system-ui,sans-serif;margin:2em auto;max-width:72em;padding:0 1em;color:#222}
+h1{font-size:1.3em} h2{font-size:1.1em;margin:2em 0 .3em;border-top:1px solid #ccc;padding-top:1em}
+.meta,.ticks,.info,.notes,.typed{color:#555;font-size:.9em} .typed{margin:.2em 0}
+.tag{font-size:.75em;font-weight:normal;border-radius:.3em;padding:.05em .4em;margin-left:.5em;
+ background:#eee;border:1px solid #bbb;vertical-align:middle}
+.tag.undone{background:#fbe3e3;border-color:#d9534f} .tag.retry{background:#e3ecfb;border-color:#3b6fc9}
+.tag.edited{background:#fff3c4;border-color:#e0b400}
+.row,.axis{display:grid;grid-template-columns:8em 1fr 24em;gap:.6em;align-items:center;margin:3px 0}
+.axis .ticks{display:flex;justify-content:space-between;border-bottom:1px solid #aaa}
+.track{position:relative;height:1.2em;background:#f3f3f3}
+.seg{position:absolute;top:0;bottom:0}
+.seg.model,.seg.tool,.seg.pause{min-width:2px}
+.seg.model,.sw.model{background:#3b6fc9} .seg.tool,.sw.tool{background:#3a9a5b}
+.seg.approval,.sw.approval{background:repeating-linear-gradient(45deg,#e0b400 0 4px,#fff3c4 4px 8px)}
+.seg.pause,.sw.pause{background:repeating-linear-gradient(90deg,#8a8a8a 0 3px,#e4e4e4 3px 6px)}
+.seg.retry,.sw.retry{background:repeating-linear-gradient(-45deg,#d9534f 0 4px,#f6d3d2 4px 8px)}
+.seg.setup,.sw.setup{background:#b9c9e8}
 .label{font-family:ui-monospace,monospace;overflow:hidden;text-overflow:ellipsis;white-space:nowrap}
+.row.tool .label,.row.pause .label{padding-left:1em}
 details{margin:.3em 0 .3em 1em} summary{cursor:pointer;font-family:ui-monospace,monospace}
 pre{background:#f7f7f7;border:1px solid #ddd;padding:.5em;overflow:auto;max-height:40em;white-space:pre-wrap}
-.legend span{display:inline-block;width:1.5em;height:.8em;margin:0 .3em 0 1em;vertical-align:middle}
+.legend .key{white-space:nowrap;margin-right:1.2em}
+.legend .sw{display:inline-block;width:1.6em;height:.9em;margin-right:.35em;vertical-align:middle}
 """
+
+
+def _field(value: Any) -> str:
+    """A field of the trace as one line of text, whole (``as_text`` cuts it for a terminal)."""
+    return as_text(value, TEXT_MAX)
 
 
 def _text(value: Any) -> str:
@@ -47,73 +85,117 @@ def _json(value: Any, cls: str) -> str:
     return f'<pre class="{cls}">{html.escape(json_display(value, indent=2), quote=False)}</pre>'
 
 
-def trace_page(path: Path, groups: list[list[dict[str, Any]]]) -> str:
-    """The page for ``groups`` (turns of the trace at ``path``); raw bodies from beside it."""
+def trace_page(path: Path, groups: list[list[dict[str, Any]]], prices: Prices | None = None) -> str:
+    """The page for ``groups`` (turns of the trace at ``path``); raw bodies from beside it.
+    ``prices``: a model's price, for each call's cost (unknown without it)."""
     wire, dropped = read_wire(wire_path(path))
+    every = turns(read_records(path))  # undone and retried turns are told by the turns around them
+    undone, heads = undone_turns(every), [head for group in every if (head := turn_head(group))]
+    parts = {seg.part for group in groups for row in turn_rows(group)[0] for seg in row.segments}
     body = [f"<h1>glassloop trace {_text(path.stem)}</h1>",
-            '<p class="legend">model call<span style="background:#3b6fc9"></span> tool running'
-            '<span style="background:#3a9a5b"></span> waiting for approval<span class="wait"></span></p>']
+            f'<p class="meta">{len(groups)} turn{"" if len(groups) == 1 else "s"} · times from each '
+            "turn's start · costs at the prices configured now</p>",
+            '<p class="legend">' + "".join(f'<span class="key"><span class="sw {part}"></span>{_text(LEGEND[part])}'
+                                           "</span>" for part in LEGEND if part in parts) + "</p>"]
     if dropped:
         body.append(f'<p class="meta">{dropped} older raw records were dropped to keep under [trace] raw_max_kb.</p>')
-    body += [_turn(group, wire) for group in groups]
+    body += [_turn(group, wire, undone, heads, prices) for group in groups]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f"<title>glassloop trace {_text(path.stem)}</title><style>{STYLE}</style></head>\n<body>\n"
             + "\n".join(body) + "\n</body></html>\n")
 
 
-def _turn(group: list[dict[str, Any]], wire: list[dict[str, Any]]) -> str:
-    first = group[0]
-    number = as_int(first.get("turn"))
+def _turn(group: list[dict[str, Any]], wire: list[dict[str, Any]], undone: set[int], heads: list[TurnHead],
+          prices: Prices | None) -> str:
+    head = turn_head(group)
+    number = head.number if head else as_int(group[0].get("turn"))
     rows, total = turn_rows(group)
-    title = (f"Turn {_text(number)}: <q>{_text(first.get('user_text', ''))}</q>"
-             if first.get("type") == "turn_started" else f"Before turn {_text(number + 1)}")
-    out = [f'<section class="turn" data-turn="{_text(number)}">', f"<h2>{title}</h2>"]
-    end = next((r for r in group if r.get("type") == "turn_finished"), None)
-    if end:
-        usage = end.get("usage")
-        u = usage if isinstance(usage, dict) else {}
-        out.append(f'<p class="meta">stopped by {_text(end.get("stopped_by"))} · {as_int(end.get("steps"))} steps · '
-                   f'{as_int(end.get("tool_calls"))} tool calls · {as_int(u.get("input_tokens"))} in · '
-                   f'{as_int(u.get("output_tokens"))} out · {_text(end.get("duration_s"))} s</p>')
+    out = [f'<section class="turn" data-turn="{_text(number)}">', f"<h2>{_title(head, number, undone, heads)}</h2>"]
+    if head and head.typed:
+        out.append(f'<p class="typed">typed <q>{_text(head.typed)}</q>; sent as edited in step mode</p>')
+    costs = {row.step: _cost(row, prices) for row in rows if row.kind == "model"}
+    out.append(_summary(group, head, [c for c in costs.values() if c is not None], len(costs)))
     if rows:
-        out.append(_timeline(rows, total))
+        out.append(_timeline(rows, total, costs))
     calls, missing = raw_calls([group], wire)
     raw = {c["step"]: c for c in calls}
     results = {r["call_id"]: r for r in group if r.get("type") == "tool_call_finished" and isinstance(r.get("call_id"), str)}
-    out += [_model_details(row, raw.get(row.step)) if row.kind == "model" else _tool_details(row, results)
-            for row in rows]
+    out += [_model_details(row, raw.get(row.step), costs.get(row.step)) if row.kind == "model"
+            else _tool_details(row, results) for row in rows if row.kind != "pause"]
     if missing:
         out.append(f'<p class="meta">{missing} model call(s) without raw records (off, or dropped by the cap).</p>')
-    notes = [r for r in group if r.get("type") in ("approval_decided", "guard_tripped", "error", "notice")]
+    models = {row.step: row.model for row in rows if row.kind == "model"}
+    notes = [note for r in group if (note := _note(r, models))]
     if notes:
-        out.append('<ul class="notes">' + "".join(f"<li>{_note(r)}</li>" for r in notes) + "</ul>")
+        out.append('<ul class="notes">' + "".join(f"<li>{note}</li>" for note in notes) + "</ul>")
     out.append("</section>")
     return "\n".join(out)
 
 
-def _timeline(rows: list[Row], total: float) -> str:
-    origin = min(row.start for row in rows)
-    span = max(total - origin, 1e-6)
+def _title(head: TurnHead | None, number: int, undone: set[int], heads: list[TurnHead]) -> str:
+    if head is None:
+        return f"Before turn {_text(number + 1)}"
+    tags = ['<span class="tag edited">edited in step mode</span>'] if head.typed else []
+    before = next((h for h in reversed(heads) if h.number < head.number), None)
+    if before is not None and before.number in undone and (before.typed or before.sent) == (head.typed or head.sent):
+        tags.append(f'<span class="tag retry">retry of turn {_text(before.number)}</span>')
+    if number in undone:
+        tags.append('<span class="tag undone">undone</span>')
+    return f"Turn {_text(number)}: <q>{_text(head.sent)}</q>" + "".join(tags)
 
-    def box(cls: str, start: float, end: float) -> str:
-        left = 100 * (start - origin) / span
-        return f'<span class="{cls}" style="left:{left:.2f}%;width:{max(0.0, 100 * (end - start) / span):.2f}%"></span>'
 
-    out = [f'<div class="timeline"><div class="axis"><span></span><span class="ends"><span>{origin:.2f} s</span>'
-           f"<span>{total:.2f} s</span></span><span></span></div>"]
+def _summary(group: list[dict[str, Any]], head: TurnHead | None, costs: list[float], calls: int) -> str:
+    bits = [f"on {_text(', '.join(head.models))}"] if head and head.models else []
+    end = next((r for r in group if r.get("type") == "turn_finished"), None)
+    if end:
+        u = as_dict(end.get("usage"))
+        bits += [f"stopped by {_text(_field(end.get('stopped_by')))}", f"{as_int(end.get('steps'))} steps",
+                 f"{as_int(end.get('tool_calls'))} tool calls", f"{as_int(u.get('input_tokens')):,} in",
+                 f"{as_int(u.get('output_tokens')):,} out", f"{as_number(end.get('duration_s')):.2f} s"]
+    if calls:
+        bits.append(format_usd(sum(costs)) + (" + unknown" if len(costs) < calls else "") if costs
+                    else "cost unknown")
+    return f'<p class="meta">{" · ".join(bits)}</p>'
+
+
+def _cost(row: Row, prices: Prices | None) -> float | None:
+    price = prices(row.model) if prices and row.model else None
+    if price is None or not row.usage:
+        return None
+    u = row.usage
+    return usd(Usage(as_int(u.get("input_tokens")), as_int(u.get("cached_tokens")), as_int(u.get("output_tokens"))),
+               price)
+
+
+def _info(row: Row, cost: float | None) -> str:
+    if row.kind != "model":
+        return row.info
+    return " · ".join(bit for bit in (row.model, row.info, format_usd(cost) if cost is not None else "") if bit)
+
+
+def _timeline(rows: list[Row], total: float, costs: dict[int, float | None]) -> str:
+    span = max(total, 1e-6)
+
+    def seg(part: Part, start: float, end: float, note: str) -> str:
+        left, width = 100 * start / span, max(0.0, 100 * (end - start) / span)
+        tip = f"{LEGEND[part]} {end - start:.2f} s" + (f": {note}" if note else "")
+        return f'<span class="seg {part}" title="{_text(tip)}" style="left:{left:.2f}%;width:{width:.2f}%"></span>'
+
+    ticks = "".join(f"<span>{total * i / 4:.2f} s</span>" if i else "<span>0 s</span>" for i in range(5))
+    out = [f'<div class="timeline"><div class="axis"><span></span><span class="ticks">{ticks}</span><span></span></div>']
     for row in rows:
-        boxes = box("wait", *row.wait) if row.wait else ""
-        boxes += box("bar", row.wait[1] if row.wait else row.start, row.end)
+        boxes = "".join(seg(s.part, s.start, s.end, s.note) for s in row.segments)
         attrs = f'data-step="{_text(row.step)}"' + (f' data-call-id="{_text(row.call_id)}"' if row.call_id else "")
         out.append(f'<div class="row {row.kind}" {attrs}><span class="label">{_text(row.label.strip())}</span>'
-                   f'<span class="track">{boxes}</span><span class="info">{_text(row.info)}</span></div>')
+                   f'<span class="track">{boxes}</span><span class="info">{_text(_info(row, costs.get(row.step)))}'
+                   "</span></div>")
     return "\n".join(out) + "</div>"
 
 
-def _model_details(row: Row, call: dict[str, Any] | None) -> str:
+def _model_details(row: Row, call: dict[str, Any] | None, cost: float | None) -> str:
     parts = [f'<details class="model-call" data-step="{_text(row.step)}"><summary>{_text(row.label)} · '
-             f"{_text(row.info)}</summary>"]
+             f"{_text(_info(row, cost))}</summary>"]
     if call is None:
         parts.append("<p>no raw record of this call</p>")
     else:
@@ -135,13 +217,37 @@ def _tool_details(row: Row, results: dict[Any, dict[str, Any]]) -> str:
             f"<h4>result</h4>{_json(done.get('result'), 'result')}</details>")
 
 
-def _note(r: dict[str, Any]) -> str:
-    kind = r.get("type")
+def _note(r: dict[str, Any], models: dict[int, str]) -> str:
+    """One line of what happened beside the bars (decisions, step mode, retries, errors); "" for none."""
+    kind, step = r.get("type"), as_int(r.get("step"))
     if kind == "approval_decided":
-        verdict = "allowed" if r.get("allowed") else "denied"
-        return _text(f"{verdict} {r.get('name')} by {r.get('by')}" + (f": {r['reason']}" if r.get("reason") else ""))
+        verdict = "allowed" if r.get("allowed") is True else "denied"
+        return _text(f"{verdict} {_field(r.get('name'))} by {_field(r.get('by'))}"
+                     + (f": {_field(r['reason'])}" if r.get("reason") else ""))
+    if kind == "user_step":
+        return _text(_step_note(r))
+    if kind == "model_retry":
+        return _text(f"model call {step} on {models.get(step) or '?'}: attempt {as_int(r.get('attempt'))} of "
+                     f"{as_int(r.get('attempts'))} after {as_number(r.get('delay_s')):g} s ({_field(r.get('reason'))})")
     if kind == "guard_tripped":
-        return _text(f"guard {r.get('guard')}: {r.get('detail')}")
+        return _text(f"guard {_field(r.get('guard'))}: {_field(r.get('detail'))}")
     if kind == "error":
-        return _text(f"error ({r.get('kind')}): {r.get('message')}")
-    return _text(r.get("message", ""))
+        return _text(f"error ({_field(r.get('kind'))}): {_field(r.get('message'))}")
+    if kind == "notice":
+        return _text(_field(r.get("message")))
+    return ""
+
+
+def _step_note(r: dict[str, Any]) -> str:
+    action, step = _field(r.get("action")), as_int(r.get("step"))
+    what = STEP_ACTIONS.get(action, action)
+    if action == "edited_by_user":
+        detail = as_dict(r.get("detail"))
+        role = "the question" if detail.get("role") == "user" else "the tool result"
+        return f"step mode: {role} edited before model call {step}: {_field(detail.get('after'))}"
+    if action == "tools_disabled_by_user":
+        return f"step mode: model call {step} sent without tools"
+    if action in ("skipped_by_user", "result_by_user"):
+        tail = f": {_field(r.get('detail'))}" if action == "result_by_user" else ""
+        return f"step mode: {_field(r.get('name'))} {what}{tail}"
+    return f"step mode: {what} ({_field(r.get('detail'))})" if r.get("detail") else f"step mode: {what}"

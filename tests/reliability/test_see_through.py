@@ -330,7 +330,8 @@ def test_html_page_holds_every_turn_call_and_result(fake_server, home, tmp_path)
 
 PAGE_TAGS = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "h4", "p", "q", "span", "div",
              "section", "details", "summary", "pre", "ul", "li"}
-PAGE_ATTRS = {"lang", "charset", "http-equiv", "content", "class", "style", "data-turn", "data-step", "data-call-id"}
+PAGE_ATTRS = {"lang", "charset", "http-equiv", "content", "class", "style", "title", "data-turn", "data-step",
+              "data-call-id"}
 OUR_STYLES = re.compile(r"(left:\d+\.\d\d%;width:\d+\.\d\d%|background:#[0-9a-f]{6})")
 
 
@@ -418,8 +419,9 @@ def test_a_trace_read_back_as_json_is_json(home, tmp_path):
 # ---- the terminal views of a hostile or damaged trace -----------------------------------
 
 TERMINAL_CONTROLS = ("\x1b", "\x07", "\x9b", "\u202e")  # ESC, BEL, 8-bit CSI, a bidi override
-TRACE_VIEWS = {"events": [], "all turns": ["--turn", "all"], "raw": ["--turn", "all", "--raw"],
-               "json": ["--turn", "all", "--json"], "raw json": ["--turn", "all", "--raw", "--json"]}
+TRACE_VIEWS = {"timelines": [], "events": ["--events"], "all turns": ["--turn", "all", "--events"],
+               "raw": ["--turn", "all", "--raw"], "json": ["--turn", "all", "--json"],
+               "raw json": ["--turn", "all", "--raw", "--json"]}
 
 
 def shown_as_text(result) -> str:

@@ -16,6 +16,7 @@ from repl.tracing.timeline import (
     missing_raw,
     pick_turns,
     raw_calls,
+    undone_turns,
     usage_bars,
 )
 from repl.tracing.trace import Trace, read_records, read_wire, turns, wire_path
@@ -71,7 +72,8 @@ def trace(ctx: CommandContext, args: list[str]) -> None:
         lines = [line for g in chosen for line in format_turn(g)]
     else:
         width = min(ctx.ui.width, 120)
-        lines = [line for n, g in enumerate(chosen) for line in ([""] if n else []) + draw_turn(g, width)]
+        undone = undone_turns(grouped)
+        lines = [line for n, g in enumerate(chosen) for line in ([""] if n else []) + draw_turn(g, width, undone)]
     if save:
         if saved := save_text(ctx, save, "\n".join(lines) + "\n"):
             ctx.ui.info(f"saved {len(records)} records to {saved}")

@@ -384,14 +384,15 @@ def trust_project(
     folder: Annotated[Path | None, typer.Argument(help="The folder holding glassloop.toml, or the file (default: the current folder).")] = None,
     revoke: Annotated[bool, typer.Option("--revoke", help="Forget the trust: its risky keys are ignored again.")] = False,
 ) -> None:
-    """Trust a project's glassloop.toml (MCP servers, base URLs, key variables, approval, paths)
-    and its .glassloop/tools (Python files of tools).
+    """Trust a project's glassloop.toml (MCP servers, base URLs, key variables, approval, paths),
+    its .glassloop/tools (Python files of tools) and .glassloop/commands (prompt templates).
 
     The trust holds for the exact content: any change makes it untrusted again.
     """
     from repl.config.schema import printable
-    from repl.config.trust import PROJECT_TOOLS, details, record, trust_key
+    from repl.config.trust import PROJECT_TOOLS, details, record, record_folder, trust_key
     from repl.config.trust import revoke as forget
+    from repl.session.templates import PROJECT_COMMANDS, digest, read_folder
 
     folder = (folder or Path.cwd()).absolute()
     if folder.name == PROJECT_FILE and not folder.is_dir():
@@ -399,14 +400,17 @@ def trust_project(
     path = folder / PROJECT_FILE
     try:
         if revoke:
-            for target in [p for p in (path, folder / PROJECT_TOOLS) if p.exists()] or [path]:
+            for target in [p for p in (path, folder / PROJECT_TOOLS, folder / PROJECT_COMMANDS)
+                           if p.exists()] or [path]:
                 done = forget(target)
                 typer.echo(f"{'no longer trusted' if done else 'was not trusted'}: {printable(trust_key(target))}")
             return
         settings = load_settings(cwd=folder, env={})  # env={}: list every key it may set
         project, tools = settings.project, settings.project_tools
-        if project is None and tools is None:
-            typer.echo(f"error: no {PROJECT_FILE} or {PROJECT_TOOLS}/*.py in {printable(str(folder))}", err=True)
+        commands = read_folder(folder / PROJECT_COMMANDS)
+        if project is None and tools is None and not commands:
+            typer.echo(f"error: no {PROJECT_FILE}, {PROJECT_TOOLS}/*.py or {PROJECT_COMMANDS}/*.md in "
+                       f"{printable(str(folder))}", err=True)
             raise typer.Exit(2)
         if project is not None:
             state = "already trusted" if project.trusted else "trusted"
@@ -421,6 +425,11 @@ def trust_project(
             state = "trusted" if record(tools) else "already trusted"
             typer.echo(f"{state}: {printable(trust_key(tools.path))} (sha256 {tools.sha256[:12]}…); "
                        f"tool files: {printable(', '.join(tools.files))}")
+        if commands:
+            sha = digest(commands)
+            state = "trusted" if record_folder(folder / PROJECT_COMMANDS, sha) else "already trusted"
+            typer.echo(f"{state}: {printable(trust_key(folder / PROJECT_COMMANDS))} (sha256 {sha[:12]}…); "
+                       f"commands: {printable(', '.join('/' + c.path.stem for c in commands))}")
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None

@@ -41,6 +41,7 @@ OURS = {
     "repl.loop.cost", "repl.loop.events", "repl.loop.unicode", "repl.session",
     "repl.providers", "repl.providers.base",  # Usage, which the events carry: standard library only
     "tools", "tools.compat",  # the CLI's private-API helpers: standard library only, the package lazy
+    "repl.session.instructions",  # AGENTS.md, read to say so under the header: standard library only
     "repl.session.recap", "repl.session.runtime", "repl.session.start", "repl.ui", "repl.ui.escape",
     "repl.ui.event_views", "repl.ui.live", "repl.ui.mdstream", "repl.ui.prompt", "repl.ui.render",
     "repl.ui.terminal",

@@ -8,6 +8,7 @@ checked with ``stat`` before opening so a FIFO or device is never opened.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import stat
@@ -24,6 +25,10 @@ MAX_SEARCH_MATCHES = 100
 MAX_SEARCH_FILES = 5_000
 MAX_LINE_CHARS = 300
 MAX_GLOB_SCAN = 50_000  # folder entries list_files looks at before it stops
+MAX_FILE_BYTES = 1_000_000  # the largest file read_file (and an @file mention) opens
+MAX_OUTPUT_CHARS = 20_000  # the most text of it one read gives
+MAX_COMPLETIONS = 50
+MAX_COMPLETION_SCAN = 5_000  # folder entries an @path completion looks at
 GLOB_MAGIC = re.compile(r"[*?\[]")
 SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv"}
 
@@ -215,8 +220,8 @@ def _search_file(sandbox: Sandbox, path: Path, needle: str) -> list[dict]:
     ]
 
 
-def make_file_tools(root: Path, max_bytes: int = 1_000_000,
-                    max_output_chars: int = 20_000) -> list[Tool]:
+def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
+                    max_output_chars: int = MAX_OUTPUT_CHARS) -> list[Tool]:
     """read_file, list_files and search_files confined to ``root``."""
     sandbox = Sandbox(root, max_bytes)
 
@@ -306,3 +311,39 @@ def make_file_tools(root: Path, max_bytes: int = 1_000_000,
         return result
 
     return [read_file, list_files, search_files]
+
+
+def read_mentioned(root: Path, path: str) -> tuple[str, str, int]:
+    """A file named in a message (``@path``), with ``read_file``'s checks and caps: its path
+    relative to ``root``, its text (at most ``MAX_OUTPUT_CHARS``) and its length in characters.
+    ToolError (``outside_root``, ``not_found``, ``too_large``, ...) when it cannot be attached."""
+    sandbox = Sandbox(root, MAX_FILE_BYTES)
+    resolved = sandbox.resolve(path)
+    text = sandbox.read_text(resolved, path)
+    return sandbox.relative(resolved), text[:MAX_OUTPUT_CHARS], len(text)
+
+
+def complete_path(root: Path, prefix: str) -> list[str]:
+    """Paths inside ``root`` that start with ``prefix`` (one folder level; folders end with /),
+    for completing ``@path``; nothing outside the root, nothing reached through a symlink out."""
+    folder_part, _, start = prefix.rpartition("/")
+    sandbox = Sandbox(root, MAX_FILE_BYTES)
+    try:
+        folder = sandbox.resolve(folder_part or ".")
+        with os.scandir(folder) as found:  # a prompt waits for this: a huge folder is not read whole
+            entries = sorted(itertools.islice(found, MAX_COMPLETION_SCAN), key=lambda e: e.name)
+    except (ToolError, OSError):
+        return []
+    out = []
+    for entry in entries:
+        if not entry.name.startswith(start) or (entry.name.startswith(".") and not start.startswith(".")):
+            continue
+        shown = f"{folder_part}/{entry.name}" if folder_part else entry.name
+        try:
+            inside = sandbox.resolve(shown)
+        except ToolError:
+            continue
+        out.append(shown + ("/" if inside.is_dir() else ""))
+        if len(out) >= MAX_COMPLETIONS:
+            break
+    return out

@@ -201,6 +201,9 @@ class Settings:
                                      cli="Approval mode: ask, auto or read-only.",
                                      project="tighten", tighter=("read-only", "ask", "auto"))
     system_prompt: str = safe("", flag="system_prompt")
+    # AGENTS.md (the user's and the working folder's): the first this many KB of each join the
+    # instructions; 0 reads none. A project file may only lower it.
+    instructions_max_kb: int = setting(32, key="instructions.max_kb", project="tighten", tighter="lower")
     show_reasoning: bool = safe(True)  # a reasoning model's thinking, dimmed (/reasoning on|off)
     guards: Limits = setting(factory=Limits)
     todos_file: Path = setting(Path(), key="tools.todos_file", env="GLASSLOOP_TODOS_FILE",

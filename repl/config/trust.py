@@ -198,6 +198,11 @@ def record(project: ProjectTrust | ToolsTrust) -> bool:
     return _change_record(project.path, project.sha256)
 
 
+def record_folder(folder: Path, sha: str) -> bool:
+    """Trust a folder's exact content (``./.glassloop/commands``: the digest of its files)."""
+    return _change_record(folder, sha)
+
+
 # ---- a project's own tools (./.glassloop/tools/*.py) --------------------------------
 
 PROJECT_TOOLS = Path(".glassloop") / "tools"

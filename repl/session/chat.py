@@ -22,6 +22,7 @@ from repl.session.core import SessionCore
 from repl.session.journal import find_session, load_checked, recent_sessions
 from repl.session.recap import recap, resumed_line, resumed_on, session_endpoint
 from repl.session.seams import UI
+from repl.session.templates import Templates, load_templates
 from tools.safe_io import StoreError
 
 EXIT_WINDOW_S = 2.0
@@ -32,6 +33,15 @@ class ChatSession(SessionCore):
     ui: UI  # the REPL's surface is a whole terminal
     shell_context: list[str] = field(default_factory=list)  # !command output the user added to the next message
     _resumed_on: str | None = None  # the line saying a resume moved to the session's provider or model
+    templates: Templates = field(default_factory=Templates)  # your own commands (/NAME)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.templates = load_templates(self.settings, commands.table().by_name)
+        for line in self.templates.problems:
+            self.ui.error(line)
+        for line in self.templates.notices:
+            self.ui.info(line)
 
     # ---- sessions ----------------------------------------------------------
     def pick(self) -> str | None:
@@ -64,6 +74,7 @@ class ChatSession(SessionCore):
             self.journal.close()
         self._go_where_it_ran(session_endpoint(loaded.meta, loaded.turns))
         self.session_id = path.stem
+        self.instructions = None  # the journal's system prompt holds the instructions it started with
         self.history = History.from_json({"system_prompt": loaded.meta.get("system_prompt") or self._system_prompt(),
                                           "messages": loaded.messages})
         self.turns.clear()
@@ -141,9 +152,18 @@ class ChatSession(SessionCore):
                     if commands.dispatch(self, line.strip()) == "exit":
                         return 0
                     continue
-                self.ask(line)
+                self.send(line)
             except KeyboardInterrupt:  # landed after the turn or command had ended (while drawing)
                 self.ui.info("(interrupted)")
+
+    def send(self, text: str) -> None:
+        """A message typed (or made by one of your commands): the files it mentions go with it;
+        when one cannot, nothing is sent and the line comes back to the prompt to edit."""
+        message = self.with_mentions(text)
+        if message is None:
+            self.ui.prefill(text)
+            return
+        self.ask(message)
 
     def ask(self, text: str) -> None:
         if self.shell_context:  # the !command output the user chose to send along

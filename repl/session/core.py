@@ -28,7 +28,9 @@ from repl.loop.events import Emit, Event, ModelUsage, Notice, TurnFinished, Usag
 from repl.loop.history import History
 from repl.loop.stepping import Stepping
 from repl.providers.base import Provider, ProviderError
+from repl.session.instructions import Instructions, load_instructions
 from repl.session.journal import Journal
+from repl.session.mentions import find_mentions
 from repl.session.recap import TurnNote, endpoint_of, totals
 from repl.session.runtime import (
     LazyProvider,
@@ -123,6 +125,7 @@ class SessionCore:
     last_prompt_tokens: int = 0
     stepping: Stepping = field(default_factory=Stepping)  # step mode (/step, --step) and the last request sent
     provider_failure: ProviderError | None = None  # why the last turn could not reach a model
+    instructions: Instructions | None = None  # AGENTS.md as read for the system prompt (None: read when it is made)
     _provider: LazyProvider | None = None
     _writes: list[store.StoreWrite] = field(default_factory=list)
     _model_calls: list[ModelUsage] = field(default_factory=list)
@@ -237,6 +240,7 @@ class SessionCore:
         if self.journal:
             self.journal.close()
         self.session_id = new_id()
+        self.instructions = None  # a new session reads AGENTS.md again
         self.history = History(self._system_prompt())
         self.turns.clear()
         self.ledger.clear()
@@ -354,7 +358,11 @@ class SessionCore:
         self._provider = None
 
     def _system_prompt(self) -> str:
-        return system_prompt_for(self.settings.active, self.registry, self.settings.system_prompt)
+        """The system text of a new session: the dialect's, the project's instructions, the user's own."""
+        if self.instructions is None:
+            self.instructions = load_instructions(self.settings)
+        extra = "\n\n".join(p for p in (self.instructions.prompt(), self.settings.system_prompt.strip()) if p)
+        return system_prompt_for(self.settings.active, self.registry, extra)
 
     # ---- turns ---------------------------------------------------------------
     def run_turn(self, text: str) -> TurnFinished | None:
@@ -398,6 +406,24 @@ class SessionCore:
         self._record(TurnRecord(finished.turn, finished, self._model_calls, self._writes, self._turn_cost,
                                 question=text, in_history=len(self.history.messages) > before))
         return finished
+
+    def with_mentions(self, text: str) -> str | None:
+        """``text`` with the files it mentions (``@path``) attached, each said in a notice (shown,
+        traced); None, after one line each, when one cannot be attached (outside the root, a
+        folder, too large...): the person meant that file, so nothing is sent."""
+        if "@" not in text:
+            return text
+        found = find_mentions(text, self.settings.files_root)
+        for line in found.refused:
+            self.ui.error(line)
+        if found.refused:
+            return None
+        for name in found.plain:
+            if "/" in name or "." in name:  # looks like a path: a typo, most likely
+                self.emit(Notice(f"no file {name} in {self.settings.files_root}: @{name} is sent as typed"))
+        for attachment in found.attachments:
+            self.emit(Notice(attachment.line()))
+        return found.message(text)
 
     def runner(self, provider: Provider, emit: Emit, budget: SessionBudget | None = None) -> Runner:
         """The loop's collaborators from this session's parts; the caller closes it (its tool pool)."""

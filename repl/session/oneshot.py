@@ -200,7 +200,10 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
     surface.subscribers = [log, *([answer] if answer else []), progress]
     core.start_background()
     try:
-        finished = core.run_turn(question)
+        message = core.with_mentions(question)  # @path: the file's text goes with the question
+        if message is None:
+            return EXIT_USAGE
+        finished = core.run_turn(message)
         if finished is None:
             failure = core.provider_failure
             if as_json:

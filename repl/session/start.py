@@ -26,6 +26,7 @@ from repl.session.runtime import new_id
 if TYPE_CHECKING:
     from repl.loop.events import Notice
     from repl.session.chat import ChatSession
+    from repl.session.instructions import Instructions
     from repl.ui.terminal import Terminal
 
 PICK = ""  # --resume without a value: pick a session
@@ -45,7 +46,7 @@ def run_chat(settings: Settings, *, resume: str | None = None, first: str = "", 
             return _prompt_first(settings, ui)
         if peeked is not None:
             return _prompt_first(settings, ui, peeked, moved)
-    session = _open(settings, ui, interactive)
+    session = _open(settings, ui, interactive, None if resume else _instructions(settings))
     try:
         if resume == PICK:
             resume = session.pick()
@@ -64,7 +65,7 @@ def run_chat(settings: Settings, *, resume: str | None = None, first: str = "", 
             from repl.loop.stepping import STEP_ON
 
             ui.info(STEP_ON)
-        _trace(session, _announce(settings, ui))
+        _trace(session, _announce(settings, ui, None if resume else session.instructions))
         # The SDK import and the tool loading hold the GIL for a while: drawing the prompt
         # first keeps them from slowing it; a first message from the command line cannot wait.
         if first:
@@ -88,12 +89,13 @@ def _prompt_first(settings: Settings, ui: Terminal, resumed: Peek | None = None,
         ui.info(resumed.line)
         if moved:
             ui.info(moved)
-    notices = _announce(settings, ui)
+    instructions = None if resumed else _instructions(settings)
+    notices = _announce(settings, ui, instructions)
     built: Future[ChatSession | None] = Future()
 
     def build() -> None:
         try:
-            session = _session(settings, ui, True, session_id)
+            session = _session(settings, ui, True, session_id, instructions)
             if resumed and not session.resume(session_id, show=False):  # read whole, checked: any notice
                 session.close()
                 ui.set_commands([])
@@ -143,30 +145,46 @@ def _prompt_first(settings: Settings, ui: Terminal, resumed: Peek | None = None,
         session.close()
 
 
-def _open(settings: Settings, ui: Terminal, interactive: bool) -> ChatSession:
-    return _attach(_session(settings, ui, interactive), ui)
+def _open(settings: Settings, ui: Terminal, interactive: bool, instructions: Instructions | None) -> ChatSession:
+    return _attach(_session(settings, ui, interactive, None, instructions), ui)
 
 
-def _session(settings: Settings, ui: Terminal, interactive: bool, session_id: str | None = None) -> ChatSession:
+def _session(settings: Settings, ui: Terminal, interactive: bool, session_id: str | None = None,
+             instructions: Instructions | None = None) -> ChatSession:
     from repl.session.chat import ChatSession
 
-    return ChatSession(settings, ui, interactive, session_id or new_id())
+    return ChatSession(settings, ui, interactive, session_id or new_id(), instructions=instructions)
+
+
+def _instructions(settings: Settings) -> Instructions:
+    """AGENTS.md as a new session's system prompt gets it, read before the prompt to say so."""
+    from repl.session.instructions import load_instructions
+
+    return load_instructions(settings)
 
 
 def _attach(session: ChatSession, ui: Terminal) -> ChatSession:
     """``session`` attached to ``ui`` (the toolbar reads it from now on), its slash commands
     completed at the prompt."""
     from repl.session import commands
+    from tools.files import complete_path
 
     ui.attach(session)
-    ui.set_commands(commands.table().specs(lambda: session))
+    ui.set_commands(commands.table().specs(lambda: session) + session.templates.specs())
+    ui.set_mentions(lambda prefix: complete_path(session.settings.files_root, prefix))
     return session
 
 
-def _announce(settings: Settings, ui: Terminal) -> list[Notice]:
-    """Before the first prompt: the embedded model chosen for want of a key, or what an
-    embedded profile lacks. Returns the notices shown, for the session's trace."""
+def _announce(settings: Settings, ui: Terminal, instructions: Instructions | None = None) -> list[Notice]:
+    """Before the first prompt: the AGENTS.md files read, the embedded model chosen for want of
+    a key, or what an embedded profile lacks. Returns the notices shown, for the session's trace."""
     notices = []
+    if instructions is not None and instructions.lines():
+        from repl.loop.events import Notice
+
+        for line in instructions.lines():
+            notices.append(Notice(line))
+            ui.render(notices[-1])
     if settings.provider_auto and settings.active.name == "local":
         from repl.loop.events import Notice
 

@@ -20,7 +20,7 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.application import run_in_terminal
 from prompt_toolkit.application.current import set_app
 from prompt_toolkit.auto_suggest import AutoSuggestFromHistory
-from prompt_toolkit.completion import CompleteEvent, Completer, Completion
+from prompt_toolkit.completion import CompleteEvent, Completer, Completion, merge_completers
 from prompt_toolkit.document import Document
 from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 from prompt_toolkit.input import Input
@@ -80,6 +80,25 @@ class SlashCompleter(Completer):
                 yield Completion(candidate, -len(word))
 
 
+class MentionCompleter(Completer):
+    """Completes ``@path`` (a word that starts with ``@``) with the paths ``paths`` gives for
+    what follows the ``@``: the session's, inside the file tools' root. Nothing until it is set."""
+
+    def __init__(self) -> None:
+        self.paths: ArgCompleter | None = None
+
+    def get_completions(self, document: Document, event: CompleteEvent) -> Iterator[Completion]:
+        word = document.get_word_before_cursor(WORD=True)
+        if not word.startswith("@") or self.paths is None:
+            return
+        try:
+            candidates = self.paths(word[1:])
+        except Exception:  # a broken completer must not break typing
+            return
+        for candidate in candidates:
+            yield Completion("@" + candidate, -len(word), display=clean(candidate))
+
+
 def key_bindings() -> KeyBindings:
     bindings = KeyBindings()
 
@@ -113,12 +132,13 @@ class PromptInput:
         redact: Callable[[str], str] | None = None,
     ) -> None:
         self.completer = SlashCompleter(commands)
+        self.mentions = MentionCompleter()
         self._toolbar = toolbar
         self._default = ""
         self.session: PromptSession[str] = PromptSession(
             message,
             history=_history(history_path, redact),
-            completer=self.completer,
+            completer=merge_completers([self.completer, self.mentions]),
             complete_while_typing=True,
             auto_suggest=AutoSuggestFromHistory(),
             multiline=True,  # Enter is re-bound to submit; the buffer may hold newlines

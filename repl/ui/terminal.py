@@ -147,6 +147,11 @@ class Terminal:
         if self.prompt is not None:
             self.prompt.set_commands(commands)
 
+    def set_mentions(self, paths: Callable[[str], list[str]]) -> None:
+        """The paths completed after ``@`` at the prompt (no-op without one)."""
+        if self.prompt is not None:
+            self.prompt.mentions.paths = paths
+
     def when_prompt_shown(self, callback: Callable[[], None]) -> None:
         """Run ``callback`` once the prompt is on the screen; at once when there is no prompt."""
         if self.prompt is None:

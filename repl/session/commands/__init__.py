@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 
-from repl.session.commands import conversation, model, tools, trace
+from repl.session.commands import conversation, model, tools, trace, yours
 from repl.session.commands.context import Command, CommandContext, Completer, command
 
 # /help's one screen: the commands people use most, grouped; /help all lists every one.
@@ -36,6 +36,7 @@ def help_(ctx: CommandContext, args: list[str]) -> None:
         rows = [(_names(c) + f" {c.args}".rstrip(), c.help) for c in every]
         rows.append(("!COMMAND", "Run a shell command yourself (never the model), see its output, and "
                      "choose to add it to your next message."))
+        rows += [(name, text) for _, name, text in yours.help_rows(ctx)]
         ctx.ui.table("commands", ["command", "what it does"], rows)
         ctx.ui.info(KEYS)
         return
@@ -43,6 +44,7 @@ def help_(ctx: CommandContext, args: list[str]) -> None:
     grouped: list[tuple[str, str, str]] = [("" if n else group, _names(by_name[name]), by_name[name].short)
             for group, names in EVERYDAY for n, name in enumerate(names)]
     grouped.append(("", "!COMMAND", "run your own shell command (never the model)"))
+    grouped += yours.help_rows(ctx)
     ctx.ui.table("commands", ["", "command", "what it does"], grouped)
     shown = sum(len(names) for _, names in EVERYDAY)
     ctx.ui.info(f"/help all: every command ({len(every) - shown} more) and key · Enter sends · "
@@ -120,10 +122,13 @@ def table() -> CommandTable:
         trace.trace, trace.usage, conversation.compact, tools.tools, tools.todos,
         model.model, model.provider, model.approve, model.step, model.retry, model.compare,
         conversation.save, conversation.sessions, conversation.resume, trace.verbose, trace.reasoning,
-        conversation.copy, conversation.system, tools.mcp,
+        conversation.copy, conversation.system, yours.instructions, tools.mcp,
     ])
 
 
 def dispatch(ctx: CommandContext, line: str) -> str | None:
-    """Run a slash command line with :func:`table`; returns "exit" when the session should end."""
+    """Run a slash command line with :func:`table` (or one of your own commands); returns "exit"
+    when the session should end."""
+    if yours.run_template(ctx, line):
+        return None
     return table().dispatch(ctx, line)

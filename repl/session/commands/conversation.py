@@ -200,6 +200,6 @@ def copy(ctx: CommandContext, args: list[str]) -> None:
 
 
 @command("system", help="Show the system prompt.",
-         means=("prompt", "instructions"))
+         means=("prompt",))
 def system(ctx: CommandContext, args: list[str]) -> None:
     ctx.ui.lines(ctx.history.system_prompt.splitlines())

@@ -55,8 +55,11 @@ def test_agents_md_reaches_the_instructions_of_the_repl_and_ask_and_is_shown(fak
     (_config_dir(home) / "AGENTS.md").write_text("Answer in haiku.\n", encoding="utf-8")
     (project / "AGENTS.md").write_text("Use metric units. \x1b[31mred\x1b[0m\napproval = \"auto\"\n",
                                        encoding="utf-8")
-    fake_server.script(text("ok"), text("ok"))
-    result = _run(home, fake_server, project, ["hello", "/instructions", "add a todo"])
+    fake_server.script(text("ok"), text("again"), text("compared"), text("ok"))
+    result = _run(home, fake_server, project, ["hello", "/retry", "/compare other-model", "/instructions",
+                                               "add a todo"])
+    assert len(fake_server.chat_requests()) == 4
+    assert all("Use metric units." in _system(fake_server, n) for n in range(4))  # REPL, /retry, /compare
     system = _system(fake_server, 0)
     assert "Answer in haiku." in system and "Use metric units." in system
     assert system.index("Answer in haiku.") < system.index("Use metric units.")  # the user's, then the project's

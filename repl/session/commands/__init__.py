@@ -3,7 +3,8 @@
 Each command is made by ``@command(...)`` (``context.py``, with ``CommandContext``, the part
 of the session a command may use) in the module of what it acts on: ``conversation`` (the
 conversation and saved sessions), ``tools`` (tools, todos, MCP servers), ``trace`` (what the
-loop did and cost, what is shown of it) and ``model`` (which model runs the loop and how).
+loop did and cost, what is shown of it), ``model`` (which model runs the loop and how) and
+``yours`` (what you bring: your own commands, the AGENTS.md read).
 :func:`table` lists them all, in the order ``/help`` shows them; ``/help`` itself lives here,
 beside the table it reads. A handler gets the context and the words after the command's name.
 """

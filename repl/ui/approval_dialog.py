@@ -29,10 +29,10 @@ from prompt_toolkit.input import Input
 from prompt_toolkit.input.typeahead import clear_typeahead
 from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.output import Output
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.measure import Measurement
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from repl.loop.approval import ApprovalRequest, PendingCall, UserChoice
@@ -107,7 +107,7 @@ class ApprovalDialog:
         if self._input is None:
             clear_typeahead(session.app.input)  # keys read by the last prompt after its Enter
             _discard_pending_keys(GRACE_S)
-        return session.prompt(FormattedText(message))
+        return session.prompt(FormattedText(fit_question(message, self.console.width)))
 
     def _read_reason(self) -> str:
         try:
@@ -130,6 +130,44 @@ class ApprovalDialog:
                 return parsed
             self.console.print(Text(f"✗ {clean(error)}", "red"))
             self.console.print(Text("fix them, or Ctrl-C to cancel the edit", "dim"))
+
+
+def fit_question(message: list[tuple[str, str]], width: int) -> list[tuple[str, str]]:
+    """``message`` broken into lines of fewer than ``width`` columns (room for the key typed
+    after it) between words, a choice ("[r]est of step (+2)", "[x] skip", the closing "›")
+    kept whole: the terminal would wrap it anywhere, inside a bracket too."""
+    units: list[list[tuple[str, str]]] = []  # a unit is never broken; units are joined by a space
+    in_choice = spaced = False
+    for style, text in message:
+        for n, word in enumerate(text.split(" ")):
+            spaced = spaced or n > 0
+            if not word:
+                continue
+            in_choice = word.startswith("[") or (in_choice and word != "›" and spaced)
+            if units and (not spaced or (in_choice and not word.startswith("[")) or word == "›"):
+                units[-1].append((style, (" " if spaced else "") + word))
+            else:
+                units.append([(style, word)])
+            spaced = False
+    out: list[tuple[str, str]] = []
+    used = 0
+    for unit in units:
+        size = sum(cell_len(text) for _, text in unit)
+        if out:
+            breaks = used + 1 + size > width - 3
+            out.append((out[-1][0] if out[-1][0] == unit[0][0] else "", "\n" if breaks else " "))
+            used = 0 if breaks else used + 1
+        out += unit
+        used += size
+    if message and message[-1][1].endswith(" "):
+        out.append(("", " "))
+    merged: list[tuple[str, str]] = []  # one fragment per run of a style, as it was given
+    for style, text in out:
+        if merged and merged[-1][0] == style:
+            merged[-1] = (style, merged[-1][1] + text)
+        else:
+            merged.append((style, text))
+    return merged
 
 
 def _discard_pending_keys(wait_s: float) -> None:
@@ -173,11 +211,12 @@ def _calls(count: int) -> str:
     return f"{count} call" + ("" if count == 1 else "s")
 
 
-def _call_list(calls: Iterable[PendingCall]) -> Table:
-    grid = _grid()
+def _call_list(calls: Iterable[PendingCall]) -> _FieldLines:
+    """A call a line: its whole name, then its arguments cut at the edge."""
+    lines = _FieldLines()
     for call in calls:
-        grid.add_row(Text(f"  {clean(call.name)}", "bold"), Text(_value(call.arguments)))
-    return grid
+        lines.add_row(Text(f"  {clean(call.name)}", "bold"), Text(_value(call.arguments)))
+    return lines
 
 
 def check_arguments(text: str, validate: Validate) -> tuple[dict[str, Any], str | None]:
@@ -314,13 +353,6 @@ class _FieldLines:
 
 def _bookkeeping(key: Any) -> bool:
     return isinstance(key, str) and key.endswith("_at")
-
-
-def _grid() -> Table:
-    grid = Table.grid(padding=(0, 2))
-    grid.add_column(no_wrap=True)
-    grid.add_column(no_wrap=True)
-    return grid
 
 
 def _ident(item: dict[str, Any]) -> str:

@@ -1,0 +1,78 @@
+"""Every view fits a narrow terminal: each is drawn at 60 and 40 columns and checked line by
+line (nothing cut to a letter, no choice split across lines, nothing wrapped in every row)."""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import replace
+
+import pytest
+from prompt_toolkit.data_structures import Size
+from prompt_toolkit.input import create_pipe_input
+from prompt_toolkit.output.vt100 import Vt100_Output
+from rich.console import Console
+
+from repl.loop.approval import ApprovalRequest, PendingCall
+from repl.ui.approval_dialog import ApprovalDialog
+
+WIDTHS = (60, 40)
+
+
+def console(width: int) -> Console:
+    return Console(file=io.StringIO(), width=width, force_terminal=False, color_system=None, record=True)
+
+
+def prompt_rows(raw: str) -> list[str]:
+    """The rows of a prompt_toolkit question as its last draw left them on the screen."""
+    draws = [re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", re.sub(r"\r\x1b\[\d+C", "", draw))
+             for draw in raw.split("\x1b[J")]  # a CR then a move right: the last column of a full row
+    last = [draw for draw in draws if draw.strip()][-1]
+    return [row for row in last.split("\r\n") if row.strip()]
+
+
+def asked(width: int, keys: str, ask) -> tuple[list[str], str]:
+    """What ``ask(dialog)`` showed at ``width`` columns: the question's rows and the console's text."""
+    screen, out = io.StringIO(), console(width)
+    output = Vt100_Output(screen, lambda: Size(rows=24, columns=width), term="xterm")
+    with create_pipe_input() as pipe:
+        pipe.send_text("\x1b[1;1R" + keys)  # the cursor position report a terminal would send first
+        ask(ApprovalDialog(out, input=pipe, output=output))
+    return prompt_rows(screen.getvalue()), out.export_text()
+
+
+def assert_fits(rows: list[str], width: int) -> None:
+    for row in rows:
+        assert len(row) <= width, row
+        assert not re.search(r"\[[a-z]?$|^[a-z]?\]", row), f"a choice is split: {row!r}"
+
+
+ADD = ApprovalRequest(1, "c1", "add_todo", {"title": "buy milk"},
+                      {"before": None, "after": {"id": "todo-001", "title": "buy milk"}}, 1, 3)
+LATER = (PendingCall("c2", "add_todo", {"title": "buy bread and a very long title that goes on and on"}),
+         PendingCall("c3", "complete_todo", {"todo_id": "todo-001"}))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_rest_of_step_lists_whole_tool_names(width: int) -> None:
+    rows, shown = asked(width, "ry", lambda d: d.ask(replace(ADD, later=LATER), lambda a: None))
+    listed = [line for line in shown.splitlines() if line.startswith("  ") and "{" in line]
+    assert [line.split()[0] for line in listed] == ["add_todo", "complete_todo"]
+    assert all(len(line) <= width for line in shown.splitlines())
+    assert "…" in listed[0]  # the long arguments are cut, not the name
+    assert_fits(rows, width)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_yes_no_question_breaks_between_words(width: int) -> None:
+    rows, _ = asked(width, "y", lambda d: d.confirm("Add the command and its output to your next message?"))
+    assert_fits(rows, width)
+    assert rows[-1].endswith("[y]es [n]o › y")
+    assert " ".join(rows) == "Add the command and its output to your next message? [y]es [n]o › y"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_approval_choices_are_never_split(width: int) -> None:
+    rows, _ = asked(width, "y", lambda d: d.ask(replace(ADD, later=LATER), lambda a: None))
+    assert_fits(rows, width)
+    assert any("[r]est of step (+2)" in row for row in rows)

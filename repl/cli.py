@@ -521,6 +521,46 @@ def _print_raw(path: Path, groups: list, as_json: bool, full: bool) -> None:
         typer.echo(missing_raw(missing, dropped), err=True)
 
 
+@app.command("search")
+def search_sessions(
+    text: Annotated[list[str], typer.Argument(help="The words to find: a turn must hold every one.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON list: session, branch, turn, date, "
+                                          "snippet, highlights, resume command.")] = False,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="The most turns shown.")] = 20,
+    config: ConfigOpt = None,
+) -> None:
+    """Search every saved session (questions, answers, tool names and arguments), newest first.
+
+    Exit codes: 0 found, 1 nothing found, 2 bad usage.
+    """
+    import json
+    import time
+
+    from repl.session.search import Index, SearchError, query_words
+    from repl.ui.escape import clean
+
+    words = " ".join(valid_text(t) for t in text)
+    if not query_words(words):
+        typer.echo("error: nothing to search for: give words with letters or digits", err=True)
+        raise typer.Exit(2)
+    settings = _settings(config, {})
+    try:
+        hits = Index(settings.data_dir / "sessions", lambda line: typer.echo(clean(line), err=True)).search(words, limit)
+    except SearchError as exc:
+        typer.echo(f"error: {clean(str(exc))}", err=True)
+        raise typer.Exit(1) from None
+    if as_json:
+        typer.echo(json.dumps([hit.json() for hit in hits], ensure_ascii=False, indent=1))
+    elif not hits:
+        typer.echo(f"no saved turn holds {clean(words)!r}", err=True)
+    mark = ("\x1b[1;7m", "\x1b[0m") if sys.stdout.isatty() else ("", "")
+    for hit in [] if as_json else hits:
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(hit.turn.time))
+        snippet = "".join(mark[0] + clean(piece) + mark[1] if found else clean(piece) for piece, found in hit.snippet)
+        typer.echo(f"{hit.turn.ref}  turn {hit.turn.turn}  {when}  {snippet}\n  glassloop --resume {hit.turn.ref}")
+    raise typer.Exit(0 if hits else 1)
+
+
 def _unreadable(path: Path, exc: OSError) -> NoReturn:
     from repl.ui.escape import clean
 

@@ -203,6 +203,12 @@ class StubUI:
     def pick_session(self, sessions: list[Any]) -> str | None:
         return None
 
+    def pick(self, title: str, rows: list[str], at: int = 0) -> int | None:
+        return None
+
+    def marked(self, pieces: list[tuple[str, bool]]) -> None:
+        self.shown.append("".join(f"[{text}]" if hit else text for text, hit in pieces))
+
     def asker(self) -> None:
         return None
 

@@ -91,23 +91,23 @@ def read_regular(path: Path, limit: int, hint: str = "") -> bytes | None:
     return data
 
 
-def _lock(path: Path) -> filelock.FileLock:
+def _lock(path: Path, timeout: float = LOCK_TIMEOUT_S) -> filelock.FileLock:
     import filelock
 
-    return filelock.FileLock(str(path) + ".lock", timeout=LOCK_TIMEOUT_S)
+    return filelock.FileLock(str(path) + ".lock", timeout=timeout)
 
 
 @contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """Hold ``<path>.lock``; a lock not free within LOCK_TIMEOUT_S raises StoreError."""
+def locked(path: Path, timeout: float = LOCK_TIMEOUT_S) -> Iterator[None]:
+    """Hold ``<path>.lock``; a lock not free within ``timeout`` seconds raises StoreError."""
     import filelock
 
-    lock = _lock(path)
+    lock = _lock(path, timeout)
     try:
         lock.acquire()
     except filelock.Timeout as exc:
         raise StoreError(
-            "store_locked", f"{path} is locked by another process (waited {LOCK_TIMEOUT_S:g} s)"
+            "store_locked", f"{path} is locked by another process (waited {timeout:g} s)"
         ) from exc
     try:
         yield

@@ -19,9 +19,10 @@ from repl.loop.events import Notice
 from repl.loop.history import History
 from repl.session import commands
 from repl.session.core import SessionCore
-from repl.session.journal import find_session, load_checked, recent_sessions
+from repl.session.journal import find_session, load_checked, recent_sessions, split_branch
 from repl.session.recap import recap, resumed_line, resumed_on, session_endpoint
 from repl.session.seams import UI
+from repl.session.runtime import new_id
 from repl.session.templates import Templates, load_templates
 from tools.safe_io import StoreError
 
@@ -34,6 +35,7 @@ class ChatSession(SessionCore):
     shell_context: list[str] = field(default_factory=list)  # !command output the user added to the next message
     _resumed_on: str | None = None  # the line saying a resume moved to the session's provider or model
     templates: Templates = field(default_factory=Templates)  # your own commands (/NAME)
+    _branch_line: str | None = None  # the line saying a branch was opened as a new session
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -60,29 +62,38 @@ class ChatSession(SessionCore):
         return chosen
 
     def resume(self, key: str, *, show: bool = True) -> bool:
-        path = find_session(self.settings.data_dir / "sessions", key)
-        if path is None:
+        """Continue the saved session ``key`` (an id, its start, ``last``); ``ID@k``: its k-th
+        branch (``/rewind``), opened as a new session so the journal it came from stays as it is."""
+        session, branch = split_branch(key) or (key, None)
+        path = find_session(self.settings.data_dir / "sessions", session)
+        if path is None or (branch is None and "@" in key):
             self.ui.error("no saved session with a turn yet" if key == "last"
                           else f"no saved session matches {key!r} (see /sessions)")
             return False
         try:
-            loaded = load_checked(path)
+            loaded = load_checked(path, branch)
         except StoreError as exc:
             self.ui.error(f"cannot resume: {exc.message}")
             return False
         if self.journal:
             self.journal.close()
         self._go_where_it_ran(session_endpoint(loaded.meta, loaded.turns))
-        self.session_id = path.stem
+        self.session_id = path.stem if branch is None else new_id()
+        self._branch_line = None if branch is None else (
+            f"branch {path.stem}@{branch} opened as a new session {self.session_id}; {path.stem} is unchanged "
+            "(/rewind undid the branch's changes to todos and notes: they are not made again)")
         self.instructions = None  # the journal's system prompt holds the instructions it started with
         self.history = History.from_json({"system_prompt": loaded.meta.get("system_prompt") or self._system_prompt(),
                                           "messages": loaded.messages})
         self.turns.clear()
-        self.continue_numbers(loaded.turns)
+        self.continue_numbers(loaded.turns if branch is None else [])
         self.context = ContextWindow()
         self._open_trace()
-        self.open_journal(path, loaded.stored)
-        if self.journal:
+        if branch is not None:
+            self.open_journal(branch_of=f"{path.stem}@{branch}")  # written by its first turn
+        else:
+            self.open_journal(path, loaded.stored)
+        if self.journal and branch is None:
             self.journal.sync(self.history)  # records the repair of a turn cut off mid-way
         if loaded.notes:
             self.emit(Notice(f"the journal {path.name} was damaged; resumed what was valid: "
@@ -96,6 +107,8 @@ class ChatSession(SessionCore):
         earlier, recent = recap(self.history.messages)
         self.ui.recap(earlier, recent)
         self.ui.info(resumed_line(self.session_id, len(self.history.turn_starts()), len(self.history.messages)))
+        if self._branch_line:
+            self.ui.info(self._branch_line)
         if self._resumed_on:
             self.ui.info(self._resumed_on)
 

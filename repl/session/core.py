@@ -11,6 +11,7 @@ subscribes, never by a copy of the core: a fix or a speed-up made here reaches t
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,16 +201,18 @@ class SessionCore:
             trace.close()
         self.ui.info(line)
 
-    def open_journal(self, path: Path | None = None, stored: list[Any] | None = None) -> None:
+    def open_journal(self, path: Path | None = None, stored: list[Any] | None = None,
+                     branch_of: str | None = None) -> None:
         """A new session's journal, or a resumed one's at ``path`` (``stored``: its messages as
-        written, when they were read already)."""
+        written, when they were read already); ``branch_of``: the new session opens that branch
+        (``ID@k``), its meta record says so."""
         if not self.door.journal:
             return
         folder = self.settings.data_dir / "sessions"
         try:
             if path is None:
                 meta = {"session": self.session_id, **endpoint_of(self.settings.active),
-                        "system_prompt": self.history.system_prompt}
+                        "system_prompt": self.history.system_prompt, **({"branch_of": branch_of} if branch_of else {})}
                 self.journal = Journal(folder / f"{self.session_id}.jsonl", redactor_for(self.settings), meta,
                                        lazy=True, on_error=self._journal_failed)
             else:
@@ -405,6 +408,8 @@ class SessionCore:
         self.cost += self._turn_cost
         self._record(TurnRecord(finished.turn, finished, self._model_calls, self._writes, self._turn_cost,
                                 question=text, in_history=len(self.history.messages) > before))
+        if self.turns[-1].in_history:
+            self._index_turn()
         return finished
 
     def with_mentions(self, text: str) -> str | None:
@@ -483,6 +488,40 @@ class SessionCore:
             self.history.drop_last_turn()
         self._undone(record)
         return reverted
+
+    def _index_turn(self) -> None:
+        """The turn just ended, into the search index beside the journal (``search.Index``)."""
+        if self.journal is None or not self.journal.path.exists():
+            return
+        from repl.session.search import Index, turn_text
+
+        starts = self.history.turn_starts()
+        messages = redactor_for(self.settings).value(self.history.messages[starts[-1]:])
+        Index(self.journal.path.parent).add_turn(
+            turn_text(self.session_id, 0, len(starts), messages, time.time()), self.journal.path)
+
+    def rewind(self, number: int) -> tuple[list[Reverted], int | None]:
+        """Take the conversation back to before its turn ``number`` (``/rewind``): the store writes
+        of the turns cut are undone together, by the rules of ``undo``, and the turns stay in the
+        journal as a branch. Returns what was undone and the branch's number (None: no journal).
+        Raises ``rewind.RewindRefused`` and StoreError (another writer changed the same items, a
+        store cannot be written) with nothing changed."""
+        from repl.session.rewind import plan
+
+        cut = plan(self.history, self.turns, self.registry, number)
+        reverted = revert([w for record in reversed(cut.records) for w in record.writes])
+        branch = None
+        if self.journal:
+            self.journal.sync(self.history)
+            branch = self.journal.note_branch(cut.at, number)
+        del self.history.messages[cut.at:]
+        del self.turns[len(self.turns) - len(cut.records):]
+        for record in cut.records:
+            self._undone(record)
+        live = [t for t in self.ledger if not t.undone]
+        for record in reversed(live[len(live) - cut.earlier:]):  # resumed turns: the journal marks the same
+            self._undone(record)
+        return reverted, branch
 
     def _undone(self, record: TurnRecord) -> None:
         """The turn stays in /usage and the session's spent tokens, marked undone; the

@@ -2,7 +2,8 @@
 
 Records: ``meta`` (first line), ``message`` (one history message, in
 order), ``truncate`` (the history was cut back to ``length`` messages by
-/undo, /reset or a failed turn). Every record is flushed when written, so a
+/undo, /reset or a failed turn), ``branch`` (``/rewind``: the messages from ``at`` on, as
+they stand, are kept as branch ``branch``; the ``truncate`` that cuts them follows it). Every record is flushed when written, so a
 session killed mid-turn resumes with everything up to its last whole line;
 ``History.from_json`` then repairs an unanswered tool call.
 
@@ -33,6 +34,9 @@ from repl.session.recap import (
 from repl.tracing.trace import JsonlWriter
 from tools.safe_io import StoreError, check_regular
 
+BRANCH = "branch"
+_BRANCH_LINE = b'{"kind": "branch", '
+
 
 class Journal:
     """``lazy``: the file is made when the first message is written (``meta`` first), so
@@ -57,11 +61,21 @@ class Journal:
 
     def note_turn(self, record: dict[str, Any]) -> None:
         """A finished turn's numbers (usage, cost, context): a resumed session continues them."""
-        self._write({"kind": "turn", **record})
+        self._write({"kind": "turn", "time": round(time.time(), 3), **record})
 
     def note_undo(self) -> None:
         """``/undo`` took the last turn back: its numbers stay spent, marked undone."""
         self._write({"kind": "undo"})
+
+    def note_branch(self, at: int, turn: int) -> int:
+        """``/rewind``: the messages from ``at`` on (turn ``turn`` and after) become a branch, before
+        the ``truncate`` that cuts them; returns its number (1 for a session's first)."""
+        number = 1
+        if self.path.exists():
+            with open(self.path, "rb") as file:
+                number += sum(1 for line in file if line.startswith(_BRANCH_LINE))
+        self._write({"kind": BRANCH, "branch": number, "at": at, "turn": turn, "time": round(time.time(), 3)})
+        return number
 
     def adopt(self, history: History, stored: list[Any] | None = None) -> None:
         """Mark the messages of a resumed history that the file already holds as written.
@@ -118,15 +132,21 @@ def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return loaded.meta, loaded.messages
 
 
-def load_checked(path: Path) -> Loaded:
-    """A journal's meta record and messages, with notes on any damage found.
+def load_checked(path: Path, branch: int | None = None) -> Loaded:
+    """A journal's meta record and messages, with notes on any damage found; ``branch``: the
+    conversation as it stood when ``/rewind`` cut branch ``branch`` off.
 
     A journal that is not a regular file (a FIFO would block, ``/dev/zero`` never
-    ends) or is over MAX_JOURNAL_BYTES raises ``tools.safe_io.StoreError`` naming it.
+    ends) or is over MAX_JOURNAL_BYTES raises ``tools.safe_io.StoreError`` naming it, as does
+    a branch it does not hold.
     """
     check_regular(path, MAX_JOURNAL_BYTES)
     turns: list[dict[str, Any]] = []
-    meta, raw, skipped = _replay(path, turns)
+    branches: list[int] = []
+    meta, raw, skipped = _replay(path, turns, branches, stop_at=branch)
+    if branch is not None and branch not in branches:
+        held = f"its branches: {', '.join(f'@{b}' for b in branches)}" if branches else "it has no branch"
+        raise StoreError("no_branch", f"session {path.stem} has no branch @{branch} ({held})")
     messages, fixes = repair(raw)
     if not meta:
         skipped["no meta record: the default system prompt is used"] = 1
@@ -137,10 +157,13 @@ def load_checked(path: Path) -> Loaded:
     return Loaded(meta, messages, notes + fixes, raw, turns)
 
 
-def _replay(path: Path, turns: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], list[Any], dict[str, int]]:
+def _replay(path: Path, turns: list[dict[str, Any]] | None = None, branches: list[int] | None = None,
+            stop_at: int | None = None) -> tuple[dict[str, Any], list[Any], dict[str, int]]:
     """(meta, the messages as written, skipped records by reason): the file's own
     arithmetic, so ``truncate`` lengths count what the writer counted. ``turns``, when
-    given, collects the ``turn`` records in the same pass (see ``recap.note_record``)."""
+    given, collects the ``turn`` records in the same pass (see ``recap.note_record``),
+    ``branches`` the numbers of the ``branch`` records; ``stop_at``: the replay ends at that
+    branch's record, with the messages it kept."""
     meta: dict[str, Any] = {}
     messages: list[Any] = []
     skipped: dict[str, int] = {}
@@ -167,8 +190,13 @@ def _replay(path: Path, turns: list[dict[str, Any]] | None = None) -> tuple[dict
             elif kind in ("turn", "undo"):  # numbers: usage, cost, context share
                 if turns is not None:
                     note_record(turns, record)
+            elif kind == BRANCH and type(record.get("branch")) is int:
+                if branches is not None:
+                    branches.append(record["branch"])
+                if record["branch"] == stop_at:
+                    break
             else:
-                skip("records that make no sense" if kind in ("meta", "message", "truncate")
+                skip("records that make no sense" if kind in ("meta", "message", "truncate", BRANCH)
                      else "lines that are not journal records")
     return meta, messages, skipped
 
@@ -182,6 +210,7 @@ class SessionInfo:
     turns: int  # questions in the conversation
     model: str
     first: str  # the first question
+    branches: tuple[int, ...] = ()  # the branches /rewind kept (``--resume ID@k``)
 
     @property
     def id(self) -> str:
@@ -192,13 +221,14 @@ def session_info(path: Path) -> SessionInfo | None:
     """What ``path`` holds; None when it cannot be read (not a regular file, too big, gone)."""
     try:
         check_regular(path, MAX_JOURNAL_BYTES)
-        meta, messages, _ = _replay(path)
+        branches: list[int] = []
+        meta, messages, _ = _replay(path, branches=branches)
     except (OSError, StoreError):
         return None
     questions = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
     first = questions[0].get("content") if questions else ""
     return SessionInfo(path, _started(meta.get("time"), path), len(questions),
-                       str(meta.get("model") or ""), first if isinstance(first, str) else "")
+                       str(meta.get("model") or ""), first if isinstance(first, str) else "", tuple(branches))
 
 
 def _started(value: Any, path: Path) -> float:
@@ -226,8 +256,17 @@ def recent_sessions(folder: Path, limit: int = 20) -> list[SessionInfo]:
 
 
 def find_session(folder: Path, key: str) -> Path | None:
-    """A session by id (or id prefix); ``last``: the newest one with a turn."""
+    """A session by id (or id prefix); ``last``: the newest one with a turn (a branch's
+    ``@k`` is the caller's: see ``split_branch``)."""
     if key == "last":
         newest = recent_sessions(folder, limit=1)
         return newest[0].path if newest else None
     return matching_session(folder, key)
+
+
+def split_branch(key: str) -> tuple[str, int | None] | None:
+    """``ID@k`` as (ID, k); a key without ``@`` as (key, None); None when ``k`` is no number."""
+    session, at, branch = key.partition("@")
+    if not at:
+        return key, None
+    return (session, int(branch)) if branch.isdigit() and int(branch) > 0 else None

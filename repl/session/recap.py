@@ -37,6 +37,7 @@ _MESSAGE = b'{"kind": "message", "message": {"role": "'
 _ROLES = {b'user"': "user", b'assistant"': "assistant", b'tool"': "tool"}
 _TRUNCATE = b'{"kind": "truncate", '
 _NUMBERS = (b'{"kind": "turn", ', b'{"kind": "undo"')
+_BRANCH = b'{"kind": "branch", '  # /rewind's mark: what the conversation shows is unchanged by it
 
 
 @dataclass(frozen=True)
@@ -250,7 +251,7 @@ def peek(path: Path) -> Peek | None:
             del messages[length:]
         elif line.startswith(_NUMBERS):
             numbers.append(line)
-        else:
+        elif not line.startswith(_BRANCH):
             return None
     records = _parse_all(numbers)
     if records is None:

@@ -78,12 +78,22 @@ class UI(Surface, Protocol):
         """The id of the session chosen; None when cancelled or without a terminal."""
         ...
 
+    def pick(self, title: str, rows: list[str], at: int = 0) -> int | None:
+        """The index of the row chosen (``at``: the one chosen at first); None when cancelled
+        or without a terminal."""
+        ...
+
     def stepper(self) -> Stepper | None:
         """Step mode's pauses; None without a terminal to pause in."""
         ...
 
     # ---- output
     def lines(self, lines: list[str]) -> None: ...
+
+    def marked(self, pieces: list[tuple[str, bool]]) -> None:
+        """One line of untrusted pieces, escaped; those marked True highlighted (a search's words)."""
+        ...
+
     def table(self, title: str, columns: list[str], rows: Sequence[tuple[str, ...]],
               keep: tuple[str, ...] = ()) -> None: ...
     def page(self, blocks: list[tuple[str, Any]]) -> None:

@@ -1,4 +1,4 @@
-"""Choosing one line of a list with the arrow keys and Enter (``--resume``, ``/resume``).
+"""Choosing one line of a list with the arrow keys and Enter (``--resume``, ``/resume``, ``/rewind``).
 
 An inline prompt_toolkit application, erased when done: ↑/↓ (or Ctrl-P/Ctrl-N,
 k/j) move, Home/End jump, Enter picks, Esc, q, Ctrl-C or Ctrl-D cancel. Rows
@@ -24,12 +24,13 @@ from repl.ui.escape import one_line
 MAX_VISIBLE = 12  # rows shown at once; the list scrolls past them
 
 
-def pick(title: str, rows: Sequence[str], *, input: Input | None = None,
+def pick(title: str, rows: Sequence[str], *, at: int = 0, input: Input | None = None,
          output: Output | None = None) -> int | None:
-    """The index of the row chosen, or None when cancelled (or there are no rows)."""
+    """The index of the row chosen (``at``: the one chosen at first), or None when cancelled
+    (or there are no rows)."""
     if not rows:
         return None
-    state = {"at": 0}
+    state = {"at": max(0, min(len(rows) - 1, at))}
     bindings = KeyBindings()
 
     def move(to: int) -> None:

@@ -255,6 +255,17 @@ class Terminal:
             chosen = pick("resume which session? (↑ ↓, Enter; Esc cancels)", session_rows(sessions, width - 4))
         return None if chosen is None else sessions[chosen].id
 
+    def pick(self, title: str, rows: list[str], at: int = 0) -> int | None:
+        """The index of one of ``rows`` chosen with the arrow keys and Enter (``/rewind``); None
+        when cancelled or there is no terminal."""
+        if self.prompt is None:
+            return None
+        from repl.ui.picker import pick
+
+        width = self.renderer.console.width - 4
+        with self.renderer.suspended():
+            return pick(title, [row[:width] for row in rows], at=at)
+
     def header(self, provider: str, model: str, approval: str, session_id: str) -> None:
         self.renderer.header(provider, model, approval, session_id)
 
@@ -267,6 +278,13 @@ class Terminal:
     def lines(self, lines: list[str]) -> None:
         for line in lines:
             self.renderer.info(line)
+
+    def marked(self, pieces: list[tuple[str, bool]]) -> None:
+        from rich.text import Text
+
+        from repl.ui.escape import clean
+
+        self.renderer.print(Text.assemble(*((clean(text), "bold reverse" if hit else "") for text, hit in pieces)))
 
     @property
     def width(self) -> int:
@@ -282,19 +300,13 @@ class Terminal:
         from rich.text import Text
 
         from repl.ui.escape import clean, json_display
-        from repl.ui.pager import page
+        from repl.ui.pager import show
 
         shown = [JSONHighlighter()(Text(json_display(value, indent=2))) if kind == "json" and value is not None
                  else Text("(none: the call failed or was stopped before it was answered)" if kind == "json"
                            else clean(str(value)), "bold" if kind == "heading" else "dim")
                  for kind, value in blocks]
-        console, whole = self.renderer.console, Group(*shown)
-        if console.is_terminal:
-            with console.capture() as captured:
-                console.print(whole)
-            if page(captured.get(), height=console.height):
-                return
-        self.renderer.print(whole)
+        show(self.renderer.console, Group(*shown), self.renderer.print)
 
     def table(self, title: str, columns: list[str], rows: Sequence[tuple[str, ...]], keep: tuple[str, ...] = ()) -> None:
         self.renderer.table(title, columns, rows, keep)

@@ -119,7 +119,7 @@ class CommandTable:
 def table() -> CommandTable:
     """Every command, in the order ``/help`` lists them."""
     return CommandTable([
-        help_, conversation.exit_, conversation.reset, conversation.undo, conversation.edit,
+        help_, conversation.exit_, conversation.reset, conversation.undo, conversation.rewind, conversation.edit,
         trace.trace, trace.usage, conversation.compact, tools.tools, tools.todos,
         model.model, model.provider, model.approve, model.step, model.retry, model.compare,
         conversation.save, conversation.sessions, conversation.resume, trace.verbose, trace.reasoning,

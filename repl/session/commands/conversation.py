@@ -80,6 +80,51 @@ def edit(ctx: CommandContext, args: list[str]) -> None:
                 "edit your message and press Enter to send it again")
 
 
+@command("rewind", args="[N]", help="Take the conversation back to before turn N (a list to pick from without N): "
+         "the todo and note changes of turns N and later are undone, as by /undo, and those turns are "
+         "kept as a branch (--resume ID@k reopens it).", means=("branch", "goto", "travel"),
+         brief="back to before turn N, its changes undone")
+def rewind(ctx: CommandContext, args: list[str]) -> None:
+    from repl.session.rewind import RewindRefused
+
+    starts = ctx.history.turn_starts()
+    if not starts:
+        ctx.ui.info("nothing to rewind: no turn yet")
+        return
+    if args and not args[0].isdigit():
+        ctx.ui.error(f"/rewind takes a turn number (1 to {len(starts)}), not {one_line(args[0], 20)!r}")
+        return
+    number = int(args[0]) if args else _pick_turn(ctx, starts)
+    if number is None:
+        return
+    try:
+        reverted, branch = ctx.rewind(number)
+    except (RewindRefused, StoreError) as exc:
+        ctx.ui.error(exc.message if isinstance(exc, StoreError) else str(exc))
+        return
+    cut = f"turn {number}" if number == len(starts) else f"turns {number} to {len(starts)}"
+    ref = f"{ctx.session_id}@{branch}"
+    kept = f"; {cut} kept as branch {ref} (glassloop --resume {ref})" if branch else ""
+    ctx.ui.info(f"rewound to before turn {number}; {undone_text(reverted)}{kept}")
+
+
+def _pick_turn(ctx: CommandContext, starts: list[int]) -> int | None:
+    if not ctx.interactive:
+        ctx.ui.error(f"no terminal to pick a turn in: give its number, /rewind 1 to {len(starts)}")
+        return None
+    rows = []
+    for n, start in enumerate(starts, 1):
+        end = starts[n] if n < len(starts) else len(ctx.history.messages)
+        calls = [c["name"] for m in ctx.history.messages[start:end] for c in m.get("tool_calls") or []]
+        rows.append(f"turn {n:>3}  {one_line(ctx.history.messages[start]['content'], 60)}"
+                    + (f"  [{one_line(', '.join(calls), 40)}]" if calls else ""))
+    chosen = ctx.ui.pick("rewind to before which turn? (↑ ↓, Enter; Esc cancels)", rows, len(rows) - 1)
+    if chosen is None:
+        ctx.ui.info("nothing rewound")
+        return None
+    return chosen + 1
+
+
 def undone_text(reverted: list[Reverted]) -> str:
     """What an undo did, item by item: "removed todo-007 'call mom'; restored note-003 'x'"."""
     done = []
@@ -149,9 +194,13 @@ def transcript_markdown(messages: list[dict[str, Any]]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
-@command("sessions", help="Saved sessions, newest first: start, turns, model, first message.",
-         means=("history", "conversations", "chats"))
+@command("sessions", args="[TEXT]", help="Saved sessions, newest first: start, turns, model, first message; "
+         "with TEXT: the turns of every session that hold its words, newest first.",
+         means=("history", "conversations", "chats", "search", "find", "grep"))
 def sessions(ctx: CommandContext, args: list[str]) -> None:
+    if args:
+        search_sessions(ctx, " ".join(args))
+        return
     found = recent_sessions(ctx.settings.data_dir / "sessions")
     if not found:
         ctx.ui.info("no saved session with a turn yet")
@@ -159,11 +208,35 @@ def sessions(ctx: CommandContext, args: list[str]) -> None:
     rows = []
     for info in found:
         first = " ".join(info.first.split())
-        rows.append((info.id + (" (current)" if info.id == ctx.session_id else ""),
+        branches = f" +{len(info.branches)} branch{'es' if len(info.branches) > 1 else ''}" if info.branches else ""
+        rows.append((info.id + (" (current)" if info.id == ctx.session_id else "") + branches,
                      time.strftime("%m-%d %H:%M", time.localtime(info.started)), str(info.turns),
                      info.model, first if len(first) <= 60 else first[:59] + "…"))
     ctx.ui.table("sessions, newest first (/resume ID, or /resume to pick)",
                  ["id", "started", "turns", "model", "first message"], rows, keep=("id", "started"))
+
+
+def search_sessions(ctx: CommandContext, text: str) -> None:
+    """``/sessions TEXT``: each turn found, its snippet with the words marked, how to resume it."""
+    from repl.session.search import Index, SearchError, query_words
+
+    if not query_words(text):
+        ctx.ui.error("nothing to search for: give words with letters or digits")
+        return
+    try:
+        hits = Index(ctx.settings.data_dir / "sessions", ctx.ui.info).search(text)
+    except SearchError as exc:
+        ctx.ui.error(str(exc))
+        return
+    if not hits:
+        ctx.ui.info(f"no saved turn holds {one_line(text, 60)!r}")
+        return
+    ctx.ui.info(f"{len(hits)} turn{'' if len(hits) == 1 else 's'} with {one_line(text, 60)!r}, newest first "
+                "(/resume ID to continue one):")
+    for hit in hits:
+        t = hit.turn
+        when = time.strftime("%Y-%m-%d %H:%M", time.localtime(t.time))
+        ctx.ui.marked([(f"{t.ref}  turn {t.turn}  {when}  ", False), *hit.snippet])
 
 
 @command("resume", args="[ID|last]", help="Continue a saved session; without an argument, pick one from a list.",

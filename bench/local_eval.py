@@ -1,0 +1,310 @@
+"""The embedded model on requests nobody tuned for: ``python -m bench.local_eval --cases heldout``.
+
+Runs a case file of ``glassloop eval``'s format (``bench/cases/local_dev.toml``,
+``local_heldout.toml``: ``[[case]] message/tool/args/lang``) on the embedded model through the
+session core, as a user's session has it: the built-in tools over a small fixture (todos,
+notes, files, sample weather), the user tools of ``bench/cases/local_tools.py`` and the MCP
+server ``mcp-server-time`` as "clock". One core, one model server for every case; each case
+starts from a fresh history; side effects are dry-run.
+
+A tool case is right when the first step calls the expected tool with arguments valid for its
+schema, each of the case's ``args`` equal, and no optional argument the message does not give
+(``faithful``: a due date, a tag or a detail the user never said). A control is right when it
+is answered in text without a call. Answers are checked for the question's language and for
+echoes (an answer that repeats the user's message).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import statistics
+import sys
+import time
+import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from bench import ROOT, VENV_BIN, isolated_env, patched_environ, scratch
+from bench.tool_use import in_language, load
+
+CASES = ROOT / "bench" / "cases"
+USER_TOOLS = CASES / "local_tools.py"
+CASE_FILES = {"dev": CASES / "local_dev.toml", "heldout": CASES / "local_heldout.toml"}
+# the prompt state survives between runs here (a run rebuilds it only when the prompt changed)
+CACHE = Path(os.environ.get("GLASSLOOP_BENCH_CACHE", "/tmp/glassloop-bench/local-eval-cache"))
+MODELS = Path("/tmp/glassloop-bench")
+
+FIXTURE_TODOS = [
+    {"id": "todo-001", "title": "Renew the car insurance", "detail": "Compare two quotes first",
+     "status": "todo", "priority": "high", "due": "2026-12-10", "tag": None},
+    {"id": "todo-002", "title": "Book a table for Friday", "detail": "", "status": "todo",
+     "priority": "medium", "due": None, "tag": None},
+    {"id": "todo-003", "title": "Return the library books", "detail": "", "status": "done",
+     "priority": "low", "due": None, "tag": None},
+]
+FIXTURE_NOTES = [
+    {"id": "note-001", "text": "Landlord: Mr Chen, phone 138 0000 1234", "tags": ["home"]},
+    {"id": "note-002", "text": "Passport number ends in 4471, expires 2029", "tags": ["travel"]},
+]
+FIXTURE_FILES = {
+    "README.md": "# Home budget\n\nMonthly budget sheets and receipts.\n",
+    "plan.md": "# Plan for December\n\n1. Pay the deposit\n2. Move the desk\n",
+    "budget.csv": "month,budget\n2026-11,2400\n2026-12,2600\n",
+    "receipts/发票.txt": "12月发票：办公椅 899 元\n",
+}
+
+
+def workspace(folder: Path, profile: str, fixture: bool = True) -> tuple[Path, dict[str, str], Path]:
+    """(the folder the session runs in, its environment, its config file): the fixture stores
+    in the data dir of an isolated XDG tree, the files in the folder itself, the MCP server;
+    without ``fixture`` a new user's machine (no todos, notes, files or MCP servers)."""
+    from repl.providers.weights import BUNDLED, ensure_model
+
+    model = ensure_model(MODELS, spec=BUNDLED[profile])
+    env = isolated_env(folder / "xdg")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    env["XDG_CACHE_HOME"] = str(CACHE)
+    work = folder / "work"
+    work.mkdir()
+    config = folder / "eval.toml"
+    config.write_text(f'provider = "{profile}"\napproval = "auto"\n'
+                      f"[providers.{profile}]\nmodel_path = {json.dumps(str(model))}\n"
+                      '[tools]\nweather = "sample"\n', "utf-8")
+    if not fixture:
+        return work, env, config
+    with config.open("a", encoding="utf-8") as out:  # a case is judged by its first step and its answer
+        out.write("[guards]\nmax_steps = 3\n")
+    data = Path(env["XDG_DATA_HOME"]) / "glassloop"
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "todos.json").write_text(json.dumps({"version": 1, "todos": FIXTURE_TODOS}), "utf-8")
+    (data / "notes.json").write_text(json.dumps({"version": 1, "notes": FIXTURE_NOTES}, ensure_ascii=False),
+                                     "utf-8")
+    for name, text in FIXTURE_FILES.items():
+        (work / name).parent.mkdir(parents=True, exist_ok=True)
+        (work / name).write_text(text, "utf-8")
+    clock = shutil.which("mcp-server-time", path=str(VENV_BIN)) or "mcp-server-time"
+    with config.open("a", encoding="utf-8") as out:
+        out.write(f"[mcp.servers.clock]\ncommand = {json.dumps(clock)}\nargs = [\"--local-timezone\", \"UTC\"]\n")
+    return work, env, config
+
+
+class Quiet:
+    """The session's surface: nothing shown, the events kept."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+
+    def render(self, event: Any) -> None:
+        self.events.append(event)
+
+    def info(self, text: str) -> None:
+        pass
+
+    def error(self, text: str) -> None:
+        print(f"  error: {text}", file=sys.stderr)
+
+    def waiting(self, status: str | None) -> None:
+        pass
+
+    def stop_live(self) -> None:
+        pass
+
+    def confirm(self, question: str) -> bool:
+        return False
+
+    def asker(self) -> None:
+        return None
+
+
+@contextmanager
+def session(profile: str, *, dry_run: bool, fixture: bool = True) -> Iterator[tuple[Any, Quiet]]:
+    """A session core on the fixture, started (model server, MCP, user tools); without
+    ``fixture``, a new user's first session."""
+    from repl.config.load import load_settings
+    from repl.session.core import Door, SessionCore
+
+    with scratch("local-eval") as folder:
+        work, env, config = workspace(folder, profile, fixture)
+        with patched_environ(env):
+            cwd = Path.cwd()
+            os.chdir(work)
+            try:
+                settings = load_settings({}, cwd=work, env=env, config_file=config)
+                settings = replace(settings, tool_files=(USER_TOOLS,) if fixture else ())
+                surface = Quiet()
+                core = SessionCore(settings, surface, interactive=False,
+                                   door=Door("bench", journal=False, trace=False, dry_run=dry_run))
+                core.start_background()
+                try:
+                    yield core, surface
+                finally:
+                    core.close()
+            finally:
+                os.chdir(cwd)
+
+
+# ------------------------------------------------------------------ judging one turn
+
+_SPACE = re.compile(r"[\s\W_]+")
+
+
+def flat(text: str) -> str:
+    return _SPACE.sub("", text).casefold()
+
+
+def echoed(answer: str, messages: list[str]) -> bool:
+    """The answer repeats a user message: equal to one, or holding one of 8+ characters whole."""
+    said = flat(answer)
+    return bool(said) and any(m and (said == m or (len(m) >= 8 and m in said)) for m in map(flat, messages))
+
+
+# what a question about what is open or left to do means, in any words
+IMPLIED = {("status", "todo")}
+
+
+def invented(arguments: dict[str, Any], schema: dict[str, Any], message: str, expected: dict[str, Any]) -> list[str]:
+    """Optional arguments the call holds that the message does not give: not required, not
+    checked by the case, not the schema's default nor IMPLIED, and their value not in the message."""
+    required = set(schema.get("required") or ())
+    properties = schema.get("properties") or {}
+    said = flat(message)
+    out = []
+    for name, value in arguments.items():
+        if name in required or name in expected or value in (None, "", [], {}) or (name, value) in IMPLIED:
+            continue
+        if isinstance(properties.get(name), dict) and properties[name].get("default") == value:
+            continue
+        words = [value] if not isinstance(value, list) else value
+        if not all(flat(str(word)) and flat(str(word)) in said for word in words):
+            out.append(name)
+    return out
+
+
+def judge_turn(events: list[Any], schemas: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What one turn did: its calls (step, name, arguments, valid), the answer, timings."""
+    from repl.loop.events import ModelUsage, ToolCallFinished, ToolCallStarted, TurnFinished
+    from tools.validation import validator_for
+
+    calls = []
+    for event in events:
+        if isinstance(event, ToolCallStarted):
+            args = event.arguments
+            valid = (event.name in schemas and isinstance(args, dict)
+                     and validator_for(schemas[event.name]).is_valid(args))
+            calls.append({"step": event.step, "name": event.name, "arguments": args, "valid": valid})
+    results = [{"name": e.name, "ok": e.ok, "result": e.result} for e in events if isinstance(e, ToolCallFinished)]
+    finished = next((e for e in events if isinstance(e, TurnFinished)), None)
+    usage = [e for e in events if isinstance(e, ModelUsage)]
+    return {"calls": calls, "results": results, "answer": finished.answer if finished else "",
+            "stopped_by": finished.stopped_by if finished else "error",
+            "seconds": round(finished.duration_s, 2) if finished else None,
+            "first_step_s": round(usage[0].latency_s, 2) if usage else None}
+
+
+def judge_case(case: dict[str, Any], turn: dict[str, Any], schemas: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    tool, expected = case.get("tool", ""), case.get("args") or {}
+    first = [c for c in turn["calls"] if c["step"] == 1]
+    call = first[0] if first else None
+    right_tool = bool(tool) and call is not None and call["name"] == tool
+    valid = right_tool and call is not None and call["valid"]
+    args = call["arguments"] if call and isinstance(call["arguments"], dict) else {}
+    args_ok = valid and all(_same(args.get(k), v) for k, v in expected.items())
+    extra = invented(args, schemas.get(tool, {}), case["message"], expected) if right_tool else []
+    answer = turn["answer"]
+    out = {"message": case["message"], "lang": case.get("lang", ""), "tool": tool,
+           "called": [c["name"] for c in turn["calls"]], "first": call, **turn,
+           "echo": echoed(answer, [case["message"]]), "answer_in_language": in_language(answer, case.get("lang", "en"))}
+    if tool:
+        out.update(right_tool=right_tool, valid=valid, args_ok=args_ok, invented=extra,
+                   ok=args_ok and not extra)
+    else:
+        out.update(ok=not turn["calls"] and bool(answer.strip()))
+    return out
+
+
+def _same(got: Any, want: Any) -> bool:
+    if isinstance(want, str) and isinstance(got, str):
+        return got.strip().casefold() == want.strip().casefold()
+    return bool(got == want)
+
+
+def score(results: list[dict[str, Any]]) -> dict[str, Any]:
+    def pct(part: list[bool]) -> float:
+        return round(100.0 * sum(part) / len(part), 1) if part else float("nan")
+
+    tools = [r for r in results if r["tool"]]
+    controls = [r for r in results if not r["tool"]]
+    seconds = [r["seconds"] for r in results if r["seconds"] is not None]
+    return {
+        "cases": len(results),
+        "right_pct": pct([r["ok"] for r in tools]),
+        "right_en_pct": pct([r["ok"] for r in tools if r["lang"] == "en"]),
+        "right_zh_pct": pct([r["ok"] for r in tools if r["lang"] == "zh"]),
+        "right_tool_pct": pct([r["right_tool"] for r in tools]),
+        "faithful_pct": pct([not r["invented"] for r in tools if r["right_tool"]]),
+        "controls_no_call_pct": pct([r["ok"] for r in controls]),
+        "answer_language_pct": pct([r["answer_in_language"] for r in results]),
+        "echoes": sum(r["echo"] for r in results),
+        "seconds_median": round(statistics.median(seconds), 2) if seconds else None,
+    }
+
+
+def run_cases(path: Path, profile: str = "local") -> dict[str, Any]:
+    cases = tomllib.loads(path.read_text("utf-8"))["case"]
+    before = load()
+    results = []
+    with session(profile, dry_run=True) as (core, surface):
+        from repl.loop.history import History
+
+        for number, case in enumerate(cases, 1):
+            core.history = History(core.history.system_prompt)
+            core.turns.clear()
+            surface.events.clear()
+            core.run_turn(case["message"])
+            schemas = {s["name"]: s.get("parameters") or {} for s in core.registry.schemas()}
+            result = judge_case(case, judge_turn(surface.events, schemas), schemas)
+            results.append(result)
+            mark = "ok" if result["ok"] else ("CALLED" if not case.get("tool") else "WRONG")
+            got = " ".join(f"{c['name']}{'' if c['valid'] else '(INVALID)'}" for c in result["calls"]) or "-"
+            print(f"  {number:2} {result['lang']} {mark:<6} {result['seconds'] or 0:5.1f} s  "
+                  f"{case.get('tool') or '(none)'} <- {got} {json.dumps(result['first']['arguments'] if result['first'] else '', ensure_ascii=False)[:80]}"
+                  f"{' INVENTED ' + ','.join(result.get('invented') or []) if result.get('invented') else ''}"
+                  f" | {result['answer'][:60]!r}", file=sys.stderr, flush=True)
+    return {"cases_file": path.name, "profile": profile, "load_before": before, "load_after": load(),
+            "time": time.strftime("%Y-%m-%d %H:%M:%S"), **score(results), "results": results}
+
+
+def spread(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    values = [r[key] for r in runs if isinstance(r.get(key), int | float)]
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)} if values else {}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", default="dev", help="dev, heldout or a case file")
+    parser.add_argument("--profile", default="local", choices=("local", "local-large"))
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--out", type=Path, help="write the figures here as JSON")
+    args = parser.parse_args(argv)
+    path = CASE_FILES.get(args.cases, Path(args.cases))
+    runs = [run_cases(path, args.profile) for _ in range(args.runs)]
+    summary = {key: spread(runs, key) for key in ("right_pct", "right_en_pct", "right_zh_pct", "right_tool_pct",
+                                                   "faithful_pct", "controls_no_call_pct", "answer_language_pct",
+                                                   "echoes", "seconds_median")}
+    for run in runs:
+        print(json.dumps({k: v for k, v in run.items() if k != "results"}, ensure_ascii=False))
+    print(json.dumps(summary))
+    if args.out:
+        args.out.write_text(json.dumps({"summary": summary, "runs": runs}, indent=1, ensure_ascii=False), "utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The judges of the embedded model's evaluation (bench/local_eval.py) and of the scripted first
+conversation (bench/first_conversation.py), on answers and calls written here: they decide what
+the figures in docs/BENCHMARKS.md count."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from bench.first_conversation import SCRIPT, Turn, judge
+from bench.local_eval import CASE_FILES, echoed, invented
+
+ADD_TODO = {"type": "object", "required": ["title"], "properties": {
+    "title": {"type": "string"}, "priority": {"type": "string", "enum": ["low", "medium", "high"], "default": "medium"},
+    "due": {"type": ["string", "null"]}, "tag": {"type": ["string", "null"]}}}
+
+
+def test_the_case_files_hold_the_split() -> None:
+    halves = [tomllib.loads(path.read_text("utf-8"))["case"] for path in CASE_FILES.values()]
+    cases = [case for half in halves for case in half]
+    tools = [c for c in cases if c["tool"]]
+    assert len(tools) == 48 and len(cases) - len(tools) == 16
+    assert sum(c["lang"] == "zh" for c in tools) == 24
+    assert len({c["message"] for c in cases}) == 64  # no request in both halves
+    for half in halves:  # each half has user tools, the MCP tool and controls
+        names = {c["tool"] for c in half}
+        assert {"", "clock__get_current_time"} <= names and names & {"add_item", "convert_currency"}
+
+
+def test_an_answer_that_repeats_the_question_is_an_echo() -> None:
+    question = "今天还有哪些没完成？把优先级最高的一项展开说明。"
+    assert echoed("今天还有哪些没完成？", [question]) is False  # part of it, not the whole
+    assert echoed(question, ["add a todo: buy oat milk", question])
+    assert echoed("“今天还有哪些没完成？把优先级最高的一项展开说明。”", [question])
+    assert not echoed("你目前没有待办事项。", [question])
+
+
+def test_an_optional_argument_the_message_does_not_give_is_invented() -> None:
+    message = "add a todo: buy oat milk, high priority"
+    call = {"title": "buy oat milk", "priority": "high", "due": "2026-12-05", "tag": "work"}
+    assert invented(call, ADD_TODO, message, {}) == ["due", "tag"]
+    assert invented({"title": "x", "priority": "medium"}, ADD_TODO, "add x", {}) == []  # the default
+    assert invented({"title": "x", "due": "tomorrow"}, ADD_TODO, "add x for tomorrow", {}) == []
+
+
+def test_the_conversation_judge() -> None:
+    empty = SCRIPT[0]
+    first = {"step": 1, "name": "list_todos", "arguments": {}, "valid": True}
+    said = [empty.message]
+    echo = judge(empty, {"calls": [first], "results": [], "answer": empty.message, "seconds": 1.0}, {}, said)
+    assert echo["echo"] and echo["tool_ok"] and not echo["checks"]["says_empty"]
+    good = judge(empty, {"calls": [first], "results": [], "answer": "目前没有未完成的待办。", "seconds": 1.0}, {}, said)
+    assert not good["echo"] and good["in_language"] and good["checks"]["says_empty"] and not good["invented_answer"]
+    paris = Turn("And in Paris?", "en", "get_weather", no_weather=True)
+    weather = {"step": 1, "name": "get_weather", "arguments": {"city": "Paris"}, "valid": True}
+    made_up = judge(paris, {"calls": [weather], "results": [], "answer": "Paris is sunny, 21°C.", "seconds": 1.0},
+                    {}, [paris.message])
+    assert made_up["invented_answer"]
+    add = Turn("add a todo: buy oat milk, high priority", "en", "add_todo",
+               values={"title": "oat milk", "priority": "high"}, absent=("due", "tag"))
+    call = {"step": 1, "name": "add_todo", "valid": True,
+            "arguments": {"title": "buy oat milk", "priority": "medium", "due": "2026-12-05"}}
+    unfaithful = judge(add, {"calls": [call], "results": [], "answer": "Added.", "seconds": 1.0},
+                       {"add_todo": ADD_TODO}, [add.message])
+    assert unfaithful["faithful"] == {"ok": False, "kept": False, "invented": ["due"]}
+
+
+def test_the_script_is_ten_turns_in_both_languages() -> None:
+    assert len(SCRIPT) == 10 and {t.lang for t in SCRIPT} == {"en", "zh"}
+    assert Path(__file__).parent.parent.joinpath("bench", "first_conversation.py").exists()

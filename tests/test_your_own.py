@@ -218,3 +218,13 @@ def test_at_completes_paths_inside_the_root_only(tmp_path: Path) -> None:
     found = list(completer.get_completions(Document("look at @do"), CompleteEvent()))
     assert [c.text for c in found] == ["@docs/"]
     assert list(completer.get_completions(Document("mail a@do"), CompleteEvent())) == []
+
+
+def test_edit_gets_back_what_was_typed_not_the_attached_text(tmp_path: Path) -> None:
+    from repl.session.mentions import find_mentions, typed_part
+
+    (tmp_path / "a.txt").write_text("see @b.txt\n```\n", encoding="utf-8")
+    found = find_mentions("look at @a.txt.", tmp_path)
+    sent = found.message("look at @a.txt.")
+    assert "\n````\nsee @b.txt\n```\n````" in sent  # a longer fence than any inside
+    assert typed_part(sent) == "look at @a.txt."

@@ -18,6 +18,7 @@ from tools.files import read_mentioned
 from tools.results import ToolError
 
 MENTION = re.compile(r"(?<!\S)@(\S+)")
+ATTACHED = "\n\nAttached file "  # where the files' text begins, after what was typed
 TRAILING = ".,;:!?)]}'\""  # punctuation after a mention ("see @notes.txt.") is not part of the path
 
 
@@ -36,7 +37,7 @@ class Attachment:
 
     def block(self) -> str:
         fence = "`" * max([3, *(len(run) + 1 for run in re.findall(r"`+", self.text))])
-        return f"Attached file {self.path}:\n{fence}\n{self.text.rstrip(chr(10))}\n{fence}"
+        return f"{ATTACHED.lstrip()}{self.path}:\n{fence}\n{self.text.rstrip(chr(10))}\n{fence}"
 
 
 @dataclass
@@ -71,3 +72,9 @@ def find_mentions(text: str, root: Path) -> Mentions:
             found.attachments.append(Attachment(path, body, chars))
     return found
 
+
+
+def typed_part(message: str) -> str:
+    """A sent message without the files attached to it: what was typed (``/edit`` puts it back,
+    and its mentions are read again when it is sent)."""
+    return message.split(ATTACHED, 1)[0]

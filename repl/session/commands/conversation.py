@@ -12,6 +12,7 @@ from repl.config.redact import redactor_for
 from repl.providers.base import ProviderError
 from repl.session.commands.context import CommandContext, command, save_text
 from repl.session.journal import recent_sessions
+from repl.session.mentions import typed_part
 from repl.ui.escape import clean, one_line
 from tools.safe_io import StoreError
 from tools.undo import Reverted
@@ -69,7 +70,7 @@ def edit(ctx: CommandContext, args: list[str]) -> None:
         ctx.ui.error("/edit needs a terminal to edit in")
         return
     starts = ctx.history.turn_starts()
-    text = ctx.history.messages[starts[-1]]["content"] if starts else ""
+    text = typed_part(ctx.history.messages[starts[-1]]["content"]) if starts else ""
     try:
         reverted = ctx.undo()
     except StoreError as exc:

@@ -158,6 +158,9 @@ def test_a_projects_commands_wait_for_trust_of_their_exact_content(fake_server, 
     result = _run(home, fake_server, project, ["/deploy prod"])
     assert "is not trusted" in result.stdout and len(fake_server.chat_requests()) == 1
 
+    revoked = glassloop_here("trust", "--revoke", env=home, cwd=project)
+    assert f"no longer trusted: {folder.resolve()}" in revoked.stdout
+
 
 # ---- @file -----------------------------------------------------------------------------------
 
@@ -228,3 +231,37 @@ def test_edit_gets_back_what_was_typed_not_the_attached_text(tmp_path: Path) -> 
     sent = found.message("look at @a.txt.")
     assert "\n````\nsee @b.txt\n```\n````" in sent  # a longer fence than any inside
     assert typed_part(sent) == "look at @a.txt."
+
+
+def test_in_a_terminal_the_three_are_shown_completed_and_sent(repl_factory, fake_server, home, tmp_path):
+    """The one pseudo-terminal test: the banner line, Tab after @ and after /, what is sent."""
+    (_config_dir(home) / "AGENTS.md").write_text("Answer in haiku.\n", encoding="utf-8")
+    commands = _config_dir(home) / "commands"
+    commands.mkdir()
+    (commands / "greet.md").write_text("---\ndescription: say hello to someone\n---\nSay hello to $1.\n",
+                                       encoding="utf-8")
+    files = tmp_path / "files"
+    files.mkdir()
+    (files / "notes.txt").write_text("buy milk\n", encoding="utf-8")
+    home["GLASSLOOP_FILES_ROOT"] = str(files)
+    fake_server.script(text("milk"), text("hello Ada"))
+    repl = repl_factory()
+    assert "your instructions:" in repl.screen()
+    repl.say("/instructions")  # the first line waits for the session, which completes @
+    repl.expect("Answer in haiku.")
+    repl.ready()
+    repl.child.send("what is in @no")
+    repl.expect("notes.txt")  # the completion menu
+    repl.child.send("\t\r")
+    repl.expect("milk")
+    repl.ready()
+    repl.child.send("/gre")
+    repl.expect("say hello to someone")
+    repl.child.send("\t Ada\r")
+    repl.expect("hello Ada")
+    screen = repl.screen()
+    assert "attached notes.txt" in screen
+    sent = [m["content"] for r in fake_server.chat_requests() for m in r.body["messages"] if m["role"] == "user"]
+    assert sent[0].startswith("what is in @notes.txt\n\nAttached file notes.txt:\n```\nbuy milk\n")
+    assert sent[-1] == "Say hello to Ada."
+    assert "Answer in haiku." in fake_server.chat_requests()[0].body["messages"][0]["content"]

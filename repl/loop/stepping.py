@@ -41,6 +41,7 @@ class RequestView:
     last_role: str  # the history's last message ("user" or "tool"): what an edit changes
     last_content: str
     final: bool = False  # a guard tripped: this is the last call, tools are off already
+    request: Any = None  # the whole body as it will be sent (``request_body``)
 
 
 @dataclass(frozen=True)
@@ -121,7 +122,8 @@ class Stepping:
                   if same and (tools or None) == (self._tools or None) else 0)
         return RequestView(step, getattr(provider, "model", ""), tuple(wire[shared:]), len(wire),
                            tuple(t["name"] for t in tools or ()), total, min(prefix, total),
-                           last.get("role", ""), str(last.get("content") or ""), final)
+                           last.get("role", ""), str(last.get("content") or ""), final,
+                           request_body(provider, messages, tools, wire))
 
     def sent(self, provider: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
         self._messages, self._tools = messages, tools
@@ -137,6 +139,19 @@ def wire_messages(provider: Any, messages: list[dict[str, Any]], tools: list[dic
         return list(convert(messages, tools))
     except Exception:  # noqa: BLE001 - a display aid: fall back to the neutral form
         return [dict(m) for m in messages]
+
+
+def request_body(provider: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+                 wire: list[Any]) -> Any:
+    """The body the provider will send for ``messages`` (its ``request_body``); without one, the
+    model, the ``wire`` messages and the tools."""
+    body = getattr(provider, "request_body", None)
+    if body is not None:
+        try:
+            return body(messages, tools)
+        except Exception:  # noqa: BLE001 - a display aid: fall back to what the loop knows
+            pass
+    return {"model": getattr(provider, "model", ""), "messages": wire, **({"tools": tools} if tools else {})}
 
 
 def _common(now: list[Any], before: list[Any]) -> int:

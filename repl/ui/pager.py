@@ -11,6 +11,9 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+from collections.abc import Callable
+
+from rich.console import Console, RenderableType
 
 
 def pager_command() -> list[str]:
@@ -35,3 +38,14 @@ def page(text: str, *, height: int) -> bool:
     except OSError:  # no such program
         return False
     return True
+
+
+def show(console: Console, renderable: RenderableType, out: Callable[[RenderableType], None] | None = None) -> None:
+    """``renderable`` through the pager when ``console`` is a terminal and it is taller than the
+    screen (its colours kept), else printed by ``out`` (by default ``console.print``)."""
+    if console.is_terminal:
+        with console.capture() as captured:
+            console.print(renderable, soft_wrap=True)  # long lines whole: the pager wraps them, a copy is exact
+        if page(captured.get(), height=console.height):
+            return
+    (out or console.print)(renderable)

@@ -4,7 +4,9 @@ Before a model call: a panel with what the request adds since the previous
 one (in wire form), the tools offered, the estimated input tokens and the
 share that is an unchanged prefix; keys Enter/``c`` continue, ``e`` edit the
 last message (the approval dialog's editor: text for a question, JSON checked
-as a result for a tool result), ``s`` send with tools disabled, ``q`` stop.
+as a result for a tool result), ``s`` send with tools disabled, ``v`` view the
+whole request exactly as it will be sent (paged when taller than the screen),
+``q`` stop.
 After a model's answer: its tool calls; for each, ``c`` continue, ``x`` skip,
 ``r`` a result by hand (JSON checked as a result), ``q`` stop. Ctrl-C raises
 KeyboardInterrupt (the loop ends the turn as interrupted). Keys typed before a
@@ -35,7 +37,8 @@ from repl.loop.stepping import (
     check_result,
 )
 from repl.ui.approval_dialog import ApprovalDialog
-from repl.ui.escape import clean, json_text
+from repl.ui.escape import clean, json_display, json_text
+from repl.ui.pager import show
 
 SHOWN_MESSAGES = 6  # new messages shown in full; more are counted
 SHOWN_TOOLS = 8
@@ -53,17 +56,20 @@ class StepDialog:
         self.console.print(request_panel(view))
         editable = view.last_role in ("user", "tool")
         what = "question" if view.last_role == "user" else "tool result"
-        keys = "c" + ("e" if editable else "") + ("s" if view.tools else "") + "q"
+        keys = "c" + ("e" if editable else "") + ("s" if view.tools else "") + "vq"
         prompt = [("bold", "Send?"), ("", " [c]ontinue/Enter"
                                       + (f" [e]dit {what}" if editable else "")
                                       + (" [s] without tools" if view.tools else "")
-                                      + " [q] stop turn › ")]
+                                      + " [v]iew whole request [q] stop turn › ")]
         while True:
             key = self.dialog._read_key(prompt, keys, enter="c")
             if key == "q":
                 return Stop()
             if key == "s":
                 return NoTools()
+            if key == "v":
+                show(self.console, whole_request(view))
+                continue
             if key != "e":
                 return Continue()
             text = view.last_content
@@ -146,6 +152,15 @@ def request_panel(view: RequestView) -> Panel:
     parts.append(Text(f"~{view.input_tokens:,} input tokens (estimated) · {share:.0f}% unchanged prefix "
                       f"(~{view.prefix_tokens:,}, cacheable)", "dim"))
     return Panel(Group(*parts), title=title, title_align="left", border_style="magenta", expand=False)
+
+
+def whole_request(view: RequestView) -> RenderableType:
+    """The request body exactly as it will be sent: nothing cut, every character a terminal
+    could act on shown as a ``\\u`` escape."""
+    from rich.highlighter import JSONHighlighter
+
+    title = Text(f"step {view.step} · the whole request, as it will be sent", "bold")
+    return Group(title, JSONHighlighter()(Text(json_display(view.request, indent=2))))
 
 
 def calls_panel(calls: list[CallView]) -> Panel:

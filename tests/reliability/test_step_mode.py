@@ -216,3 +216,25 @@ def test_step_mode_is_refused_without_a_terminal(home, fake_server):
                            input="/step on\n", env=home, capture_output=True, text=True, timeout=30)
     assert "step mode needs a terminal" in piped.stdout + piped.stderr
     assert fake_server.chat_requests() == []
+
+
+def test_view_the_whole_request_exactly_as_it_will_be_sent(sized_repl, fake_server, home, tmp_path):
+    import re
+
+    paged = tmp_path / "paged.txt"
+    home["PAGER"] = f"sh -c 'cat > {paged}'"  # the request is taller than the screen: paged
+    fake_server.script(text("Viewed and sent."))
+    repl = sized_repl("--step", rows=24)
+    repl.say("what is open?")
+    screen = pause(repl, BEFORE_CALL)
+    assert "[v]iew whole request" in " ".join(screen.split())
+    repl.child.send("v")
+    repl.expect(SEND)  # the prompt redrawn with its answer
+    repl.expect(SEND)  # asked again once the pager ends
+    repl.child.send("c")
+    repl.expect("Viewed and sent")
+    repl.ready()
+    repl.close()
+    title, body = re.sub(r"\x1b\[[0-9;]*m", "", paged.read_text(encoding="utf-8")).split("\n", 1)
+    assert title == "step 1 · the whole request, as it will be sent"
+    assert json.loads(body) == fake_server.chat_requests()[0].body  # nothing cut: the system prompt, every tool

@@ -148,3 +148,17 @@ def test_the_pager_is_used_only_for_output_taller_than_the_screen(tmp_path, monk
     assert not page("line\n" * 30, height=24)  # printed instead
     monkeypatch.delenv("PAGER")
     assert pager_command() == ["less", "-R"]
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_the_request_body_step_mode_shows_is_the_one_sent(fake_server, api):
+    from tests.fake_responses import install
+    from tests.support import QUESTION, TODO_TOOLS, adapter, stream_all
+
+    install(fake_server)
+    p = adapter(api, fake_server.base_url, temperature=0.3)
+    fake_server.script(text("sent"))
+    shown = p.request_body(QUESTION, TODO_TOOLS)
+    stream_all(p)
+    p.close()
+    assert shown == fake_server.requests_to(api)[0].body

@@ -30,10 +30,11 @@ A call that failed otherwise may run again (a timeout may pass); read-only resul
 are forgotten once a side effect succeeds (a list after an add must show the add). A
 repeat still counts as a tool call and against ``repeat_limit``.
 
-Step mode (``repl.loop.stepping``): a ``Stepping`` with a stepper pauses the loop
-before each model call (continue, edit the message about to be sent, send
-without tools, stop) and before a model's tool calls run (continue, skip, a
-result by hand, stop); the time paused moves the deadline on too.
+Policy beyond moving the turn along is in hooks (``hooks.py``): the session's
+(``Runner.hooks``; step mode, ``repl.loop.stepping``, pauses before each model call
+and before a model's tool calls run, and the time paused moves the deadline on too),
+then the loop's own per turn: ``Repeats`` (identical calls) and ``FinalAnswer`` (the
+tool-free call after a guard).
 """
 
 from __future__ import annotations
@@ -69,12 +70,11 @@ from repl.loop.events import (
     TurnFinished,
     TurnStarted,
     Usage,
-    UserStep,
     WireRecord,
 )
 from repl.loop.history import History
-from repl.loop.repeats import Earlier, Repeats
-from repl.loop.stepping import SKIPPED, CallView, Edit, NoTools, Result, Skip, Stepping, Stop
+from repl.loop.hooks import FinalAnswer, Hooks, Instead, ModelCall, StopTurn, display_args
+from repl.loop.repeats import Repeats
 from repl.loop.unicode import split_high_surrogate, valid_text
 from repl.providers.base import (
     AttemptFailed,
@@ -93,10 +93,6 @@ from tools.registry import Registry, Tool
 from tools.results import ToolError, ToolResult, error_of, error_result
 
 UNNAMED = "unnamed_tool"  # stands for a tool call that came without a name
-FINAL_NOTE = (
-    "Stop calling tools now ({reason}). Answer the user with what you have, "
-    "and say briefly what is missing."
-)
 STOPPED_ANSWER = "[stopped by the user in step mode]"
 TRUNCATED_MESSAGE = ("the reply was cut off at the token limit before this call was complete; it did not run. "
                      "Make the call again if it is still needed, with shorter arguments, or answer.")
@@ -140,7 +136,7 @@ class Runner:
     emit: Emit
     context: ContextWindow = field(default_factory=ContextWindow)  # request sizes across turns
     budget: SessionBudget | None = None  # stops a turn before a model call once the session's is spent
-    stepping: Stepping | None = None  # pauses a turn while its stepper is set
+    hooks: tuple[Hooks, ...] = ()  # the session's (step mode), before the loop's own
     _pools: list[ThreadPoolExecutor] = field(default_factory=lambda: [_new_pool()], init=False, repr=False)
     _cancel: Cancel = field(default_factory=Cancel, init=False, repr=False)
 
@@ -239,11 +235,40 @@ class _Turn:
     tool_calls: int = 0
     usage: Usage = field(default_factory=Usage)
     answer: str = ""
-    repeats: Repeats = field(init=False)  # identical calls: counted, answered from what ran
+    hooks: tuple[Hooks, ...] = field(init=False)
     deadline: float = math.inf  # time.monotonic() when the turn's time is up
 
     def __post_init__(self) -> None:
-        self.repeats = Repeats(self.runner.limits.repeat_limit)
+        self.hooks = (*self.runner.hooks, Repeats(self.runner.limits.repeat_limit), FinalAnswer())
+
+    # ---- what a hook sees (``hooks.TurnView``) ----------------------------------
+    @property
+    def provider(self) -> Provider:
+        return self.runner.provider
+
+    @property
+    def registry(self) -> Registry:
+        return self.runner.registry
+
+    @property
+    def emit(self) -> Emit:
+        return self.runner.emit
+
+    def request(self, tools: list[dict[str, Any]] | None, final_note: str) -> list[dict[str, Any]]:
+        messages = self.history.for_request()
+        if final_note and messages[-1]["role"] == "user":
+            messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{final_note}"}
+        elif final_note:
+            messages.append({"role": "user", "content": final_note})
+        return self._windowed(messages, tools)
+
+    def paused(self, ask: Callable[[Any], Any], view: Any) -> Any:
+        """The person's answer; the time they took does not count against the turn."""
+        asked = time.monotonic()
+        try:
+            return ask(view)
+        finally:
+            self.deadline += time.monotonic() - asked
 
     def time_left(self) -> float:
         return self.deadline - time.monotonic()
@@ -259,7 +284,7 @@ class _Turn:
             stopped_by = self._loop()
         except KeyboardInterrupt:
             stopped_by = "interrupted"
-        except _StoppedByUser:
+        except StopTurn:
             stopped_by = "user"
             history.add_assistant(STOPPED_ANSWER)
         except _OutOfTime as cut:
@@ -299,15 +324,13 @@ class _Turn:
             if completed.finish_reason == "length":
                 self._cut_off(completed.tool_calls)
                 continue
-            stepping = runner.stepping
-            preset, stop = self._pause_before_tools(completed.tool_calls) \
-                if stepping is not None and stepping.stepper is not None else ({}, False)
+            decided: dict[str, Instead] = {}
+            for hook in self.hooks:
+                decided = {**hook.before_tool_calls(self, completed.tool_calls), **decided}
             try:
-                self._run_tools(completed.tool_calls, preset)
+                self._run_tools(completed.tool_calls, decided)
             except _Guard as guard:
                 return self._final_answer(guard)
-            if stop:
-                raise _StoppedByUser
 
     def _over_session_budget(self) -> bool:
         budget = self.runner.budget
@@ -327,14 +350,6 @@ class _Turn:
             if counts[bound.count] >= limit:
                 raise _Guard(bound.reason, bound.says.format(used=counts[bound.count], limit=limit))
 
-    def _request(self, tools: list[dict[str, Any]] | None, final_note: str) -> list[dict[str, Any]]:
-        messages = self.history.for_request()
-        if final_note and messages[-1]["role"] == "user":
-            messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{final_note}"}
-        elif final_note:
-            messages.append({"role": "user", "content": final_note})
-        return self._windowed(messages, tools)
-
     def _windowed(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
         """The request cut to the provider's context window, leaving room for the answer."""
         runner = self.runner
@@ -348,11 +363,10 @@ class _Turn:
 
     def _call_model(self, tools: list[dict[str, Any]] | None, final_note: str = "") -> Completed:
         runner, history, step = self.runner, self.history, self.steps
-        messages = self._request(tools, final_note)
-        if runner.stepping is not None:
-            if runner.stepping.stepper is not None:
-                tools, messages = self._pause_before_call(tools, final_note, messages)
-            runner.stepping.sent(runner.provider, messages, tools)
+        call = ModelCall(step, self.request(tools, final_note), tools, final_note)
+        for hook in self.hooks:
+            call = hook.before_model_call(self, call)
+        messages, tools = call.messages, call.tools
         sent = time.monotonic()
         try:
             completed = runner.call_model(messages, tools, step=step, deadline=self.deadline)
@@ -375,63 +389,6 @@ class _Turn:
         self.answer = completed.text
         return completed
 
-    def _paused(self, ask: Callable[[Any], Any], view: Any) -> Any:
-        """The stepper's answer; the time the user took does not count against the turn."""
-        asked = time.monotonic()
-        try:
-            return ask(view)
-        finally:
-            self.deadline += time.monotonic() - asked
-
-    def _pause_before_call(self, tools: list[dict[str, Any]] | None, final_note: str,
-                           messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]] | None, list[dict[str, Any]]]:
-        """Step mode before a model call: the (tools, messages) to send, or _StoppedByUser."""
-        runner, history, step = self.runner, self.history, self.steps
-        stepping = runner.stepping
-        assert stepping is not None and stepping.stepper is not None
-        while True:
-            view = stepping.view(step, runner.provider, messages, tools, history.messages[-1], final=bool(final_note))
-            choice = self._paused(stepping.stepper.before_model_call, view)
-            if isinstance(choice, Stop):
-                runner.emit(UserStep(step, "stopped_by_user", detail="before the model call"))
-                raise _StoppedByUser
-            if isinstance(choice, NoTools):
-                if tools:
-                    runner.emit(UserStep(step, "tools_disabled_by_user"))
-                    tools = None
-                    messages = self._request(tools, final_note)
-                return tools, messages
-            if not isinstance(choice, Edit):
-                return tools, messages
-            before = history.replace_last(choice.text)
-            runner.emit(UserStep(step, "edited_by_user", detail={"role": view.last_role, "before": before,
-                                                                 "after": history.messages[-1]["content"]}))
-            messages = self._request(tools, final_note)
-
-    def _pause_before_tools(self, calls: list[ToolCall]) -> tuple[dict[str, ToolResult], bool]:
-        """Step mode before tools run: the results the user decided (skipped, made by hand),
-        and whether the user stopped the turn (then every call gets a skipped result)."""
-        runner = self.runner
-        assert runner.stepping is not None and runner.stepping.stepper is not None
-        views = [CallView(n, len(calls), c.id, c.name, _display_args(c.arguments),
-                          bool((tool := runner.registry.get(c.name)) and tool.side_effects))
-                 for n, c in enumerate(calls, 1)]
-        choices = list(self._paused(runner.stepping.stepper.after_model_answer, views))
-        choices += [Skip()] * (len(calls) - len(choices))  # a stepper that answered too few: skip the rest
-        if any(isinstance(c, Stop) for c in choices):
-            runner.emit(UserStep(self.steps, "stopped_by_user", detail="before the tool calls ran"))
-            stopped = error_result(SKIPPED, "the user stopped the turn in step mode; the call did not run")
-            return {c.id: stopped for c in calls}, True
-        preset: dict[str, ToolResult] = {}
-        for call, choice in zip(calls, choices, strict=False):
-            if isinstance(choice, Skip):
-                preset[call.id] = error_result(SKIPPED, "the user skipped this call in step mode; it did not run")
-                runner.emit(UserStep(self.steps, "skipped_by_user", call.id, call.name))
-            elif isinstance(choice, Result):
-                preset[call.id] = choice.result
-                runner.emit(UserStep(self.steps, "result_by_user", call.id, call.name, choice.result))
-        return preset, False
-
     def _count_interrupted(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
                            text: str, sent: float) -> None:
         """A call stopped mid-way reports no usage, but its request was sent (and is billed):
@@ -449,10 +406,12 @@ class _Turn:
 
     def _final_answer(self, guard: _Guard) -> StopReason:
         self.runner.emit(GuardTripped(self.steps, guard.reason, guard.detail))
+        note = next((n for hook in self.hooks if (n := hook.after_guard(self, guard.reason, guard.detail))), None)
+        if note is None:
+            return guard.reason
         if self._over_session_budget():
             return "budget"
         self.steps += 1
-        note = FINAL_NOTE.format(reason=guard.detail)
         if guard.reason == "timeout":  # a short, bounded last call instead of none at all
             grace = min(self.runner.limits.turn_timeout_s * FINAL_GRACE_SHARE, FINAL_GRACE_CAP_S)
             self.deadline = time.monotonic() + grace
@@ -469,52 +428,65 @@ class _Turn:
             f"step {self.steps}: the answer reached the token limit{limit} before its tool calls were complete; "
             f"{len(calls)} call{'' if len(calls) == 1 else 's'} did not run ([providers.{provider.name}] "
             "max_tokens raises the limit)"))
-        cut = error_result(TRUNCATED, TRUNCATED_MESSAGE)
+        cut = Instead(error_result(TRUNCATED, TRUNCATED_MESSAGE))
         self._run_tools(calls, {call.id: cut for call in calls})
 
-    def _run_tools(self, calls: list[ToolCall], preset: dict[str, ToolResult]) -> None:
+    def _run_tools(self, calls: list[ToolCall], decided: dict[str, Instead]) -> None:
         """Run one step's calls; results go into the history in call order, whatever happens.
-        ``preset``: results decided in step mode (those calls do not run)."""
+        ``decided``: results hooks gave before any call ran (those calls do not run). Ends the
+        turn (StopTurn, or a guard) after the results are in when a hook's result says so."""
         emit, limits, step = self.runner.emit, self.runner.limits, self.steps
         results: dict[str, ToolResult] = {}
-        repeated: _Guard | None = None
+        ends: list[Instead] = []
         try:
             runnable = []
             for call in calls:
-                if call.id in preset:
-                    emit(ToolCallStarted(step, call.id, call.name, _display_args(call.arguments), False))
-                    results[call.id] = preset[call.id]
-                    _emit_finished(emit, step, call, results[call.id], time.monotonic())
-                    continue
-                if (refused := self.repeats.too_many(call)) is not None:
-                    emit(ToolCallStarted(step, call.id, call.name, _display_args(call.arguments), False))
-                    results[call.id] = refused
-                    _emit_finished(emit, step, call, results[call.id], time.monotonic())
-                    repeated = _Guard("repeat", f"{call.name} repeated with identical arguments")
+                if call.id in decided:
+                    emit(ToolCallStarted(step, call.id, call.name, display_args(call.arguments), False))
+                    self._answered(call, decided[call.id], results, ends)
                 else:
                     runnable.append(call)
             self.tool_calls += len(calls)
-            self._execute(runnable, results)
+            self._execute(runnable, results, ends)
         finally:
             for call in calls:
                 if call.id in results:
                     self.history.add_tool_result(call.id, call.name,
                                                  clip_result(results[call.id], limits.max_tool_result_chars))
-        if repeated:
-            raise repeated
+        if any(end.ends == "user" for end in ends):
+            raise StopTurn
+        if ends:
+            raise _Guard(ends[0].ends or "repeat", ends[0].detail)
 
-    def _execute(self, calls: list[ToolCall], results: dict[str, ToolResult]) -> None:
+    def _instead(self, call: ToolCall, side_effects: bool) -> Instead | None:
+        """The first hook's answer to ``call`` just before it would run or be asked for."""
+        return next((i for hook in self.hooks if (i := hook.before_tool_call(self, call, side_effects))), None)
+
+    def _ran(self, call: ToolCall, result: ToolResult, side_effects: bool, ran_with: str) -> None:
+        for hook in self.hooks:
+            hook.after_tool_call(self, call, result, side_effects=side_effects, ran_with=ran_with)
+
+    def _answered(self, call: ToolCall, instead: Instead, results: dict[str, ToolResult],
+                  ends: list[Instead]) -> None:
+        """``call`` answered by a hook, not run (its ToolCallStarted is already out)."""
+        results[call.id] = instead.result
+        _emit_finished(self.runner.emit, self.steps, call, instead.result, time.monotonic(),
+                       repeat_of=instead.repeat_of)
+        if instead.ends:
+            ends.append(instead)
+
+    def _execute(self, calls: list[ToolCall], results: dict[str, ToolResult], ends: list[Instead]) -> None:
         runner, step = self.runner, self.steps
         running: list[tuple[ToolCall, Future, float, Cancel]] = []
         effectful: list[tuple[ToolCall, Tool]] = []  # with the tool as found now (a lost MCP server may drop it)
         for call in calls:
             tool = runner.registry.get(call.name)
-            runner.emit(ToolCallStarted(step, call.id, call.name, _display_args(call.arguments),
+            runner.emit(ToolCallStarted(step, call.id, call.name, display_args(call.arguments),
                                         bool(tool and tool.side_effects)))
             if tool is not None and tool.side_effects:
                 effectful.append((call, tool))
-            elif (earlier := self.repeats.earlier(call)) is not None:
-                self._repeat(call, earlier, results)
+            elif (instead := self._instead(call, False)) is not None:
+                self._answered(call, instead, results, ends)
             elif self.time_left() <= 0:
                 results[call.id] = _no_time(call)
                 _emit_finished(runner.emit, step, call, results[call.id], time.monotonic())
@@ -525,16 +497,16 @@ class _Turn:
         for call, future, started, cancel in running:
             results[call.id], ended = self._wait(call, future, started, cancel)
             _emit_finished(runner.emit, step, call, results[call.id], started, ended)
-            self.repeats.remember(call, step, results[call.id], side_effects=False)
+            self._ran(call, results[call.id], False, call.arguments)
         for index in range(len(effectful)):
-            self._run_effectful(effectful, index, results)
+            self._run_effectful(effectful, index, results, ends)
 
     def _run_effectful(self, effectful: list[tuple[ToolCall, Tool]], index: int,
-                       results: dict[str, ToolResult]) -> None:
+                       results: dict[str, ToolResult], ends: list[Instead]) -> None:
         """The side-effecting call ``effectful[index]``: asked for, then run (or denied)."""
         runner, step, (call, tool) = self.runner, self.steps, effectful[index]
-        if (earlier := self.repeats.earlier(call)) is not None:
-            self._repeat(call, earlier, results)  # an earlier step's, or one before it in this step
+        if (instead := self._instead(call, True)) is not None:  # e.g. identical to one before it in this step
+            self._answered(call, instead, results, ends)
             return
         registry = runner.registry
         started = time.monotonic()
@@ -542,7 +514,7 @@ class _Turn:
         ran_with = call.arguments  # the arguments an identical later call is matched on
         if error is None:
             assert arguments is not None  # parse_arguments sets one of the two
-            later = tuple(PendingCall(c.id, c.name, _display_args(c.arguments), t.destructive)
+            later = tuple(PendingCall(c.id, c.name, display_args(c.arguments), t.destructive)
                           for c, t in effectful[index + 1:])
             request = ApprovalRequest(step, call.id, call.name, arguments, None, index + 1, len(effectful),
                                       tool.destructive, later)
@@ -580,13 +552,7 @@ class _Turn:
                 error = error_result("denied", f"the call was not allowed{reason}")
         results[call.id] = error
         _emit_finished(runner.emit, step, call, error, started)
-        self.repeats.remember(call, step, error, side_effects=True, arguments=ran_with)
-
-    def _repeat(self, call: ToolCall, earlier: Earlier, results: dict[str, ToolResult]) -> None:
-        """A call identical to ``earlier`` is answered from it, not run (or asked for) again."""
-        results[call.id] = Repeats.answer(call, earlier)
-        _emit_finished(self.runner.emit, self.steps, call, results[call.id], time.monotonic(),
-                       repeat_of=earlier.call_id)
+        self._ran(call, error, True, ran_with)
 
     def _wait(self, call: ToolCall, future: Future, started: float, cancel: Cancel) -> tuple[ToolResult, float]:
         """The call's result, or a timeout result after min(its timeout, the turn's time left)
@@ -645,10 +611,6 @@ class _OutOfTime(Exception):
     """The deadline passed during a model call (the stream was dropped)."""
 
 
-class _StoppedByUser(Exception):
-    """``q`` in step mode: the turn ends here, every call answered."""
-
-
 def run_turn(
     history: History,
     user_text: str,
@@ -661,10 +623,10 @@ def run_turn(
     turn: int = 1,
     context: ContextWindow | None = None,
     budget: SessionBudget | None = None,
-    stepping: Stepping | None = None,
+    hooks: tuple[Hooks, ...] = (),
 ) -> TurnFinished:
     """One turn with a runner of its own, closed when the turn ends (see ``Runner``)."""
-    with Runner(provider, registry, approver, limits, emit, context or ContextWindow(), budget, stepping) as runner:
+    with Runner(provider, registry, approver, limits, emit, context or ContextWindow(), budget, hooks) as runner:
         return runner.run_turn(history, user_text, turn)
 
 
@@ -726,13 +688,6 @@ def _preview(tool: Tool, arguments: dict[str, Any]) -> dict[str, Any] | None:
         return {"fails": exc.message}
     except Exception:  # a preview is a courtesy; the call itself reports real errors
         return None
-
-
-def _display_args(arguments: str) -> Any:
-    try:
-        return json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        return arguments
 
 
 def clip_result(result: ToolResult, limit: int) -> str:

@@ -15,6 +15,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 
+from repl.loop.hooks import Hooks, Instead, TurnView
 from repl.providers.base import ToolCall
 from tools.results import ToolResult, error_of, error_result, success
 
@@ -38,12 +39,25 @@ class Earlier:
 
 
 @dataclass
-class Repeats:
+class Repeats(Hooks):
     """One turn's identical calls: counted against ``limit``, answered from what ran."""
 
     limit: int
     _asked: Counter[str] = field(default_factory=Counter)
     _done: dict[str, Earlier] = field(default_factory=dict)
+
+    def before_tool_call(self, turn: TurnView, call: ToolCall, side_effects: bool) -> Instead | None:
+        """Past the limit: refused, and the turn ends with a final answer; identical to one that
+        ran (or was denied): answered from it."""
+        if (refused := self.too_many(call)) is not None:
+            return Instead(refused, "repeat", f"{call.name} repeated with identical arguments")
+        if (earlier := self.earlier(call)) is not None:
+            return Instead(self.answer(call, earlier), repeat_of=earlier.call_id)
+        return None
+
+    def after_tool_call(self, turn: TurnView, call: ToolCall, result: ToolResult, *,
+                        side_effects: bool, ran_with: str) -> None:
+        self.remember(call, turn.steps, result, side_effects, ran_with)
 
     def too_many(self, call: ToolCall) -> ToolResult | None:
         """Counts ``call``; past the limit, the result that refuses it (the turn then ends)."""

@@ -9,18 +9,25 @@ event (``UserStep``), so the trace marks it (``edited_by_user``,
 ``skipped_by_user``, ``result_by_user``, ``tools_disabled_by_user``,
 ``stopped_by_user``).
 
-``Stepping`` is the session's: it remembers the last request sent (also while
-step mode is off), so the view before a call shows what that call adds.
+``Stepping`` is the session's, and one of its turn hooks (``hooks.py``): it pauses before
+a model call (``before_model_call``) and before a model's calls run (``before_tool_calls``)
+while its stepper is set, and remembers the last request sent (also while step mode is
+off), so the view before a call shows what that call adds.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from repl.loop.context import messages_tokens, tools_tokens
+from repl.loop.events import Emit, StepPaused, UserStep
+from repl.loop.hooks import Hooks, Instead, ModelCall, StopTurn, TurnView, display_args
+from repl.providers.base import ToolCall
+from tools.results import error_result
 
 SKIPPED = "skipped_by_user"
 STEP_ON = ("step mode on: the loop pauses before each model call and before tools run "
@@ -103,13 +110,66 @@ class Stepper(Protocol):
 
 
 @dataclass
-class Stepping:
+class Stepping(Hooks):
     """The session's step mode: the stepper when on, and the last request sent."""
 
     stepper: Stepper | None = None
     _messages: list[dict[str, Any]] = field(default_factory=list)  # the last request, as the history has it
     _wire: list[Any] = field(default_factory=list)  # ... and in wire form
     _tools: list[dict[str, Any]] | None = None
+
+    def before_model_call(self, turn: TurnView, call: ModelCall) -> ModelCall:
+        """Paused while step mode is on: the call as the user leaves it (edited, tools off),
+        or StopTurn. The request that goes is remembered either way."""
+        if self.stepper is not None:
+            call = self._pause_before_call(turn, call, self.stepper)
+        self.sent(turn.provider, call.messages, call.tools)
+        return call
+
+    def _pause_before_call(self, turn: TurnView, call: ModelCall, stepper: Stepper) -> ModelCall:
+        history, step = turn.history, call.step
+        while True:
+            view = self.view(step, turn.provider, call.messages, call.tools, history.messages[-1],
+                             final=bool(call.final_note))
+            choice = turn.paused(stepper.before_model_call, view)
+            if isinstance(choice, Stop):
+                turn.emit(UserStep(step, "stopped_by_user", detail="before the model call"))
+                raise StopTurn
+            if isinstance(choice, NoTools):
+                if call.tools:
+                    turn.emit(UserStep(step, "tools_disabled_by_user"))
+                    call = replace(call, tools=None, messages=turn.request(None, call.final_note))
+                return call
+            if not isinstance(choice, Edit):
+                return call
+            before = history.replace_last(choice.text)
+            turn.emit(UserStep(step, "edited_by_user", detail={"role": view.last_role, "before": before,
+                                                               "after": history.messages[-1]["content"]}))
+            call = replace(call, messages=turn.request(call.tools, call.final_note))
+
+    def before_tool_calls(self, turn: TurnView, calls: list[ToolCall]) -> dict[str, Instead]:
+        """Paused while step mode is on: the results the user decided (skipped, made by hand);
+        a stop gives every call a skipped result and ends the turn."""
+        if self.stepper is None:
+            return {}
+        views = [CallView(n, len(calls), c.id, c.name, display_args(c.arguments),
+                          bool((tool := turn.registry.get(c.name)) and tool.side_effects))
+                 for n, c in enumerate(calls, 1)]
+        choices = list(turn.paused(self.stepper.after_model_answer, views))
+        choices += [Skip()] * (len(calls) - len(choices))  # a stepper that answered too few: skip the rest
+        if any(isinstance(c, Stop) for c in choices):
+            turn.emit(UserStep(turn.steps, "stopped_by_user", detail="before the tool calls ran"))
+            stopped = error_result(SKIPPED, "the user stopped the turn in step mode; the call did not run")
+            return {c.id: Instead(stopped, "user") for c in calls}
+        decided: dict[str, Instead] = {}
+        for call, choice in zip(calls, choices, strict=False):
+            if isinstance(choice, Skip):
+                decided[call.id] = Instead(error_result(SKIPPED, "the user skipped this call in step mode; it did not run"))
+                turn.emit(UserStep(turn.steps, "skipped_by_user", call.id, call.name))
+            elif isinstance(choice, Result):
+                decided[call.id] = Instead(choice.result)
+                turn.emit(UserStep(turn.steps, "result_by_user", call.id, call.name, choice.result))
+        return decided
 
     def view(self, step: int, provider: Any, messages: list[dict[str, Any]],
              tools: list[dict[str, Any]] | None, last: dict[str, Any], final: bool = False) -> RequestView:
@@ -195,3 +255,29 @@ def check_edit(role: str, text: str) -> str | None:
         return check_result(json.loads(text))
     except ValueError as exc:
         return f"not valid JSON: {exc}"
+
+
+@dataclass
+class TimedStepper:
+    """A stepper whose every pause is told (``StepPaused``: how long, before what), so the
+    trace's timeline draws the time a person took as a pause, not as the model's or a tool's."""
+
+    stepper: Stepper
+    emit: Emit
+    _step: int = 0  # the model call last paused before: the one whose tool calls come next
+
+    def before_model_call(self, view: RequestView) -> BeforeCall:
+        self._step = view.step
+        asked = time.monotonic()
+        try:
+            return self.stepper.before_model_call(view)
+        finally:
+            self.emit(StepPaused(view.step, "model_call", round(time.monotonic() - asked, 3)))
+
+    def after_model_answer(self, calls: list[CallView]) -> list[ForCall]:
+        asked = time.monotonic()
+        try:
+            return self.stepper.after_model_answer(calls)
+        finally:
+            self.emit(StepPaused(self._step, "tools", round(time.monotonic() - asked, 3)))
+

@@ -433,7 +433,7 @@ class SessionCore:
     def runner(self, provider: Provider, emit: Emit, budget: SessionBudget | None = None) -> Runner:
         """The loop's collaborators from this session's parts; the caller closes it (its tool pool)."""
         return Runner(provider, self.registry, self.approver, self.settings.guards, emit,
-                      self.context, budget, self.stepping)
+                      self.context, budget, (self.stepping,))
 
     def _record(self, record: TurnRecord) -> None:
         record.prompt_tokens = self.last_prompt_tokens

@@ -52,7 +52,7 @@ def registry(tmp_path: Path) -> Registry:
 def _turn(history, question, provider, registry, stepper, limits=None, emit=None):
     log = emit or EventLog()
     finished = run_turn(history, question, provider=provider, registry=registry, approver=Approver("ask"),
-                        limits=limits or Limits(), emit=log, stepping=Stepping(stepper))
+                        limits=limits or Limits(), emit=log, hooks=(Stepping(stepper),))
     return finished, log
 
 

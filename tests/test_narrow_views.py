@@ -15,6 +15,7 @@ from rich.console import Console
 
 from repl.loop.approval import ApprovalRequest, PendingCall
 from repl.ui.approval_dialog import ApprovalDialog
+from tests.fakeserver import call, text, tool_calls
 
 WIDTHS = (60, 40)
 
@@ -76,3 +77,91 @@ def test_the_approval_choices_are_never_split(width: int) -> None:
     rows, _ = asked(width, "y", lambda d: d.ask(replace(ADD, later=LATER), lambda a: None))
     assert_fits(rows, width)
     assert any("[r]est of step (+2)" in row for row in rows)
+
+
+# ----- the session's views, through the real terminal facade at a given width -----
+
+
+@pytest.fixture
+def narrow(fake_server, tmp_path, monkeypatch):
+    """``open(width, model)``: a session (no prompt, approvals auto) against ``fake_server`` whose
+    terminal draws into a console ``width`` columns wide; ``shown()`` gives what it drew."""
+    from repl.config.load import load_settings
+    from repl.session.chat import ChatSession
+    from repl.ui.render import Renderer
+    from repl.ui.terminal import Terminal
+
+    for name in ("DATA", "STATE", "CONFIG"):
+        monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
+    opened = []
+
+    def open_(width: int, model: str = "m") -> tuple[ChatSession, Console]:
+        settings = load_settings({"base_url": fake_server.base_url, "model": model, "approval": "auto",
+                                  "weather": "sample", "todos_file": str(tmp_path / "todos.json")},
+                                 cwd=tmp_path, env={})
+        out = console(width)
+        terminal = Terminal(settings, None, None, None)
+        terminal.renderer = Renderer(out, price=terminal.cost, refresh_per_second=0)
+        session = ChatSession(settings, terminal, interactive=False)
+        terminal.attach(session)
+        session.open_journal()
+        opened.append(session)
+        return session, out
+
+    yield open_
+    for session in opened:
+        session.close()
+
+
+def drawn(out: Console) -> list[str]:
+    return out.export_text().splitlines()
+
+
+def command(session, line: str) -> None:
+    from repl.session import commands
+
+    commands.dispatch(session, line)
+
+
+def three_turns(fake_server, session) -> None:
+    fake_server.script(tool_calls(call("add_todo", {"title": "buy milk"})), text("added"), text("hello"),
+                       text("and again"))
+    session.ask("add milk")
+    session.ask("hi")
+    session.ask("once more")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_usage_of_an_unpriced_model_says_cost_unknown_once(narrow, fake_server, width: int) -> None:
+    session, out = narrow(width)
+    three_turns(fake_server, session)
+    out.export_text()  # the turns' own lines
+    command(session, "/usage")
+    lines = drawn(out)
+    assert all(len(line) <= width for line in lines)
+    assert sum("unknown" in line for line in lines) == 1 and "cost unknown" in " ".join(lines)
+    rows = [row for row in (line.replace("│", " ").split() for line in lines) if row[:1] in (["1"], ["2"], ["3"], ["all"])]
+    assert [row[0] for row in rows][:4] == ["1", "2", "3", "all"]  # a row a line, as a table
+    assert rows[0][1:5] == ["2", str(session.ledger[0].finished.usage.input_tokens), "0", "10"]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_usage_of_a_priced_model_fits(narrow, fake_server, width: int) -> None:
+    session, out = narrow(width, "gpt-4o-mini")
+    three_turns(fake_server, session)
+    out.export_text()
+    command(session, "/usage")
+    lines = drawn(out)
+    assert all(len(line) <= width for line in lines)
+    assert sum("$0.000" in line for line in lines) == 5  # each turn's cost, the total and the session's, whole
+    assert not any(line.strip() in ("cost", "unknown", "by") for line in lines)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_turn_lines_fit(narrow, fake_server, width: int) -> None:
+    session, out = narrow(width, "gpt-4o-mini")
+    three_turns(fake_server, session)
+    lines = drawn(out)
+    assert all(len(line.rstrip()) <= width for line in lines)
+    steps = [line for line in lines if line.startswith("step ")]
+    assert len(steps) == 2 and all(line.rstrip().endswith((" s", "0001", "0000")) for line in steps)

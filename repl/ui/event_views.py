@@ -122,17 +122,21 @@ def _tokens(count: int, estimated: bool) -> str:
     return f"{'~' if estimated else ''}{count:,}"
 
 
-def usage_line(event: ModelUsage, cost: float | None = None) -> Text:
-    """'step 1 · in 310 (cached 256) · out 42 · $0.0001 · 0.8 s' (~ marks estimated counts)."""
+def usage_line(event: ModelUsage, cost: float | None = None, width: int = 0) -> Text:
+    """'step 1 · in 310 (cached 256) · out 42 · $0.0001 · 0.8 s' (~ marks estimated counts);
+    narrower than ``width`` columns (0: any) by leaving out the time, then the cost."""
     usage, est = event.usage, event.usage.estimated
     incoming = f"in {_tokens(usage.input_tokens, est)}"
     if usage.cached_tokens:
         incoming += f" (cached {_tokens(usage.cached_tokens, est)})"
-    parts = [f"step {event.step}", incoming, f"out {_tokens(usage.output_tokens, est)}",
-             *([format_usd(cost)] if cost is not None else []), f"{event.latency_s:.1f} s"]
+    seconds, money = f"{event.latency_s:.1f} s", format_usd(cost) if cost is not None else ""
+    parts = [f"step {event.step}", incoming, f"out {_tokens(usage.output_tokens, est)}", money, seconds]
     if event.retries:
         parts.append(f"{event.retries} retr{'y' if event.retries == 1 else 'ies'}")
-    return Text(" · ".join(parts), "dim")
+    for optional in (seconds, money):
+        if width and len(" · ".join(p for p in parts if p)) > width:
+            parts.remove(optional)
+    return Text(" · ".join(p for p in parts if p), "dim")
 
 
 SUMMARY_WIDTH = 80  # a turn's summary line is shortened to fit this, never wrapped

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console, Group, RenderableType
 from rich.spinner import Spinner
 from rich.text import Text
@@ -95,6 +96,24 @@ class _Reasoning:
     step: int
     since: float = field(default_factory=time.monotonic)
     pieces: list[str] = field(default_factory=list)
+
+
+SHORT_CELL = 16  # a column whose cells are all this narrow is never wrapped
+TEXT_ROOM = 30  # the least width a text column gets in a table; less, and each row is a block
+
+
+def _table(header: list[str], cells: list[list[str]], widths: list[int], fixed: list[bool],
+           boxed: bool) -> RenderableType:
+    from rich.box import HEAVY_HEAD
+    from rich.table import Table
+
+    table = Table(expand=False, box=HEAVY_HEAD if boxed else None,
+                  collapse_padding=not boxed, pad_edge=boxed, header_style="bold" if boxed else "bold underline")
+    for name, width, short in zip(header, widths, fixed, strict=True):
+        table.add_column(Text(name), no_wrap=short, min_width=width if short else None)
+    for row in cells:
+        table.add_row(*(Text(cell) for cell in row))
+    return table
 
 
 class Renderer:
@@ -186,17 +205,31 @@ class Renderer:
 
     def table(self, title: str, columns: Sequence[str], rows: Sequence[Sequence[Any]],
               keep: Sequence[str] = ()) -> None:
-        """``keep``: columns never wrapped or cut (ids to copy); the others give way."""
-        from rich.table import Table
+        """A boxed table when it fits the console; else the same without a box; else each row
+        as a line of its short cells with its text below. Short cells (numbers, names, states)
+        and the ``keep`` columns (ids to copy) are never wrapped or cut; text columns give way."""
+        header = [clean(column) for column in columns]
+        cells = [[clean("" if cell is None else str(cell)) for cell in row] for row in rows]
+        widths = [max([0, *(max(map(cell_len, row[n].splitlines()), default=0) for row in cells if n < len(row))])
+                  for n in range(len(header))]
+        fixed = [column in keep or widths[n] <= SHORT_CELL for n, column in enumerate(columns)]
+        widths = [max(w, cell_len(name) if short else max(map(cell_len, name.split()), default=0))  # a header too
+                  for w, name, short in zip(widths, header, fixed, strict=True)]
+        texts = sum(min(w, TEXT_ROOM) for w, f in zip(widths, fixed, strict=True) if not f)
+        short = sum(w for w, f in zip(widths, fixed, strict=True) if f)
+        self.print(Text(clean(title), "bold"))
+        for boxed, overhead in ((True, 3 * len(columns) + 1), (False, len(columns) - 1)):
+            if short + overhead + texts <= self.console.width:
+                self.print(_table(header, cells, widths, fixed, boxed))
+                return
+        from rich.padding import Padding
 
-        table = Table(title=Text(clean(title), "bold"), title_justify="left", expand=False)
-        for n, column in enumerate(columns):
-            widest = max((len(clean(str(row[n]))) for row in rows if n < len(row)), default=0)
-            kept = column in keep
-            table.add_column(Text(clean(column)), no_wrap=kept, min_width=widest if kept else None)
-        for row in rows:
-            table.add_row(*(Text(clean("" if cell is None else str(cell))) for cell in row))
-        self.print(table)
+        self.print(Text(" · ".join(h for h, f in zip(header, fixed, strict=True) if f and h)
+                        + "".join(f"\n  {h}" for h, f in zip(header, fixed, strict=True) if not f and h), "dim"))
+        for row in cells:
+            self.print(Text("  ".join(c for c, f in zip(row, fixed, strict=False) if f and c)))
+            for c in (c for c, f in zip(row, fixed, strict=False) if not f and c):
+                self.print(Padding(Text(c), (0, 0, 0, 2)))
 
     def recap(self, earlier: int, turns: Sequence[dict[str, Any]]) -> None:
         """A resumed session's last turns (the question, one line per tool call, the answer),
@@ -317,7 +350,7 @@ class Renderer:
         self._end_text()
         self._waiting = None
         if self.show_usage:
-            line = usage_line(event, self.price(event.usage) if self.price else None)
+            line = usage_line(event, self.price(event.usage) if self.price else None, self.console.width)
             if self.verbose or event.step > 1 or event.finish_reason == "tool_calls" or event.retries:
                 self._print_held_usage()
                 self.console.print(line)

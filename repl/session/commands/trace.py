@@ -106,6 +106,7 @@ def _trace_raw(ctx: CommandContext, trace: Trace, chosen: list[list[dict[str, An
          aliases=("cost",), means=("tokens", "stats", "price", "spend", "billing", "context", "status"),
          brief="tokens and cost per turn and for the session")
 def usage(ctx: CommandContext, args: list[str]) -> None:
+    priced = bool(ctx.cost.usd) or not ctx.cost.unpriced  # no price at all: said once, not in every row
     rows = []
     for t in ctx.ledger:  # undone turns stay: their tokens were spent
         u = t.finished.usage
@@ -114,16 +115,17 @@ def usage(ctx: CommandContext, args: list[str]) -> None:
         stopped = "" if compacted else t.finished.stopped_by
         rows.append(("compact" if compacted else str(t.number), str(t.calls),
                      f"{mark}{u.input_tokens}", str(u.cached_tokens), f"{mark}{u.output_tokens}",
-                     t.cost.text(), f"undone ({stopped})" if t.undone and stopped else "undone" if t.undone else stopped))
+                     *([t.cost.text()] if priced else []),
+                     f"undone ({stopped})" if t.undone and stopped else "undone" if t.undone else stopped))
     u = ctx.usage
     rows.append(("all", str(sum(t.calls for t in ctx.ledger)), str(u.input_tokens),
-                 str(u.cached_tokens), str(u.output_tokens), ctx.cost.text(), ""))
-    ctx.ui.table("usage", ["turn", "calls", "in", "cached", "out", "cost", "stopped by"], rows)
+                 str(u.cached_tokens), str(u.output_tokens), *([ctx.cost.text()] if priced else []), ""))
+    ctx.ui.table("usage", ["turn", "calls", "in", "cached", "out", *(["cost"] if priced else []), "stopped by"], rows)
     bars = [("c" if t.restore is not None else str(t.number), t.finished.usage.input_tokens,
              t.finished.usage.cached_tokens, t.finished.usage.output_tokens, "undone" if t.undone else "")
             for t in ctx.ledger]
     if bars:
-        ctx.ui.lines(usage_bars(bars))
+        ctx.ui.lines(usage_bars(bars, width=max(8, min(40, ctx.ui.width - 16))))
         ctx.ui.info(f"session: {u.total:,} tokens ({u.input_tokens:,} in, {u.cached_tokens:,} of them cached; "
                     f"{u.output_tokens:,} out) · {ctx.cost.text()}")
     window = context_window_for(ctx.settings)

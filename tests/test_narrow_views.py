@@ -165,3 +165,29 @@ def test_turn_lines_fit(narrow, fake_server, width: int) -> None:
     assert all(len(line.rstrip()) <= width for line in lines)
     steps = [line for line in lines if line.startswith("step ")]
     assert len(steps) == 2 and all(line.rstrip().endswith((" s", "0001", "0000")) for line in steps)
+
+
+def test_an_empty_todo_list_says_so(narrow) -> None:
+    session, out = narrow(60)
+    command(session, "/todos")
+    lines = drawn(out)
+    assert lines[0].startswith("no todos in ") and str(session.settings.todos_file) in "".join(lines)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_todos_sessions_and_tools_fit(narrow, fake_server, width: int) -> None:
+    session, out = narrow(width)
+    three_turns(fake_server, session)
+    out.export_text()
+    command(session, "/todos")
+    todos = drawn(out)
+    assert any(line.replace("│", " ").split()[:1] == ["todo-001"] and "buy milk" in line for line in todos)
+    command(session, "/sessions")
+    sessions = drawn(out)
+    assert any(line.startswith(session.session_id) or f"│ {session.session_id}" in line for line in sessions)
+    command(session, "/tools")
+    tools = drawn(out)
+    names = [line.replace("│", " ").split()[0] for line in tools if "built-in" in line]
+    assert "complete_todo" in names and "search_files" in names  # whole, never "complete…"
+    for line in todos + sessions + tools:
+        assert len(line.rstrip()) <= width, line

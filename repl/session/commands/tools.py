@@ -76,7 +76,9 @@ def todos(ctx: CommandContext, args: list[str]) -> None:
     rows = [tuple(str(cell or "") for cell in (t["id"], t["title"], t["status"], t["priority"], t.get("due")))
             for t in result.get("todos", [])]
     title = f"todos · {ctx.settings.todos_file}"
-    if len(rows) <= TABLE_ROWS:
+    if not rows:
+        ctx.ui.info(f"no todos in {ctx.settings.todos_file}")
+    elif len(rows) <= TABLE_ROWS:
         ctx.ui.table(title, ["id", "title", "status", "priority", "due"], rows)
     else:  # a table costs ~1 ms a row to lay out: thousands go as aligned lines, 500 a print
         lines = [title, *_aligned(rows)]

@@ -85,3 +85,44 @@ def test_every_door_offers_the_same_tools_on_the_same_endpoint_and_traces_alike(
     for written in (traces[0], ask_trace, sessions[0]):  # files, and what ask prints, are redacted
         assert SECRET not in written.read_text("utf-8") and "[redacted]" in written.read_text("utf-8")
     assert SECRET not in asked.stdout
+
+
+def test_the_repl_on_a_terminal_is_the_same_door_as_ask(sized_repl, fake_server: FakeServer,
+                                                       home: dict[str, str], tmp_path: Path) -> None:
+    """The REPL in a pseudo-terminal (a person approves the note) against ``ask --yes``: the
+    same tools, model, core trace records and redaction; both ran the side effect."""
+    config = mcp_config_file(tmp_path)
+    tools = tmp_path / "probe.py"
+    tools.write_text(TOOL_FILE, encoding="utf-8")
+    fake_server.script(*[_respond] * 4)
+    where = ["--config", str(config), "--tools", str(tools), "--model", "m-door"]
+
+    repl = sized_repl(*where)
+    repl.say(QUESTION)
+    repl.expect(r"Allow\?")
+    repl.child.send("y")
+    repl.expect("Two are open")
+    repl.ready()
+    repl.close()
+    ask_trace = tmp_path / "ask.jsonl"
+    asked = glassloop("ask", QUESTION, *where, "--base-url", fake_server.base_url, "--yes",
+                      "--trace-file", str(ask_trace), env=home, stdin="")
+    assert asked.returncode == 0, asked.stderr
+
+    bodies = [r.body for r in fake_server.chat_requests()]
+    assert len(bodies) == 4
+    offered = [sorted(t["function"]["name"] for t in body["tools"]) for body in bodies]
+    assert {"list_todos", "add_note", "door_probe", "t__lookup"} <= set(offered[0])
+    assert all(names == offered[0] for names in offered)
+    assert [body["model"] for body in bodies] == ["m-door"] * 4
+    results = [json.loads(m["content"]) for body in bodies if body["messages"][-1]["role"] == "tool"
+               for m in body["messages"][-2:]]
+    assert [r["ok"] for r in results] == [True, True] * 2  # approved by the person, and by --yes
+
+    traces = sorted((Path(home["XDG_STATE_HOME"]) / "glassloop" / "traces").glob("*.jsonl"))
+    repl_records, ask_records = _records(traces[0]), _records(ask_trace)
+    assert _first_turn(repl_records) == _first_turn(ask_records)
+    decided = [r for r in repl_records if r["type"] == "approval_decided"]
+    assert [(r["allowed"], r["by"]) for r in decided] == [(True, "user")]
+    for written in (traces[0], ask_trace):
+        assert SECRET not in written.read_text("utf-8") and "[redacted]" in written.read_text("utf-8")

@@ -191,3 +191,19 @@ def test_todos_sessions_and_tools_fit(narrow, fake_server, width: int) -> None:
     assert "complete_todo" in names and "search_files" in names  # whole, never "complete…"
     for line in todos + sessions + tools:
         assert len(line.rstrip()) <= width, line
+
+
+@pytest.mark.parametrize("width", (100, *WIDTHS))
+def test_the_resume_picker_shows_session_ids(width: int) -> None:
+    from pathlib import Path
+
+    from repl.session.journal import SessionInfo
+    from repl.ui.picker import session_rows
+
+    same_minute = [SessionInfo(Path(f"20261201-184500-{tail}.jsonl"), 1_764_614_700.0, turns, "gpt-4o-mini",
+                               "add milk to the shopping list and remind me tomorrow")
+                   for tail, turns in (("a1b2", 1), ("c3d4", 12))]
+    rows = session_rows(same_minute, width - 4)  # the picker's own margin
+    assert [row.split()[0] for row in rows] == ["20261201-184500-a1b2", "20261201-184500-c3d4"]
+    assert all(len(row) <= width - 4 and "add milk" in row for row in rows)
+    assert ("1 turn " in rows[0] and "12 turns" in rows[1]) == (width > 40)

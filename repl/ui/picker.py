@@ -22,6 +22,7 @@ from prompt_toolkit.output import Output
 from repl.ui.escape import one_line
 
 MAX_VISIBLE = 12  # rows shown at once; the list scrolls past them
+MESSAGE_ROOM = 20  # a session's first message gets at least this, else the start time, model, turns give way
 
 
 def pick(title: str, rows: Sequence[str], *, at: int = 0, input: Input | None = None,
@@ -63,12 +64,20 @@ def pick(title: str, rows: Sequence[str], *, at: int = 0, input: Input | None = 
 
 
 def session_rows(sessions: Sequence[Any], width: int) -> list[str]:
-    """One line per ``journal.SessionInfo``: start time, turns, model, the first message."""
+    """One line per ``journal.SessionInfo``: its id (what ``--resume`` takes; two sessions of
+    the same minute differ by it), the start time, turns and model as room allows, then the
+    first message."""
     models = max((len(one_line(s.model, 24)) for s in sessions), default=0)
+    columns = [lambda s: s.id, lambda s: time.strftime("%Y-%m-%d %H:%M", time.localtime(s.started)),
+               lambda s: f"{s.turns} turn{'' if s.turns == 1 else 's'}".rjust(9),
+               lambda s: one_line(s.model, 24).ljust(models)]
+    for leave_out in ((), (1,), (1, 3), (1, 2, 3)):  # the id holds the start time too
+        shown = [c for n, c in enumerate(columns) if n not in leave_out]
+        room = width - sum(len(c(sessions[0])) + 2 for c in shown) if sessions else width
+        if room >= MESSAGE_ROOM:
+            break
     rows = []
     for s in sessions:
-        turns = f"{s.turns} turn" + ("" if s.turns == 1 else "s")
-        head = f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(s.started))}  {turns:>9}  " \
-               f"{one_line(s.model, 24):<{models}}  "
+        head = "".join(c(s) + "  " for c in shown)
         rows.append(head + one_line(s.first, max(10, width - len(head))))
     return rows

@@ -73,6 +73,7 @@ def test_agents_md_reaches_the_instructions_of_the_repl_and_ask_and_is_shown(fak
     asked = glassloop_here("ask", "hi", "--base-url", fake_server.base_url, env=home, cwd=project)
     assert asked.returncode == 0, asked.stderr
     assert "Use metric units." in _system(fake_server)
+    assert f"project instructions: {project / 'AGENTS.md'}" in asked.stderr
 
 
 def test_an_oversized_agents_md_is_cut_at_the_cap_with_a_line_saying_so(fake_server, home, project):

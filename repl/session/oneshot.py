@@ -198,6 +198,8 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
     log = EventLog()
     answer = None if as_json else AnswerStream(stdout, redact, _is_terminal(stdout))
     surface.subscribers = [log, *([answer] if answer else []), progress]
+    for line in core.instructions.lines() if core.instructions else []:  # AGENTS.md read: said, as the REPL does
+        progress.say(line)
     core.start_background()
     try:
         message = core.with_mentions(question)  # @path: the file's text goes with the question

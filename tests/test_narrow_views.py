@@ -207,3 +207,49 @@ def test_the_resume_picker_shows_session_ids(width: int) -> None:
     assert [row.split()[0] for row in rows] == ["20261201-184500-a1b2", "20261201-184500-c3d4"]
     assert all(len(row) <= width - 4 and "add milk" in row for row in rows)
     assert ("1 turn " in rows[0] and "12 turns" in rows[1]) == (width > 40)
+
+
+# ----- numbers agree -----
+
+
+def test_the_toolbar_says_cost_unknown_for_an_unpriced_model_from_the_start(narrow, fake_server) -> None:
+    session, _ = narrow(100)
+    assert session.ui.toolbar(0).endswith("0 tokens · cost unknown")
+    three_turns(fake_server, session)
+    assert session.ui.toolbar(0).endswith("tokens · cost unknown")
+    priced, _ = narrow(100, "gpt-4o-mini")
+    assert priced.ui.toolbar(0).endswith(" 0 tokens · $0.0000")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_toolbar_fits(narrow, fake_server, width: int) -> None:
+    session, _ = narrow(width, "gpt-4o-mini")
+    three_turns(fake_server, session)
+    bar = session.ui.toolbar(width - 1)
+    assert len(bar) <= width - 1 and bar.startswith("openai · gpt-4o-mini")
+
+
+def test_the_exit_line_counts_what_usage_counts(narrow, fake_server) -> None:
+    """Through undo, /compact and a resume: the goodbye line's tokens are /usage's, written alike."""
+    from repl.session.chat import ChatSession
+
+    session, out = narrow(100)
+    three_turns(fake_server, session)
+    command(session, "/undo")
+    fake_server.script(text("a summary of the turns"))
+    command(session, "/compact")
+    session.close()
+    again = ChatSession(session.settings, session.ui, interactive=False)
+    session.ui.attach(again)
+    assert again.resume(session.session_id, show=False)
+    fake_server.script(text("back again"))
+    again.ask("one more")
+    out.export_text()
+    command(again, "/usage")
+    said = re.search(r"session: ([\d,]+) tokens", " ".join(drawn(out)))
+    assert said, drawn(out)
+    session.ui.goodbye(again)
+    goodbye = " ".join(drawn(out))
+    again.close()
+    assert f"· {said.group(1)} tokens ·" in goodbye, goodbye
+    assert said.group(1) == f"{again.usage.total:,}" and again.usage.total > 1000

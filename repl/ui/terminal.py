@@ -330,7 +330,7 @@ class Terminal:
                   ("step mode" if stepping else "", 4),
                   (f"{usage.total:,} tokens", 0),
                   (f"context {100 * prompt_tokens / window:.0f}%" if window else "", 2),
-                  (cost.text(), 1)]
+                  (cost.text() if cost.usd or cost.unpriced or price_for(settings) else "cost unknown", 1)]
         return fit_fields([f for f in fields if f[0]], width)
 
     def goodbye(self, session: SessionView) -> None:
@@ -342,4 +342,4 @@ class Terminal:
         u = session.usage
         resume = f" · resume with glassloop --resume {session.session_id}"
         self.renderer.notice(f"session {session.session_id}: {plural(session.turn_count(), 'turn')} · "
-                             f"{u.total} tokens · {session.cost.text()}{resume}")
+                             f"{u.total:,} tokens · {session.cost.text()}{resume}")

@@ -435,6 +435,25 @@ def trust_project(
         raise typer.Exit(2) from None
 
 
+@app.command("replay")
+@setting_options
+def replay_session(
+    session: Annotated[str, typer.Argument(help="Session id (or the start of one), or 'last'.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: each turn's original and "
+                                          "replay, and the summary.")] = False,
+    config: ConfigOpt = None, tools: ToolsOpt = None, **flags: Any,
+) -> None:
+    """Send every question of a saved session, in order, to another model (--model, --provider), side
+    effects dry-run; show each turn's tool calls and answers beside the original's, then a summary.
+
+    Exit codes: 0 done, 1 no such session or the model could not run, 2 bad usage or config,
+    130 interrupted.
+    """
+    from repl.session.replay import run_replay
+
+    raise typer.Exit(run_replay(_settings(config, flags, False, "tell", tools), session, json_out=as_json))
+
+
 @app.command("trace")
 def show_trace(
     session: Annotated[str, typer.Argument(help="Session id, a trace file, or 'last'.")] = "last",

@@ -3,22 +3,15 @@ step mode, retry, compare."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-
 from repl.config.load import ConfigError
 from repl.loop.approval import MODES
-from repl.loop.events import TurnFinished
 from repl.loop.stepping import STEP_ON
 from repl.providers.base import ProviderError
 from repl.session.commands.context import CommandContext, command
 from repl.session.commands.conversation import clear_rules, undone_text
-from repl.session.compare import Attempt, last_question
 from repl.session.compare import compare as compare_models
-from repl.ui.escape import one_line
+from repl.session.compare import compare_rows, last_question
 from tools.safe_io import StoreError
-
-ANSWER_LINES = 3  # first lines of each answer in the /compare table
 
 _MODELS: dict[tuple[str, str], list[str]] = {}  # (profile, base URL) → the models it offers
 
@@ -191,30 +184,3 @@ def compare(ctx: CommandContext, args: list[str]) -> None:
         return
     ctx.ui.table("compare · your last message · nothing kept", ["", *[a.model for a in attempts]],
                  compare_rows(attempts))
-
-
-def compare_rows(attempts: list[Attempt]) -> list[tuple[str, ...]]:
-    """One row per measure, one column per model."""
-    def cells(show: Callable[[Attempt, TurnFinished], str]) -> tuple[str, ...]:
-        return tuple(show(a, a.finished) if a.finished else "—" for a in attempts)
-
-    def tokens(_: Attempt, finished: TurnFinished) -> str:
-        u, mark = finished.usage, "~" if finished.usage.estimated else ""
-        return f"in {mark}{u.input_tokens:,} (cached {u.cached_tokens:,})\nout {mark}{u.output_tokens:,}"
-
-    def answer(_: Attempt, finished: TurnFinished) -> str:
-        lines = [one_line(line, 60) for line in finished.answer.splitlines() if line.strip()]
-        return "\n".join(lines[:ANSWER_LINES] + (["…"] if len(lines) > ANSWER_LINES else [])) or "—"
-
-    return [
-        ("tool calls", *cells(lambda a, _: "\n".join(
-            one_line(f"{name} {json.dumps(arguments, ensure_ascii=False)}", 60) + (f" → {failed}" if failed else "")
-            for name, arguments, failed in a.calls) or "none")),
-        ("steps", *cells(lambda _, finished: str(finished.steps))),
-        ("tokens", *cells(tokens)),
-        ("latency", *cells(lambda _, finished: f"{finished.duration_s:.1f} s")),
-        ("cost", *cells(lambda a, _: a.cost.text())),
-        ("stopped by", *(a.finished.stopped_by if a.finished else "not run" for a in attempts)),
-        ("answer", *cells(answer)),
-        *([("error", *(one_line(a.error, 60) or "—" for a in attempts))] if any(a.error for a in attempts) else []),
-    ]

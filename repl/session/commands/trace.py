@@ -44,7 +44,7 @@ def trace(ctx: CommandContext, args: list[str]) -> None:
             return
         save = Path(rest[i + 1])
         del rest[i : i + 2]
-    if [a for a in rest if a.startswith("--")] or len(rest) > 1:
+    if [a for a in rest if a.startswith("--")] or len(rest) > 1 or ("--full" in flags and "--raw" not in flags):
         ctx.ui.error(f"usage: /trace {TRACE_ARGS}")
         return
     if rest:

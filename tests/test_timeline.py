@@ -17,7 +17,10 @@ from typing import Any
 
 import pytest
 
-from repl.tracing.timeline import CELLS, draw_turn, turn_rows
+from repl.loop.stepping import Continue
+from repl.tracing.timeline import CELLS, draw_turn, turn_rows, undone_turns
+from repl.tracing.trace import turns
+from tests.fakeserver import call, text, tool_calls
 from tests.support import glassloop_here
 
 T = 1_800_000_000.0  # the turn's start, as a wall clock would stamp it
@@ -130,6 +133,34 @@ def test_glassloop_trace_draws_every_turns_timeline(home, tmp_path):
     assert [line for line in one.stdout.splitlines() if line.startswith("turn 2")] and "turn 1" not in one.stdout
     events = glassloop_here("trace", str(path), "--events", env=env)  # the event list, of the last turn
     assert "paused 3.0 s before model call 1 (step mode)" in events.stdout and "turn 1" not in events.stdout
+
+
+class Continuing:
+    """A person in step mode who lets every call go as it is."""
+
+    def before_model_call(self, view: Any) -> Continue:
+        return Continue()
+
+    def after_model_answer(self, calls: list[Any]) -> list[Continue]:
+        return [Continue()] * len(calls)
+
+
+def test_a_session_traces_its_step_pauses_and_its_undone_turns(session, fake_server, monkeypatch):
+    fake_server.script(tool_calls(call("list_todos", {})), text("Nothing is open."))
+    monkeypatch.setattr(session, "interactive", True)  # step mode needs someone to pause for
+    monkeypatch.setattr(session.ui, "stepper", Continuing)
+    assert session.set_step(True)
+    session.ask("what is open?")
+    session.set_step(False)
+    session.undo()
+    records = [json.loads(line) for line in session.trace.path.read_text(encoding="utf-8").splitlines()]
+    pauses = [r for r in records if r["type"] == "step_paused"]
+    assert [(r["step"], r["before"]) for r in pauses] == [(1, "model_call"), (1, "tools"), (2, "model_call")]
+    assert all(isinstance(r["paused_s"], float) and r["paused_s"] >= 0 for r in pauses)
+    assert [r["turn"] for r in records if r["type"] == "turn_undone"] == [1]
+    groups = turns(records)
+    lines = draw_turn(groups[0], 80, undone_turns(groups))
+    assert lines[0].endswith(" · undone") and len([line for line in lines if line.lstrip().startswith("paused")]) == 3
 
 
 # ---- the HTML page --------------------------------------------------------------------
@@ -246,3 +277,30 @@ def test_the_page_in_a_browser_draws_the_timeline_and_runs_no_script(home, tmp_p
     assert (max(paused) + 1 - left) / (end - left) == pytest.approx(3 / 5.5, abs=0.03)  # ... and lasts 3 s
     waited = [x for row in rows[y:y + 25] for x in xs(row, "e0b400")]  # the row below
     assert waited and (min(waited) - left) / (end - left) == pytest.approx(1.0, abs=0.03)  # asked at 5.5 s
+
+
+BAD_VALUES: list[Any] = [None, {"k": [None]}, 10**400, float("nan"),
+                         "<script>alert(1)</script>\ud800\x1b]0;pwned\x07\x1b[2J\x9b31mred\u202eevil\nline"]
+
+
+def test_every_field_of_a_paused_turn_made_wrong_still_draws(tmp_path):
+    """A trace from someone else: each field of each record (the new ones too) of the wrong type."""
+    from repl.tracing.trace_html import trace_page
+
+    good = paused_turn() + [{"type": "turn_undone", "turn": 1, "time": T + 9}]
+    for n, bad in enumerate(BAD_VALUES):
+        variants = []
+        for i, record in enumerate(good):
+            for key in record:
+                copy = json.loads(json.dumps(good))
+                copy[i][key] = bad
+                variants += copy
+        path = tmp_path / f"bad-{n}.jsonl"
+        path.write_text("".join(json.dumps(r) + "\n" for r in variants), encoding="utf-8")
+        groups = turns(json.loads(line) for line in path.read_text(encoding="utf-8").splitlines())
+        page = trace_page(path, groups)
+        assert "<script>alert" not in page and page.endswith("</html>\n")
+        undone = undone_turns(groups)
+        for group in groups:
+            lines = draw_turn(group, 80, undone)
+            assert all(len(line) <= 80 and not set(line) & set("\x1b\x07\x9b\u202e") for line in lines), (bad, lines)

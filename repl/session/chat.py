@@ -17,6 +17,7 @@ from typing import Any
 from repl.loop.context import ContextWindow
 from repl.loop.events import Notice
 from repl.loop.history import History
+from repl.loop.stepping import TimedStepper
 from repl.session import commands
 from repl.session.core import SessionCore
 from repl.session.journal import find_session, load_checked, recent_sessions, split_branch
@@ -127,7 +128,7 @@ class ChatSession(SessionCore):
         if on and stepper is None:
             self.ui.error("step mode needs a terminal: it pauses the loop for your keys")
             return False
-        self.stepping.stepper = stepper
+        self.stepping.stepper = TimedStepper(stepper, self.emit) if stepper is not None else None
         return True
 
     # ---- the read loop -----------------------------------------------------

@@ -25,7 +25,7 @@ from repl.loop.approval import ApprovalRequest, Approver, Decision, Deny
 from repl.loop.compaction import Compacted, compact
 from repl.loop.context import ContextWindow, messages_tokens
 from repl.loop.cost import Cost, price_for, session_budget
-from repl.loop.events import Emit, Event, ModelUsage, Notice, TurnFinished, Usage
+from repl.loop.events import Emit, Event, ModelUsage, Notice, TurnFinished, TurnUndone, Usage
 from repl.loop.history import History
 from repl.loop.stepping import Stepping
 from repl.providers.base import Provider, ProviderError
@@ -527,6 +527,8 @@ class SessionCore:
         """The turn stays in /usage and the session's spent tokens, marked undone; the
         context share goes back to what it was before it."""
         record.undone = True
+        if record.restore is None:  # a turn, not a /compact: the trace's read-back marks it
+            self._to_trace(TurnUndone(record.number))
         before = [t for t in self.ledger if not t.undone]
         self.last_prompt_tokens = before[-1].prompt_tokens if before else 0
         if self.journal:

@@ -210,6 +210,7 @@ def turn_rows(records: list[dict[str, Any]]) -> tuple[list[Row], float]:
     retries: dict[int, list[tuple[float, float, str]]] = {}  # per model call: (failed at, wait, reason)
     tools: dict[str, Row] = {}
     pause: Row | None = None
+    done: list[str] = []  # what the person changed in that pause
     for r in records:
         at, kind, step = _time(r, t0) - t0, r.get("type"), as_int(r.get("step"))
         if kind == "model_request":
@@ -228,13 +229,16 @@ def turn_rows(records: list[dict[str, Any]]) -> tuple[list[Row], float]:
                 row.info = "error"
             models.clear()
         elif kind == "step_paused":
-            paused = max(0.0, as_number(r.get("paused_s")))
             label = "paused" if r.get("before") == "model_call" else "  paused"
-            pause = _add(rows, Row("pause", label, step, max(0.0, at - paused), at, info=f"step mode {_took(paused)}"))
-            pause.segments.append(Segment("pause", pause.start, at))
+            if not (rows and rows[-1] is pause and pause.label == label and pause.step == step):
+                pause, done = _add(rows, Row("pause", label, step, at, at)), []  # (else: shown again after an edit)
+            pause.start = min(pause.start, max(0.0, at - max(0.0, as_number(r.get("paused_s")))))
+            pause.end, pause.segments = at, [Segment("pause", pause.start, at)]
+            pause.info = " · ".join([f"step mode {_took(at - pause.start)}", *done])
         elif kind == "user_step" and pause is not None and pause.step == step:
             what = STEP_ACTIONS.get(as_text(r.get("action")), as_text(r.get("action")))
-            pause.info += f" · {what}" + (f" {as_text(r.get('name'))}" if r.get("name") else "")
+            done.append(what + (f" {as_text(r.get('name'))}" if r.get("name") else ""))
+            pause.info = " · ".join([f"step mode {_took(pause.end - pause.start)}", *done])
         elif kind == "tool_call_started":
             tools[_call_id(r)] = _add(rows, Row("tool", f"  {as_text(r.get('name'), TEXT_MAX)}", step, at, at,
                                                 call_id=_call_id(r), record=r))

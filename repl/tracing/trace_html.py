@@ -91,7 +91,8 @@ def trace_page(path: Path, groups: list[list[dict[str, Any]]], prices: Prices | 
     wire, dropped = read_wire(wire_path(path))
     every = turns(read_records(path))  # undone and retried turns are told by the turns around them
     undone, heads = undone_turns(every), [head for group in every if (head := turn_head(group))]
-    parts = {seg.part for group in groups for row in turn_rows(group)[0] for seg in row.segments}
+    drawn = [(group, *turn_rows(group)) for group in groups]
+    parts = {seg.part for _, rows, _ in drawn for row in rows for seg in row.segments}
     body = [f"<h1>glassloop trace {_text(path.stem)}</h1>",
             f'<p class="meta">{len(groups)} turn{"" if len(groups) == 1 else "s"} · times from each '
             "turn's start · costs at the prices configured now</p>",
@@ -99,18 +100,17 @@ def trace_page(path: Path, groups: list[list[dict[str, Any]]], prices: Prices | 
                                            "</span>" for part in LEGEND if part in parts) + "</p>"]
     if dropped:
         body.append(f'<p class="meta">{dropped} older raw records were dropped to keep under [trace] raw_max_kb.</p>')
-    body += [_turn(group, wire, undone, heads, prices) for group in groups]
+    body += [_turn(group, rows, total, wire, undone, heads, prices) for group, rows, total in drawn]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f"<title>glassloop trace {_text(path.stem)}</title><style>{STYLE}</style></head>\n<body>\n"
             + "\n".join(body) + "\n</body></html>\n")
 
 
-def _turn(group: list[dict[str, Any]], wire: list[dict[str, Any]], undone: set[int], heads: list[TurnHead],
-          prices: Prices | None) -> str:
+def _turn(group: list[dict[str, Any]], rows: list[Row], total: float, wire: list[dict[str, Any]], undone: set[int],
+          heads: list[TurnHead], prices: Prices | None) -> str:
     head = turn_head(group)
     number = head.number if head else as_int(group[0].get("turn"))
-    rows, total = turn_rows(group)
     out = [f'<section class="turn" data-turn="{_text(number)}">', f"<h2>{_title(head, number, undone, heads)}</h2>"]
     if head and head.typed:
         out.append(f'<p class="typed">typed <q>{_text(head.typed)}</q>; sent as edited in step mode</p>')
@@ -138,7 +138,7 @@ def _title(head: TurnHead | None, number: int, undone: set[int], heads: list[Tur
         return f"Before turn {_text(number + 1)}"
     tags = ['<span class="tag edited">edited in step mode</span>'] if head.typed else []
     before = next((h for h in reversed(heads) if h.number < head.number), None)
-    if before is not None and before.number in undone and (before.typed or before.sent) == (head.typed or head.sent):
+    if before is not None and before.number in undone and {before.sent, before.typed} & {head.sent, head.typed} - {""}:
         tags.append(f'<span class="tag retry">retry of turn {_text(before.number)}</span>')
     if number in undone:
         tags.append('<span class="tag undone">undone</span>')
@@ -171,7 +171,8 @@ def _cost(row: Row, prices: Prices | None) -> float | None:
 def _info(row: Row, cost: float | None) -> str:
     if row.kind != "model":
         return row.info
-    return " · ".join(bit for bit in (row.model, row.info, format_usd(cost) if cost is not None else "") if bit)
+    price = "" if cost is None else f"${cost:.6f}" if 0 < cost < 0.0001 else format_usd(cost)  # not "$0.0000"
+    return " · ".join(bit for bit in (row.model, row.info, price) if bit)
 
 
 def _timeline(rows: list[Row], total: float, costs: dict[int, float | None]) -> str:

@@ -27,7 +27,7 @@ from tools.safe_io import StoreError, read_regular
 USER_COMMANDS = "commands"  # in the user config dir
 PROJECT_COMMANDS = Path(".glassloop") / "commands"
 MAX_TEMPLATE_BYTES = 64 * 1024
-MAX_TEMPLATES = 200  # files read from one folder
+MAX_TEMPLATES = 200  # command files read from one folder (by name): more is not a set of commands
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,39}")
 PLACEHOLDER = re.compile(r"\$(ARGUMENTS|[1-9][0-9]?)")
 
@@ -117,8 +117,6 @@ def load_templates(settings: Settings, builtin: Collection[str], cwd: Path | Non
     found = Templates()
     _add(found, read_folder(settings.config_dir / USER_COMMANDS), "your", builtin)
     folder = (cwd or Path.cwd()) / PROJECT_COMMANDS
-    if os.path.realpath(folder) == os.path.realpath(settings.config_dir / USER_COMMANDS):
-        return found
     project = read_folder(folder)
     if not project:
         return found

@@ -503,6 +503,21 @@ def test_describe_redacts_keys_and_names_sources(home: Path) -> None:
     assert all(isinstance(v, str) for row in rows for v in row)
 
 
+def test_describe_marks_a_profiles_prices_and_window_as_another_models(home: Path) -> None:
+    """``--model m`` over a profile priced for gpt-4o-mini: its prices and window stay listed, said
+    to be another model's (price_for and context_window_for do not use them for m)."""
+    env = {"OPENAI_API_KEY": SECRET}
+    own = {key: source for key, _, source in describe(load(home, env))}
+    assert own["providers.openai.price_input"] == own["providers.openai.context_window"] == "default"
+    rows = {key: (value, source) for key, value, source in describe(load(home, env, flags={"model": "m"}))}
+    assert rows["providers.openai.model"] == ("m", "flag --model")
+    for key in ("price_input", "price_cached_input", "price_output", "context_window"):
+        value, source = rows[f"providers.openai.{key}"]
+        assert source == "default (another model's: not used with m)", (key, source)
+    assert rows["providers.deepseek.price_input"][1] == "default"  # its own model's
+    assert rows["providers.ollama.price_input"] == ("0.0", "default")
+
+
 def test_redact() -> None:
     assert masked_key("") == "(not set)"
     assert masked_key("abc") == "(set)"

@@ -41,6 +41,7 @@ from repl.config.schema import (
 )
 from repl.config.settings import (
     EMBEDDED_PROFILES,
+    RUNTIME,
     Limits,
     McpServer,
     Meta,
@@ -56,7 +57,6 @@ __all__ = ["ConfigError", "Limits", "ModelPrice", "ProviderSettings", "Settings"
 APP = "glassloop"
 PROJECT_FILE = "glassloop.toml"
 DEFAULT_FILE = Path(__file__).with_name("default_config.toml")
-RUNTIME = "runtime"  # source label of with_overrides() changes
 
 
 # ---- layers -------------------------------------------------------------------

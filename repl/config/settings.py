@@ -33,6 +33,7 @@ Weather = Literal["open-meteo", "sample"]
 ProjectRule = Literal["safe", "tighten", "trust"]
 # Why a guard stopped a turn (``TurnFinished.stopped_by``, beside the loop's own reasons).
 GuardReason = Literal["max_steps", "budget", "repeat", "timeout"]
+RUNTIME = "runtime"  # the source of a value changed while running (/model, /provider, /approve)
 # What the loop counts in a turn, for a guard to bound: model calls, tokens (input + output),
 # tool calls, seconds (the user's pauses not counted).
 TurnCount = Literal["steps", "tokens", "tool_calls", "seconds"]
@@ -237,3 +238,21 @@ class Settings:
     @property
     def active(self) -> ProviderSettings:
         return self.providers[self.provider]
+
+    def of_its_model(self, profile: ProviderSettings, keys: tuple[str, ...]) -> bool:
+        """Whether ``profile``'s ``keys`` (its prices, its context window) describe the model it
+        names: a layer no earlier than the one that chose the model set one of them. A model
+        chosen later (``--model``, the environment, ``/model``) does not inherit them."""
+        model = self._rank(f"providers.{profile.name}.model")
+        return max(self._rank(f"providers.{profile.name}.{key}") for key in keys) >= model
+
+    def _rank(self, key: str) -> int:
+        """How late the layer that set ``key`` comes: defaults, files in order, env, flags, runtime."""
+        source = self.sources.get(key, "default")
+        if source == "default":
+            return 0
+        for prefix, rank in (("env ", 1000), ("flag ", 2000), (RUNTIME, 3000)):
+            if source.startswith(prefix):
+                return rank
+        files = [str(path) for path in self.config_files]
+        return 1 + files.index(source) if source in files else 0

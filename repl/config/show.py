@@ -10,6 +10,9 @@ from repl.config.redact import masked_key as redact
 from repl.config.schema import declared, printable, quote, spec_at
 from repl.config.settings import ModelPrice, ProviderSettings, Settings
 
+# A profile's keys about its model: they describe the model the same layer names, not one a later layer chose.
+MODEL_KEYS = ("price_input", "price_cached_input", "price_output", "context_window")
+
 
 def _fmt(value: Any) -> str:
     if isinstance(value, bool):
@@ -78,6 +81,9 @@ def _profile_rows(settings: Settings, profile: ProviderSettings) -> list[tuple[s
             continue
         if f.name == "api_key":
             rows.append((key, redact(value), src.get(key, "(none)")))
+        elif f.name in MODEL_KEYS and not settings.of_its_model(profile, (f.name,)):
+            rows.append((key, _fmt(value), f"{src.get(key, 'default')} (another model's: not used with "
+                                           f"{printable(profile.model)})"))
         else:
             rows.append((key, _fmt(_shown(key, value)), src.get(key, "default")))
     return rows

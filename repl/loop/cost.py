@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from repl.config.load import RUNTIME, ModelPrice, ProviderSettings, Settings
+from repl.config.load import ModelPrice, ProviderSettings, Settings
 from repl.loop.events import Usage
 
 
@@ -51,26 +51,8 @@ def context_window_for(settings: Settings, profile: ProviderSettings | None = No
 def _owners(settings: Settings, profile: ProviderSettings, keys: tuple[str, ...]) -> list[ProviderSettings]:
     """The profiles (``profile`` first) whose ``keys`` describe ``profile``'s model: the
     profile names that model, and no later layer chose the model than set the keys."""
-    found = []
-    for other in [profile, *(p for p in settings.providers.values() if p.name != profile.name)]:
-        if other.model != profile.model:
-            continue
-        model_rank = _rank(settings, f"providers.{other.name}.model")
-        if max(_rank(settings, f"providers.{other.name}.{k}") for k in keys) >= model_rank:
-            found.append(other)
-    return found
-
-
-def _rank(settings: Settings, key: str) -> int:
-    """How late the layer that set ``key`` comes: defaults, files in order, env, flags, runtime."""
-    source = settings.sources.get(key, "default")
-    if source == "default":
-        return 0
-    for prefix, rank in (("env ", 1000), ("flag ", 2000), (RUNTIME, 3000)):
-        if source.startswith(prefix):
-            return rank
-    files = [str(path) for path in settings.config_files]
-    return 1 + files.index(source) if source in files else 0
+    return [other for other in [profile, *(p for p in settings.providers.values() if p.name != profile.name)]
+            if other.model == profile.model and settings.of_its_model(other, keys)]
 
 
 def usd(usage: Usage, price: ModelPrice | None) -> float | None:

@@ -189,11 +189,10 @@ def test_jobs_run_cases_at_once_against_a_server(fake_server: FakeServer, home: 
 
 
 REAL_CASES = "".join(f'[[case]]\nmessage = "{message}"\ntool = "{tool}"\nlang = "{lang}"\n\n' for message, tool, lang in [
-    ("Hi!", "", "en"), ("Thanks, bye.", "", "en"), ("你好！", "", "zh"), ("谢谢！", "", "zh"),
-    ("Good morning!", "", "en"), ("晚安！", "", "zh"),
+    ("Hi!", "", "en"), ("Thanks, bye.", "", "en"), ("Good morning!", "", "en"), ("Good night!", "", "en"),
+    ("你好！", "", "zh"), ("谢谢！", "", "zh"), ("早上好！", "", "zh"), ("晚安！", "", "zh"),
     ("Which todos are not done yet?", "list_todos", "en"), ("What is 12 times 34?", "calculator", "en"),
-    ("What's the weather in Paris today?", "get_weather", "en"), ("今天还有哪些没完成？", "list_todos", "zh"),
-    ("1234乘以5678等于多少？", "calculator", "zh"), ("北京今天天气怎么样？", "get_weather", "zh")])
+    ("今天还有哪些没完成？", "list_todos", "zh"), ("北京今天天气怎么样？", "get_weather", "zh")])
 
 
 @pytest.mark.skipif(util.find_spec("llama_cpp") is None,
@@ -205,7 +204,7 @@ def test_the_embedded_model_runs_twelve_cases_in_one_server_process(
     from repl.providers import local
     from repl.providers.weights import ensure_model
 
-    for name in ("DATA", "STATE", "CONFIG"):
+    for name in ("DATA", "STATE", "CONFIG", "CACHE"):  # the saved prompt state too: built by this run
         monkeypatch.setenv(f"XDG_{name}_HOME", home[f"XDG_{name}_HOME"])
     started: list[int | None] = []
     start = local.LocalServer.start

@@ -41,6 +41,7 @@ from repl.loop.events import (
     WireRecord,
 )
 from repl.providers.base import Provider, ProviderError
+from repl.session.compare import Quiet
 from repl.session.core import Door, SessionCore
 from repl.session.runtime import wait_for_mcp
 from repl.session.seams import Unattended
@@ -278,22 +279,6 @@ def _holds(text: str, words: tuple[str, ...]) -> bool:
 # ------------------------------------------------------------------ a model's run
 
 
-class _Quiet(Unattended):
-    """A case's surface: its events to the case's log, nothing shown."""
-
-    def __init__(self, log: EventLog) -> None:
-        self.log = log
-
-    def render(self, event: Event) -> None:
-        self.log(event)
-
-    def info(self, text: str) -> None:
-        pass
-
-    def error(self, text: str) -> None:
-        pass
-
-
 class _Lines(Unattended):
     """The model's own surface: its notices (an MCP server not ready, a user tool file that
     failed) and what it waits for, one line each on stderr."""
@@ -383,7 +368,7 @@ def run_model(settings: Settings, cases: list[Case], *, jobs: int = 1,
 
         def one(case: Case) -> Outcome:
             log = EventLog()
-            core = SessionCore(settings, _Quiet(log), interactive=False, door=EVAL,
+            core = SessionCore(settings, Quiet(log), interactive=False, door=EVAL,
                                shared_registry=base.registry, shared_provider=shared)
             started = time.perf_counter()
             try:

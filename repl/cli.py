@@ -348,13 +348,8 @@ def eval_cases(
     Exit codes: 0 done, 1 a model under --min or unable to run, 2 bad usage, config or case file,
     130 interrupted.
     """
-    from repl.session.evaluate import CaseFileError, load_cases, run_eval
+    from repl.session.evaluate import run_eval
 
-    try:
-        found = load_cases(cases)
-    except CaseFileError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
     settings = _settings(config, flags, False, "tell", tools)
     try:
         runs = [with_overrides(settings, **({"provider": p} if p else {}), **({"model": m} if m else {}))
@@ -362,7 +357,7 @@ def eval_cases(
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
-    raise typer.Exit(run_eval(runs, found, jobs=jobs, as_json=as_json, minimum=minimum))
+    raise typer.Exit(run_eval(cases, runs, jobs=jobs, as_json=as_json, minimum=minimum))
 
 
 @app.command("config")

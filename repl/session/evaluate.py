@@ -16,6 +16,7 @@ The built-in evaluation (``python -m bench tool_use``) is a case file run by thi
 from __future__ import annotations
 
 import json
+import queue
 import re
 import statistics
 import sys
@@ -23,7 +24,6 @@ import threading
 import time
 import tomllib
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -364,6 +364,8 @@ def run_model(settings: Settings, cases: list[Case], *, jobs: int = 1,
             say(line)
         base.user_tools.wait(USER_TOOLS_WAIT_S)
         schemas = {s["name"]: s.get("parameters") or {} for s in base.registry.schemas()}
+        if missing := sorted({t for c in cases for t in c.tools} - set(schemas)):
+            say(f"not offered, so no case expecting it can pass: {', '.join(missing)}")
         shared = base.provider_to_share()
 
         def one(case: Case) -> Outcome:
@@ -389,15 +391,45 @@ def run_model(settings: Settings, cases: list[Case], *, jobs: int = 1,
 
 
 def _each(one: Callable[[Case], Outcome], cases: list[Case], jobs: int) -> Iterator[Outcome]:
-    """``one`` over ``cases``, ``jobs`` at a time, in the cases' order."""
+    """``one`` over ``cases``, ``jobs`` at a time, in the cases' order. The workers are daemon
+    threads: after Ctrl-C (or a case that raised) they take no new case, and one still in its
+    turn does not hold up the exit."""
     if jobs <= 1:
         yield from map(one, cases)
         return
-    pool = ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="glassloop-eval")
+    waiting: queue.SimpleQueue[tuple[int, Case]] = queue.SimpleQueue()
+    for item in enumerate(cases):
+        waiting.put(item)
+    finished: queue.SimpleQueue[tuple[int, Outcome | BaseException]] = queue.SimpleQueue()
+    stop = threading.Event()
+
+    def work() -> None:
+        while not stop.is_set():
+            try:
+                number, case = waiting.get_nowait()
+            except queue.Empty:
+                return
+            try:
+                finished.put((number, one(case)))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, in its thread
+                finished.put((number, exc))
+
+    for _ in range(min(jobs, len(cases))):
+        threading.Thread(target=work, daemon=True, name="glassloop-eval").start()
+    ready: dict[int, Outcome] = {}
     try:
-        yield from pool.map(one, cases)
-    finally:  # Ctrl-C: cases not started are dropped, those running end with their turn
-        pool.shutdown(wait=False, cancel_futures=True)
+        for following in range(len(cases)):
+            while following not in ready:
+                try:
+                    number, got = finished.get(timeout=0.1)  # short waits keep Ctrl-C responsive
+                except queue.Empty:
+                    continue
+                if isinstance(got, BaseException):
+                    raise got
+                ready[number] = got
+            yield ready.pop(following)
+    finally:
+        stop.set()
 
 
 # ------------------------------------------------------------------ the report
@@ -414,25 +446,28 @@ def below(runs: list[ModelRun], minimum: float | None) -> list[ModelRun]:
 
 def table(run: ModelRun) -> list[str]:
     """The model's figures, then each failing case with what was called instead."""
-    s = run.summary()
-    lines = [f"{run.model} ({run.provider}): {s['cases']} cases"]
+    done = run.outcomes
+    lines = [f"{run.model} ({run.provider}): {len(done)} cases"]
     if run.error:
         return [*lines, f"  could not run: {run.error}"]
 
-    def figure(what: str, rate: float | None, count: int) -> str:
-        return f"  {what:<17}{round((rate or 0) * count):>4}/{count:<4}{100 * (rate or 0):5.0f}%"
+    def figure(what: str, part: list[bool | None]) -> str:
+        checked = [x for x in part if x is not None]
+        if not checked:
+            return f"  {what:<17}{'-':>5}"
+        return f"  {what:<17}{sum(checked):>5}/{len(checked):<5}{100 * sum(checked) / len(checked):4.0f}%"
 
-    lines.append(figure("right tool", s["right_tool_rate"], s["cases"]))
-    for what, rate, count in (("valid arguments", s["valid_args_rate"], s["calls_checked"]),
-                              ("argument checks", s["arg_check_rate"], s["arg_checks"]),
-                              ("answer checks", s["answer_check_rate"], s["answer_checks"])):
-        lines.append(figure(what, rate, count) if count else f"  {what:<17}{'-':>4}")
-    lines.append(figure("passed", s["pass_rate"], s["cases"]))
-    for lang, part in s["languages"].items():
-        lines.append(figure(f"passed, {lang}", part["pass_rate"], part["cases"]))
+    lines += [figure("right tool", [o.right_tool for o in done]),
+              figure("valid arguments", [o.valid_args for o in done]),
+              figure("argument checks", [o.args_ok for o in done]),
+              figure("answer checks", [o.answer_ok for o in done]),
+              figure("passed", [o.ok for o in done])]
+    for lang in sorted({o.case.lang for o in done if o.case.lang}):
+        lines.append(figure(f"passed, {lang}", [o.ok for o in done if o.case.lang == lang]))
+    s = run.summary()
     lines.append(f"  {'median latency':<17}{s['median_latency_s'] or 0:>8.2f} s")
     lines.append(f"  {'tokens':<17}{s['input_tokens']:>8} in, {s['output_tokens']} out")
-    failing = [o for o in run.outcomes if not o.ok]
+    failing = [o for o in done if not o.ok]
     if failing:
         lines.append("  failing:")
         lines += [f"    {_failure(o)}" for o in failing]
@@ -494,11 +529,16 @@ class Printer:
         print(json_display(self.redact.value(report_json(runs)), indent=1), file=self.stdout, flush=True)
 
 
-def run_eval(runs_of: list[Settings], cases: list[Case], *, jobs: int, as_json: bool, minimum: float | None,
+def run_eval(path: Path, runs_of: list[Settings], *, jobs: int, as_json: bool, minimum: float | None,
              stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    """``glassloop eval``: the cases on each model in turn; exit 0, or 1 when a model is under
-    ``minimum`` or could not run, 130 interrupted."""
+    """``glassloop eval``: the case file's cases on each model in turn; exit 0, or 1 when a model
+    is under ``minimum`` or could not run, 2 a mistake in the case file, 130 interrupted."""
     printer = Printer(runs_of[0], stdout or sys.stdout, stderr or sys.stderr)
+    try:
+        cases = load_cases(path)
+    except CaseFileError as exc:
+        printer.say(f"error: {exc}")
+        return 2
     runs: list[ModelRun] = []
     try:
         for settings in runs_of:

@@ -253,3 +253,19 @@ def test_the_exit_line_counts_what_usage_counts(narrow, fake_server) -> None:
     again.close()
     assert f"· {said.group(1)} tokens ·" in goodbye, goodbye
     assert said.group(1) == f"{again.usage.total:,}" and again.usage.total > 1000
+
+
+def test_one_step_and_one_tool_call_are_singular(tmp_path) -> None:
+    from repl.tracing.timeline import format_turn
+    from repl.tracing.trace_html import trace_page
+
+    def turn(steps: int, calls: int) -> list[dict]:
+        return [{"type": "turn_started", "turn": 1, "user_text": "q", "t": 0.0},
+                {"type": "turn_finished", "turn": 1, "stopped_by": "answer", "steps": steps, "tool_calls": calls,
+                 "usage": {"input_tokens": 10, "output_tokens": 2}, "duration_s": 0.5, "t": 0.5}]
+
+    assert "· 1 step · 1 tool call ·" in "\n".join(format_turn(turn(1, 1)))
+    assert "· 2 steps · 0 tool calls ·" in "\n".join(format_turn(turn(2, 0)))
+    (tmp_path / "t.jsonl").write_text("", encoding="utf-8")
+    page = trace_page(tmp_path / "t.jsonl", [turn(1, 1)])
+    assert "1 step · 1 tool call ·" in page and "1 steps" not in page

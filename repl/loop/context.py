@@ -173,10 +173,10 @@ def _plan_cut(
         total -= sum(sizes[cut_at:nxt])
         cut_at = nxt
     kept = frozenset(i for i in shortened if i >= cut_at)
-    actions = [f"shortened {len(kept)} old tool results"] if kept else []
+    actions = [f"shortened {len(kept)} old tool result{'' if len(kept) == 1 else 's'}"] if kept else []
     dropped = sum(1 for s in starts if first <= s < cut_at)
     if dropped:
-        actions.append(f"dropped the {dropped} oldest turns")
+        actions.append("dropped the oldest turn" if dropped == 1 else f"dropped the {dropped} oldest turns")
     return WindowPlan(first, cut_at, kept, total, tuple(actions))
 
 

@@ -120,9 +120,9 @@ def _describe(r: dict[str, Any]) -> str | None:
     if kind == "error":
         return f"error ({as_text(r.get('kind'))}): {as_text(r.get('message'), 500)}"
     if kind == "turn_finished":
-        u = as_dict(r.get("usage"))
-        return (f"turn end: stopped_by {as_text(r.get('stopped_by'))} · {as_int(r.get('steps'))} steps · "
-                f"{as_int(r.get('tool_calls'))} tool calls · "
+        u, steps, calls = as_dict(r.get("usage")), as_int(r.get("steps")), as_int(r.get("tool_calls"))
+        return (f"turn end: stopped_by {as_text(r.get('stopped_by'))} · {steps} step{'' if steps == 1 else 's'} · "
+                f"{calls} tool call{'' if calls == 1 else 's'} · "
                 f"{as_int(u.get('input_tokens')) + as_int(u.get('output_tokens'))} tokens")
     return None
 

@@ -149,9 +149,9 @@ def _summary(group: list[dict[str, Any]], head: TurnHead | None, costs: list[flo
     bits = [f"on {_text(', '.join(head.models))}"] if head and head.models else []
     end = next((r for r in group if r.get("type") == "turn_finished"), None)
     if end:
-        u = as_dict(end.get("usage"))
-        bits += [f"stopped by {_text(_field(end.get('stopped_by')))}", f"{as_int(end.get('steps'))} steps",
-                 f"{as_int(end.get('tool_calls'))} tool calls", f"{as_int(u.get('input_tokens')):,} in",
+        u, steps, tool_calls = as_dict(end.get("usage")), as_int(end.get("steps")), as_int(end.get("tool_calls"))
+        bits += [f"stopped by {_text(_field(end.get('stopped_by')))}", f"{steps} step{'' if steps == 1 else 's'}",
+                 f"{tool_calls} tool call{'' if tool_calls == 1 else 's'}", f"{as_int(u.get('input_tokens')):,} in",
                  f"{as_int(u.get('output_tokens')):,} out", f"{as_number(end.get('duration_s')):.2f} s"]
     if calls:
         bits.append(format_usd(sum(costs)) + (" + unknown" if len(costs) < calls else "") if costs

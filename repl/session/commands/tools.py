@@ -6,6 +6,7 @@ from pathlib import Path
 
 from repl.session.commands.context import CommandContext, command
 from repl.ui.escape import cut_words, one_line
+from repl.ui.event_views import plural
 from tools.results import error_of
 
 
@@ -47,10 +48,8 @@ def _reload_tools(ctx: CommandContext) -> None:
     report = ctx.user_tools.reload()
     for line in report.problems:
         ctx.ui.error(line)
-    files = f"{report.files} file" + ("" if report.files == 1 else "s")
-    problems = f"{len(report.problems)} problem" + ("" if len(report.problems) == 1 else "s")
-    ctx.ui.info(f"user tools reloaded: {report.tools} tools from {files} and installed packages, "
-                f"{problems}; the conversation is kept")
+    ctx.ui.info(f"user tools reloaded: {plural(report.tools, 'tool')} from {plural(report.files, 'file')} and "
+                f"installed packages, {plural(len(report.problems), 'problem')}; the conversation is kept")
 
 
 TABLE_ROWS = 200
@@ -109,7 +108,7 @@ def mcp(ctx: CommandContext, args: list[str]) -> None:
             ctx.ui.error(f"restart of {args[1]!r} did not finish: {type(exc).__name__}")
             return
         state = manager.servers[args[1]]
-        ctx.ui.info(f"MCP server {args[1]!r}: {state.status}, {len(state.tools)} tools"
+        ctx.ui.info(f"MCP server {args[1]!r}: {state.status}, {plural(len(state.tools), 'tool')}"
                     + (f" ({state.error})" if state.error else ""))
         return
     if args:

@@ -6,6 +6,7 @@ edited question is titled with what was sent, and undone and retried turns are m
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shutil
@@ -304,3 +305,29 @@ def test_every_field_of_a_paused_turn_made_wrong_still_draws(tmp_path):
         for group in groups:
             lines = draw_turn(group, 80, undone)
             assert all(len(line) <= 80 and not set(line) & set("\x1b\x07\x9b\u202e") for line in lines), (bad, lines)
+
+
+def test_what_step_mode_changed_is_told_beside_its_pause(home, tmp_path):
+    """Tools off for a call, a call skipped, a result made by hand: on the pause's row and in the page's notes."""
+    turn = [
+        {"type": "turn_started", "turn": 1, "user_text": "plan my day", "time": T},
+        {"type": "step_paused", "step": 1, "before": "model_call", "paused_s": 0.5, "time": T + 0.5},
+        {"type": "model_request", "step": 1, "model": "m", "tools": True, "time": T + 0.5},
+        {"type": "model_usage", "step": 1, "usage": USAGE, "latency_s": 0.5, "time": T + 1.0},
+        {"type": "step_paused", "step": 1, "before": "tools", "paused_s": 1.0, "time": T + 2.0},
+        {"type": "user_step", "step": 1, "action": "skipped_by_user", "call_id": "a", "name": "add_todo", "time": T + 2.0},
+        {"type": "user_step", "step": 1, "action": "result_by_user", "call_id": "b", "name": "get_weather",
+         "detail": {"ok": True, "forecast": "sun"}, "time": T + 2.0},
+        {"type": "step_paused", "step": 2, "before": "model_call", "paused_s": 0.5, "time": T + 2.5},
+        {"type": "user_step", "step": 2, "action": "tools_disabled_by_user", "time": T + 2.5},
+        {"type": "model_request", "step": 2, "model": "m", "tools": False, "time": T + 2.5},
+        {"type": "model_usage", "step": 2, "usage": USAGE, "latency_s": 0.5, "time": T + 3.0},
+        {"type": "turn_finished", "turn": 1, "stopped_by": "answer", "steps": 2, "tool_calls": 2, "time": T + 3.0},
+    ]
+    assert [row.info for row in turn_rows(turn)[0] if row.kind == "pause"] == [
+        "step mode 500 ms", "step mode 1.0 s · skipped add_todo · result by hand get_weather",
+        "step mode 500 ms · tools off"]
+    assert [line.split()[0] for line in draw_turn(turn, 100)[2:7]] == ["paused", "model", "paused", "paused", "model"]
+    text = html.unescape(page_of(home, tmp_path, write_trace(tmp_path / "sent", turn)))
+    assert "step mode: add_todo skipped" in text and 'step mode: get_weather result by hand: {"ok": true' in text
+    assert "step mode: model call 2 sent without tools" in text

@@ -269,3 +269,29 @@ def test_one_step_and_one_tool_call_are_singular(tmp_path) -> None:
     (tmp_path / "t.jsonl").write_text("", encoding="utf-8")
     page = trace_page(tmp_path / "t.jsonl", [turn(1, 1)])
     assert "1 step · 1 tool call ·" in page and "1 steps" not in page
+
+
+def test_the_step_limit_question_says_one_more_step(fake_server, tmp_path, monkeypatch) -> None:
+    from repl.config.load import load_settings
+    from repl.session.chat import ChatSession
+    from tests.support import StubUI
+
+    class Asked(StubUI):
+        questions: list[str] = []
+
+        def confirm(self, question: str) -> bool:
+            self.questions.append(question)
+            return False
+
+    for name in ("DATA", "STATE", "CONFIG"):
+        monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
+    settings = load_settings({"base_url": fake_server.base_url, "approval": "auto", "max_steps": 1,
+                              "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={})
+    fake_server.script(tool_calls(call("list_todos", {})), text("the final answer"))
+    ui = Asked()
+    session = ChatSession(settings, ui, interactive=True)
+    try:
+        session.ask("what is left?")
+    finally:
+        session.close()
+    assert ui.questions == ["stopped after 2 steps; continue for 1 more step?"]  # the step limit, then the answer

@@ -22,9 +22,10 @@ from repl.session import commands
 from repl.session.core import SessionCore
 from repl.session.journal import find_session, load_checked, recent_sessions, split_branch
 from repl.session.recap import recap, resumed_line, resumed_on, session_endpoint
-from repl.session.seams import UI
 from repl.session.runtime import new_id
+from repl.session.seams import UI
 from repl.session.templates import Templates, load_templates
+from repl.ui.event_views import plural
 from tools.safe_io import StoreError
 
 EXIT_WINDOW_S = 2.0
@@ -185,7 +186,7 @@ class ChatSession(SessionCore):
             self.shell_context.clear()
         finished = self.run_turn(text)
         while (finished is not None and finished.stopped_by == "max_steps" and self.interactive
-               and self.ui.confirm(f"stopped after {finished.steps} steps; continue for "
-                                   f"{self.settings.guards.max_steps} more steps?")):
+               and self.ui.confirm(f"stopped after {plural(finished.steps, 'step')}; continue for "
+                                   f"{plural(self.settings.guards.max_steps, 'more step')}?")):
             finished = self.run_turn("Continue where you stopped.")
 

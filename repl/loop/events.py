@@ -81,9 +81,12 @@ class WireRecord:
     """What went over the wire for model call ``step``: the request body exactly as sent
     (``kind="request"``, after windowing and any text tool-call transform), the response
     as assembled from the stream (``kind="response"``: text, tool calls, usage, finish
-    reason), or an attempt that failed (``kind="error"``: ``attempt``, ``status``, the
-    server's ``response`` body, ``reason`` and ``retried_as``, the attempt that retried it).
-    The trace keeps these apart from the events, capped (``/trace --raw``)."""
+    reason, and ``http``: the attempt, method, URL, status, the headers that matter, how many
+    stream events came and when the first and last arrived), or an attempt that failed
+    (``kind="error"``: ``attempt``, ``status``, the server's ``response`` body (an answer that
+    broke off: what came of it), ``reason``, ``retried_as``, the attempt that retried it,
+    ``method``, ``url``, ``headers``, ``elapsed_s``). The trace keeps these apart from the
+    events, capped (``/trace --raw``)."""
 
     step: int
     kind: Literal["request", "response", "error"]

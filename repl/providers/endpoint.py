@@ -156,6 +156,11 @@ class SdkEndpoint:
         watch = StreamDeadline(sdk_stream.response, deadline)
         try:
             yield from self._read(sdk_stream, acc)
+        except ProviderError as err:  # the answer broke off: kept as a failed attempt, with what came
+            yield AttemptFailed(http["attempt"], http["status"], {"content": acc.content(), "events": acc.events},
+                                err.message, None, http["method"], http["url"], http["headers"],
+                                round(time.monotonic() - http["sent"], 3))
+            raise
         finally:
             watch.disarm()
             sdk_stream.close()  # also on GeneratorExit (Ctrl-C): drop the HTTP stream

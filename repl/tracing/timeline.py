@@ -461,7 +461,8 @@ def failed_attempt(record: Any) -> str:
     if not isinstance(record, dict):
         return "a failed attempt"
     attempt, status, retry = (record.get(k) for k in ("attempt", "status", "retried_as"))
-    what = f"HTTP {status}" if isinstance(status, int) else one_line(str(record.get("reason") or "no answer"), 80)
+    what = (f"HTTP {status}" if isinstance(status, int) and status >= 400  # else the answer broke off, or none came
+            else one_line(str(record.get("reason") or "no answer"), 80))
     then = f"retried as attempt {retry}" if isinstance(retry, int) else "the call failed"
     return f"attempt {attempt if isinstance(attempt, int) else '?'} failed: {what}, {then}"
 

@@ -162,3 +162,18 @@ def test_the_request_body_step_mode_shows_is_the_one_sent(fake_server, api):
     stream_all(p)
     p.close()
     assert shown == fake_server.requests_to(api)[0].body
+
+
+def test_an_answer_that_breaks_off_is_kept_as_a_failed_attempt_with_what_came(fake_server, home):
+    from tests.fakeserver import cut_stream_after
+
+    fake_server.script(cut_stream_after(4, text("partial answer here", chunk_size=4)))
+    result = chat(home, fake_server.base_url, ["hello", "/trace --raw"])
+    assert result.returncode == 0, result.stderr
+    (error,) = [r["body"] for r in wire_records(home) if r["kind"] == "error"]
+    assert (error["attempt"], error["status"], error["retried_as"]) == (1, 200, None)
+    assert error["response"] == {"content": "partial answ", "events": 4} and "dropped mid-answer" in error["reason"]
+    flat = " ".join(result.stdout.split())
+    assert re.search(r"── turn 1 · model call 1 · attempt 1 failed: .*dropped mid-answer.*, the call failed", flat)
+    assert re.search(r"POST http://127\.0\.0\.1:\d+/v1/chat/completions → 200 · [\d.]+ s after sending", flat)
+    assert "(none: the call failed" not in flat

@@ -208,6 +208,25 @@ def judge_turn(events: list[Any], schemas: dict[str, dict[str, Any]]) -> dict[st
             "first_step_s": round(usage[0].latency_s, 2) if usage else None}
 
 
+def listed(results: list[dict[str, Any]]) -> list[str] | None:
+    """The names a list answer must give: those of the first successful result that lists
+    todos, files or notes (None: no such result; [] an empty list)."""
+    for result in results:
+        data = result["result"] if result["ok"] and isinstance(result["result"], dict) else {}
+        for key, field in (("todos", "title"), ("entries", "path"), ("notes", "text")):
+            if isinstance(data.get(key), list):
+                return [str(item.get(field, ""))[:24] for item in data[key] if isinstance(item, dict)]
+    return None
+
+
+def names_items(answer: str, names: list[str]) -> bool:
+    """Every listed name is in the answer (an empty list: the answer says there is nothing)."""
+    if not names:
+        return bool(re.search(r"\b(no|none|empty|nothing|zero|0)\b|没有|无|空", answer, re.IGNORECASE))
+    said = flat(answer)
+    return all(flat(name) in said for name in names)
+
+
 def judge_case(case: dict[str, Any], turn: dict[str, Any], schemas: dict[str, dict[str, Any]]) -> dict[str, Any]:
     tool, expected = case.get("tool", ""), case.get("args") or {}
     first = [c for c in turn["calls"] if c["step"] == 1]
@@ -221,6 +240,8 @@ def judge_case(case: dict[str, Any], turn: dict[str, Any], schemas: dict[str, di
     out = {"message": case["message"], "lang": case.get("lang", ""), "tool": tool,
            "called": [c["name"] for c in turn["calls"]], "first": call, **turn,
            "echo": echoed(answer, [case["message"]]), "answer_in_language": in_language(answer, case.get("lang", "en"))}
+    names = listed(turn["results"])
+    out["names_items"] = None if names is None else names_items(answer, names)
     if tool:
         out.update(right_tool=right_tool, valid=valid, args_ok=args_ok, invented=extra,
                    ok=args_ok and not extra)
@@ -252,6 +273,7 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
         "controls_no_call_pct": pct([r["ok"] for r in controls]),
         "answer_language_pct": pct([r["answer_in_language"] for r in results]),
         "echoes": sum(r["echo"] for r in results),
+        "list_answers_named_pct": pct([r["names_items"] for r in results if r["names_items"] is not None]),
         "seconds_median": round(statistics.median(seconds), 2) if seconds else None,
     }
 
@@ -297,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = [run_cases(path, args.profile) for _ in range(args.runs)]
     summary = {key: spread(runs, key) for key in ("right_pct", "right_en_pct", "right_zh_pct", "right_tool_pct",
                                                    "faithful_pct", "controls_no_call_pct", "answer_language_pct",
-                                                   "echoes", "seconds_median")}
+                                                   "echoes", "list_answers_named_pct", "seconds_median")}
     for run in runs:
         print(json.dumps({k: v for k, v in run.items() if k != "results"}, ensure_ascii=False))
     print(json.dumps(summary))

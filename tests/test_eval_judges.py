@@ -68,3 +68,16 @@ def test_the_conversation_judge() -> None:
 def test_the_script_is_ten_turns_in_both_languages() -> None:
     assert len(SCRIPT) == 10 and {t.lang for t in SCRIPT} == {"en", "zh"}
     assert Path(__file__).parent.parent.joinpath("bench", "first_conversation.py").exists()
+
+
+def test_a_list_answer_names_every_item() -> None:
+    from bench.local_eval import listed, names_items
+
+    results = [{"name": "list_todos", "ok": True, "result": {"count": 2, "todos": [
+        {"title": "Renew the car insurance"}, {"title": "Book a table for Friday"}]}}]
+    names = listed(results)
+    assert names == ["Renew the car insurance", "Book a table for Friday"]
+    assert names_items("Two are open: Renew the car insurance and Book a table for Friday.", names)
+    assert not names_items("You have two open todos.", names)
+    assert listed([{"name": "calculator", "ok": True, "result": {"value": 3}}]) is None
+    assert names_items("你没有待办事项。", []) and not names_items("好的。", [])

@@ -33,10 +33,19 @@ def page(text: str, *, height: int) -> bool:
     if not command:
         return False
     try:
-        subprocess.run(command, input=text.encode("utf-8", "replace"), check=False,
-                       env={**os.environ, "LESS": os.environ.get("LESS", "FRX")})
+        process = subprocess.Popen(command, stdin=subprocess.PIPE,
+                                   env={**os.environ, "LESS": os.environ.get("LESS", "FRX")})
     except OSError:  # no such program
         return False
+    try:
+        process.communicate(text.encode("utf-8", "replace"))
+    except KeyboardInterrupt:  # the pager has the terminal (less takes Ctrl-C itself): wait for it to end
+        while True:
+            try:
+                process.wait()
+                break
+            except KeyboardInterrupt:
+                continue
     return True
 
 

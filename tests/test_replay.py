@@ -101,3 +101,17 @@ def test_replay_of_a_session_that_does_not_exist(home):
     result = glassloop_here("replay", "no-such-session", env=home)
     assert result.returncode == 1 and "no saved session 'no-such-session'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_replay_on_a_model_that_cannot_be_reached_says_so_in_one_line(saved_session, home, tmp_path):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    before = files_under(tmp_path)
+    result = glassloop_here("replay", saved_session, "--base-url", f"http://127.0.0.1:{port}/v1", env=home)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert re.search(r"^error: cannot reach provider .*Connection refused", result.stderr, flags=re.M), result.stderr
+    assert "0 of 3 turns replayed" not in result.stdout and "1 of 3 turns replayed" in result.stdout
+    assert files_under(tmp_path) == before

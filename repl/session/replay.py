@@ -97,8 +97,8 @@ def _error_type(content: Any) -> str:
 
 def replay(settings: Settings, loaded: Loaded, say: Any = lambda line: None) -> list[ReplayedTurn]:
     """The session's questions, in order, as turns of one dry-run core on ``settings``
-    (``say`` is told before each). Ctrl-C ends the replay with the turns done so far; the
-    model not reachable ends it after that turn (its ``error``)."""
+    (``say`` is told before each). Ctrl-C ends the replay with the turns done so far, and so
+    does a turn the model could not answer (unreachable, refused: its ``error``)."""
     originals, known = original_turns(loaded)
     system = loaded.meta.get("system_prompt")
     core = dry_core(settings, History(system if isinstance(system, str) else ""), REPLAY)
@@ -109,13 +109,17 @@ def replay(settings: Settings, loaded: Loaded, say: Any = lambda line: None) -> 
             say(f"replay {n}/{len(originals)} on {settings.active.model}: {one_line(question, 60)!r}")
             attempt = run_attempt(core, question)
             done.append(ReplayedTurn(n, question, original, attempt, known))
-            if attempt.finished is None or attempt.finished.stopped_by == "interrupted":
+            if _failed(attempt) or (attempt.finished and attempt.finished.stopped_by == "interrupted"):
                 break
     except KeyboardInterrupt:
         say("replay stopped")
     finally:
         core.close()
     return done
+
+
+def _failed(attempt: Attempt) -> bool:
+    return attempt.finished is None or attempt.finished.stopped_by == "error"
 
 
 def summary(turns: list[ReplayedTurn], total: int) -> dict[str, Any]:
@@ -229,7 +233,7 @@ def run_replay(settings: Settings, key: str, *, json_out: bool) -> int:
         print(json_dumps(as_json(path.stem, settings, turns, total), ensure_ascii=False, indent=1))
     else:
         print("\n".join(report_lines(settings, turns, total, min(shutil.get_terminal_size().columns, 140))))
-    failed = next((t.replay.error for t in turns if t.replay.finished is None), None)
+    failed = next((t.replay.error or "the turn failed" for t in turns if _failed(t.replay)), None)
     if failed is not None:
         err(f"error: {failed}")
         return 1

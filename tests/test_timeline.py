@@ -331,3 +331,25 @@ def test_what_step_mode_changed_is_told_beside_its_pause(home, tmp_path):
     text = html.unescape(page_of(home, tmp_path, write_trace(tmp_path / "sent", turn)))
     assert "step mode: add_todo skipped" in text and 'step mode: get_weather result by hand: {"ok": true' in text
     assert "step mode: model call 2 sent without tools" in text
+
+
+def test_compare_runs_are_traced_beside_the_turn_and_shown_with_their_model(session, fake_server):
+    from repl.session import commands
+    from repl.tracing.trace_html import trace_page
+
+    fake_server.script(text("Two are open."), tool_calls(call("list_todos", {})), text("Two, on model-a."),
+                       text("Two, says model-b."))
+    session.ask("what is open?")
+    commands.dispatch(session, "/compare model-a model-b")
+    path = session.trace.path
+    records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    runs = [r for r in records if r["type"] == "compared"]
+    assert [(r["turn"], r["model"], r["tool_calls"], r["answer"]) for r in runs] == [
+        (1, "model-a", ["list_todos"], "Two, on model-a."), (1, "model-b", [], "Two, says model-b.")]
+    assert [q.body["model"] for q in fake_server.chat_requests()][1:] == ["model-a", "model-a", "model-b"]
+    shown = draw_turn(turns(records)[0], 120)
+    assert any(line.startswith("/compare of turn 1's question: on model-a (side effects denied): list_todos")
+               for line in shown), shown
+    page = html.unescape(trace_page(path, turns(records)))
+    assert "/compare: this question on other models" in page and "on model-b (side effects denied): no tool call" in page
+    assert "Two, says model-b." in page

@@ -177,6 +177,22 @@ class TurnUndone:
 
 
 @dataclass(frozen=True)
+class Compared:
+    """``/compare`` ran turn ``turn``'s question on ``model`` (side effects denied, nothing of it
+    kept in the conversation); traced so a read-back shows each run beside the turn."""
+
+    turn: int
+    model: str
+    tool_calls: tuple[str, ...]  # the tools it called, in order
+    usage: Usage
+    duration_s: float
+    stopped_by: str
+    answer: str
+    error: str = ""  # why it could not run, or the error that ended it
+    type: Literal["compared"] = "compared"
+
+
+@dataclass(frozen=True)
 class GuardTripped:
     step: int
     guard: StopReason
@@ -228,6 +244,7 @@ Event = (
     | UserStep
     | StepPaused
     | TurnUndone
+    | Compared
     | GuardTripped
     | Notice
     | ErrorEvent

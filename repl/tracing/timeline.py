@@ -91,6 +91,8 @@ def _describe(r: dict[str, Any]) -> str | None:
         return (f"model step {as_int(r.get('step'))}: in {mark}{as_int(u.get('input_tokens'))} "
                 f"(cached {as_int(u.get('cached_tokens'))}) out {mark}{as_int(u.get('output_tokens'))} · "
                 f"{as_number(r.get('latency_s')):.2f} s · finish {as_text(r.get('finish_reason'))}{retries}")
+    if kind == "compared":
+        return f"/compare of turn {as_int(r.get('turn'))}'s question: {compared(r)}"
     if kind == "tool_call_started":
         return f"  call {as_text(r.get('name'))} {json_display(r.get('arguments'))}"
     if kind == "approval_decided":
@@ -125,6 +127,16 @@ def _describe(r: dict[str, Any]) -> str | None:
                 f"{calls} tool call{'' if calls == 1 else 's'} · "
                 f"{as_int(u.get('input_tokens')) + as_int(u.get('output_tokens'))} tokens")
     return None
+
+
+def compared(r: dict[str, Any]) -> str:
+    """A ``/compare`` run in one line: its model, the tools it called, tokens, time, how it ended."""
+    u, calls = as_dict(r.get("usage")), r.get("tool_calls")
+    tools = ", ".join(as_text(c) for c in calls) if isinstance(calls, list) and calls else "no tool call"
+    error = f" · {as_text(r['error'])}" if r.get("error") else ""
+    return (f"on {as_text(r.get('model'))} (side effects denied): {tools} · "
+            f"{as_int(u.get('input_tokens')) + as_int(u.get('output_tokens')):,} tokens · "
+            f"{as_number(r.get('duration_s')):.1f} s · stopped_by {as_text(r.get('stopped_by'))}{error}")
 
 
 # ---- the turn as bars on one time axis (``/trace``, the HTML page) ---------------------
@@ -376,7 +388,7 @@ def draw_turn(records: list[dict[str, Any]], width: int = 80, undone: set[int] |
         used = {cell for bar in bars for cell in bar}
         lines += _wrapped([f"{cell} {LEGEND[part]}" for part, cell in CELLS.items() if cell in used], width)
     notes = [r for r in records[1:] if r.get("type") in ("approval_decided", "user_step", "guard_tripped", "error",
-                                                          "model_retry", "turn_finished")
+                                                          "model_retry", "turn_finished", "compared")
              and not (r.get("type") == "approval_decided" and r.get("by") == "mode" and r.get("allowed"))]
     lines += [_fit(line, width) for r in notes if (line := _describe(r))]
     return lines

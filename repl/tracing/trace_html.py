@@ -34,6 +34,7 @@ from repl.tracing.timeline import (
     as_int,
     as_number,
     as_text,
+    compared,
     failed_attempt,
     raw_calls,
     turn_head,
@@ -91,6 +92,9 @@ def trace_page(path: Path, groups: list[list[dict[str, Any]]], prices: Prices | 
     wire, dropped = read_wire(wire_path(path))
     every = turns(read_records(path))  # undone and retried turns are told by the turns around them
     undone, heads = undone_turns(every), [head for group in every if (head := turn_head(group))]
+    compares: dict[int, list[dict[str, Any]]] = {}  # /compare runs, by the turn whose question they ran
+    for r in (r for group in every for r in group if r.get("type") == "compared"):
+        compares.setdefault(as_int(r.get("turn")), []).append(r)
     drawn = [(group, *turn_rows(group)) for group in groups]
     parts = {seg.part for _, rows, _ in drawn for row in rows for seg in row.segments}
     body = [f"<h1>glassloop trace {_text(path.stem)}</h1>",
@@ -100,7 +104,7 @@ def trace_page(path: Path, groups: list[list[dict[str, Any]]], prices: Prices | 
                                            "</span>" for part in LEGEND if part in parts) + "</p>"]
     if dropped:
         body.append(f'<p class="meta">{dropped} older raw records were dropped to keep under [trace] raw_max_kb.</p>')
-    body += [_turn(group, rows, total, wire, undone, heads, prices) for group, rows, total in drawn]
+    body += [_turn(group, rows, total, wire, undone, heads, prices, compares) for group, rows, total in drawn]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
             f"<title>glassloop trace {_text(path.stem)}</title><style>{STYLE}</style></head>\n<body>\n"
@@ -108,7 +112,7 @@ def trace_page(path: Path, groups: list[list[dict[str, Any]]], prices: Prices | 
 
 
 def _turn(group: list[dict[str, Any]], rows: list[Row], total: float, wire: list[dict[str, Any]], undone: set[int],
-          heads: list[TurnHead], prices: Prices | None) -> str:
+          heads: list[TurnHead], prices: Prices | None, compares: dict[int, list[dict[str, Any]]]) -> str:
     head = turn_head(group)
     number = head.number if head else as_int(group[0].get("turn"))
     out = [f'<section class="turn" data-turn="{_text(number)}">', f"<h2>{_title(head, number, undone, heads)}</h2>"]
@@ -129,8 +133,26 @@ def _turn(group: list[dict[str, Any]], rows: list[Row], total: float, wire: list
     notes = [note for r in group if (note := _note(r, models))]
     if notes:
         out.append('<ul class="notes">' + "".join(f"<li>{note}</li>" for note in notes) + "</ul>")
+    if head and compares.get(number):
+        out.append(_compared(compares[number], prices))
     out.append("</section>")
     return "\n".join(out)
+
+
+def _compared(runs: list[dict[str, Any]], prices: Prices | None) -> str:
+    """The turn's question as ``/compare`` ran it on other models, each run with its model, tools,
+    tokens, cost and answer."""
+    items = []
+    for r in runs:
+        model, u = _field(r.get("model")), as_dict(r.get("usage"))
+        price = prices(model) if prices else None
+        cost = usd(Usage(as_int(u.get("input_tokens")), as_int(u.get("cached_tokens")), as_int(u.get("output_tokens"))),
+                   price) if price else None
+        line = compared(r) + (f" · {format_usd(cost)}" if cost is not None else "")
+        items.append(f'<li>{_text(line)}<details class="compared-answer"><summary>answer</summary>'
+                     f'{_json(r.get("answer"), "answer")}</details></li>')
+    return ('<h4>/compare: this question on other models, side effects denied, nothing kept</h4>'
+            '<ul class="notes compared">' + "".join(items) + "</ul>")
 
 
 def _title(head: TurnHead | None, number: int, undone: set[int], heads: list[TurnHead]) -> str:

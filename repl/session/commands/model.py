@@ -3,6 +3,8 @@ step mode, retry, compare."""
 
 from __future__ import annotations
 
+import threading
+
 from repl.config.load import ConfigError
 from repl.loop.approval import MODES
 from repl.loop.events import Compared, Usage
@@ -15,6 +17,7 @@ from repl.session.compare import compare_rows, last_question
 from tools.safe_io import StoreError
 
 _MODELS: dict[tuple[str, str], list[str]] = {}  # (profile, base URL) → the models it offers
+_LOADING: set[tuple[str, str]] = set()  # endpoints whose list a completion is waiting for
 
 
 def model_names(ctx: CommandContext, wait: bool) -> list[str]:
@@ -37,9 +40,34 @@ def model_names(ctx: CommandContext, wait: bool) -> list[str]:
 
 
 def _model_completions(ctx: CommandContext) -> list[str]:
+    """The endpoint's models once listed; until then none (so no menu opens), the list asked
+    for on a thread of its own: typing never waits for ``GET /models``."""
+    active = ctx.settings.active
+    key = (active.name, active.base_url)
+    if key in _MODELS:
+        return _MODELS[key]
+    if key not in _LOADING and ctx.provider_if_ready() is not None:
+        _LOADING.add(key)
+
+        def load() -> None:
+            try:
+                model_names(ctx, wait=False)
+            except Exception:  # noqa: BLE001 - completion never breaks typing
+                pass
+            finally:
+                _LOADING.discard(key)
+
+        threading.Thread(target=load, daemon=True, name="glassloop-models").start()
+    return []
+
+
+def _offered(ctx: CommandContext) -> list[str]:
+    """The models the endpoint lists, for a warning; [] when it lists none or cannot say."""
     try:
+        if not ctx.settings.active.embedded:
+            ctx.provider()  # an HTTP endpoint's: built behind the first prompt, ready at once or nearly
         return model_names(ctx, wait=False)
-    except Exception:  # noqa: BLE001 - completion never breaks typing
+    except (Exception, KeyboardInterrupt):  # noqa: BLE001 - no list, no warning; the turn says what is wrong
         return []
 
 
@@ -64,8 +92,11 @@ def model(ctx: CommandContext, args: list[str]) -> None:
         ctx.ui.lines([f"{'*' if name == current else ' '} {name}" for name in names])
         ctx.ui.info(f"{len(names)} models offered · /model NAME switches (Tab completes)")
         return
+    offered = _offered(ctx)
     if ctx.switch(model=args[0]):
         ctx.ui.info(f"model is now {args[0]} for the next turn")
+        if offered and args[0] not in offered:
+            ctx.ui.info(f"the endpoint does not list {args[0]} ({len(offered)} models; /model lists them)")
 
 
 @command("provider", args="[NAME]", help="Show or switch the provider profile.",

@@ -288,7 +288,9 @@ def test_every_field_of_a_paused_turn_made_wrong_still_draws(tmp_path):
     """A trace from someone else: each field of each record (the new ones too) of the wrong type."""
     from repl.tracing.trace_html import trace_page
 
-    good = paused_turn() + [{"type": "turn_undone", "turn": 1, "time": T + 9}]
+    good = paused_turn() + [{"type": "turn_undone", "turn": 1, "time": T + 9},
+                            {"type": "compared", "turn": 1, "model": "m", "tool_calls": ["add_todo"], "usage": USAGE,
+                             "duration_s": 1.0, "stopped_by": "answer", "answer": "done", "error": "", "time": T + 9}]
     for n, bad in enumerate(BAD_VALUES):
         variants = []
         for i, record in enumerate(good):

@@ -295,3 +295,30 @@ def test_the_step_limit_question_says_one_more_step(fake_server, tmp_path, monke
     finally:
         session.close()
     assert ui.questions == ["stopped after 2 steps; continue for 1 more step?"]  # the step limit, then the answer
+
+
+# ----- your own tools: their preview and their undo -----
+
+
+def test_a_new_item_without_an_id_is_previewed_as_one_new_item() -> None:
+    request = ApprovalRequest(1, "c1", "add_item", {"name": "milk", "quantity": 2},
+                              {"before": None, "after": {"name": "milk", "quantity": 2}}, 1, 1)
+    for width in WIDTHS:
+        out = console(width)
+        from repl.ui.approval_dialog import approval_panel
+
+        out.print(approval_panel(request, dict(request.arguments), False))
+        lines = drawn(out)
+        assert "│ + new item " in lines[1] and "item item" not in "\n".join(lines)
+        assert all(len(line) <= width for line in lines)
+
+
+def test_undo_names_the_store_it_changed(tmp_path) -> None:
+    from repl.session.commands.conversation import undone_text
+    from tools.undo import ItemUndone, Reverted
+
+    milk = ItemUndone("2", None, {"id": "2", "name": "milk"})
+    eggs = ItemUndone("3", {"id": "3", "name": "eggs", "quantity": 1}, {"id": "3", "name": "eggs", "quantity": 6})
+    said = undone_text([Reverted(tmp_path / "shopping.json", False, (milk, eggs))])
+    assert said == "shopping: removed 2 'milk'; put back 3 'eggs' (quantity)"
+    assert "todos" not in undone_text([]) and "notes" not in undone_text([])

@@ -301,7 +301,7 @@ def preview_view(before: Any, after: Any) -> RenderableType:
     if before is None:
         if after is None:
             return Text("no change", "dim")
-        return _fields(Text(f"+ new item {_ident(after)}", "bold green"), after, "green")
+        return _fields(Text(f"+ new item {_ident(after, '')}".rstrip(), "bold green"), after, "green")
     if after is None:
         return _fields(Text(f"- delete {_ident(before)}", "bold red"), before, "red")
     changed = [key for key in list(before) + [k for k in after if k not in before]
@@ -355,8 +355,8 @@ def _bookkeeping(key: Any) -> bool:
     return isinstance(key, str) and key.endswith("_at")
 
 
-def _ident(item: dict[str, Any]) -> str:
-    return clean(str(item.get("id", ""))) or "item"
+def _ident(item: dict[str, Any], unnamed: str = "item") -> str:
+    return clean(str(item.get("id", ""))) or unnamed
 
 
 def _value(value: Any, limit: int = 200) -> str:

@@ -48,7 +48,7 @@ def test_retry_on_another_model_undoes_the_turn_first(sized_repl, fake_server, h
     started = [r for r in trace_records(home) if r.get("type") == "turn_started"]
     assert [r["user_text"] for r in started] == ["add a todo", "add a todo", "and now?"]  # both attempts traced
     repl.say("/undo")  # "and now?"
-    repl.expect("changed no todos")
+    repl.expect("changed nothing in any store")
     repl.ready()
     repl.say("/undo")  # the retried turn: its todo goes, the first attempt's is gone already
     repl.expect("removed todo-")

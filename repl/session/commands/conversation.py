@@ -39,7 +39,7 @@ def clear_rules(ctx: CommandContext) -> str:
     return f"approval rules cleared (always: {', '.join(cleared)})" if cleared else "no approval rules to clear"
 
 
-@command("undo", help="Revert the last turn's todo and note changes and remove the turn (or undo /compact).",
+@command("undo", help="Revert the last turn's store changes (todos, notes, your tools' stores) and remove the turn (or undo /compact).",
          means=("revert", "rewind", "back", "rollback"), brief="take back the last turn and its changes")
 def undo(ctx: CommandContext, args: list[str]) -> None:
     if not ctx.turns:
@@ -127,11 +127,13 @@ def _pick_turn(ctx: CommandContext, starts: list[int]) -> int | None:
 
 
 def undone_text(reverted: list[Reverted]) -> str:
-    """What an undo did, item by item: "removed todo-007 'call mom'; restored note-003 'x'"."""
+    """What an undo did, store by store and item by item: "todos: removed todo-007 'call mom';
+    notes: restored note-003 'x'" (a store is named by its file: your tools' too)."""
     done = []
     for r in reverted:
         if not r.items:
             done.append(f"restored {r.path.name}")
+        first = len(done)
         for item in r.items:
             verb = "removed" if item.before is None else "restored" if item.after is None else "put back"
             shown = item.before or item.after or {}
@@ -141,9 +143,11 @@ def undone_text(reverted: list[Reverted]) -> str:
                 keys = [k for k in {**item.before, **item.after} if item.before.get(k) != item.after.get(k)]
                 fields = f" ({', '.join(keys)})"
             done.append(f"{verb} {item.id}" + (f" '{one_line(label, 40)}'" if label else "") + fields)
+        if r.items:
+            done[first] = f"{one_line(r.path.stem, 40)}: {done[first]}"
         if r.merged:
             done.append(f"{r.path}: only this turn's items (another process changed it too)")
-    return "; ".join(done) if done else "it changed no todos or notes"
+    return "; ".join(done) if done else "it changed nothing in any store"
 
 
 @command("compact", args="[instructions]",

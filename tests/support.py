@@ -14,7 +14,7 @@ import sys
 import time
 import traceback
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +230,9 @@ class StubUI:
     def table(self, title: str, columns: list[str], rows: list[tuple[str, ...]],
               keep: tuple[str, ...] = ()) -> None:
         self.tables.append((title, columns, rows))
+
+    def paged(self) -> AbstractContextManager[None]:
+        return nullcontext()
 
     def page(self, blocks: list[tuple[str, Any]]) -> None:
         self.shown.extend(json.dumps(value, ensure_ascii=False) if kind == "json" else value

@@ -95,11 +95,13 @@ def narrow(fake_server, tmp_path, monkeypatch):
         monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
     opened = []
 
-    def open_(width: int, model: str = "m") -> tuple[ChatSession, Console]:
+    def open_(width: int, model: str = "m", rows: int = 0) -> tuple[ChatSession, Console]:
+        """``rows``: a terminal of that height (else a console that is not one)."""
         settings = load_settings({"base_url": fake_server.base_url, "model": model, "approval": "auto",
                                   "weather": "sample", "todos_file": str(tmp_path / "todos.json")},
                                  cwd=tmp_path, env={})
-        out = console(width)
+        out = console(width) if not rows else Console(file=io.StringIO(), width=width, height=rows,
+                                                      force_terminal=True, color_system=None, record=True)
         terminal = Terminal(settings, None, None, None)
         terminal.renderer = Renderer(out, price=terminal.cost, refresh_per_second=0)
         session = ChatSession(settings, terminal, interactive=False)
@@ -322,3 +324,16 @@ def test_undo_names_the_store_it_changed(tmp_path) -> None:
     said = undone_text([Reverted(tmp_path / "shopping.json", False, (milk, eggs))])
     assert said == "shopping: removed 2 'milk'; put back 3 'eggs' (quantity)"
     assert "todos" not in undone_text([]) and "notes" not in undone_text([])
+
+
+def test_help_all_goes_through_the_pager_when_taller_than_the_screen(narrow, tmp_path, monkeypatch) -> None:
+    """/help stays one screen, printed; /help all (taller than a 24-row terminal) is paged."""
+    paged = tmp_path / "paged.txt"
+    monkeypatch.setenv("PAGER", f"sh -c 'cat > {paged}'")
+    session, out = narrow(60, rows=24)
+    command(session, "/help")
+    assert "/help all" in out.export_text() and not paged.exists()
+    command(session, "/help all")
+    assert "/compare" not in out.export_text()  # not printed: paged
+    text = paged.read_text(encoding="utf-8")
+    assert "/compare" in text and "Ctrl-D exits" in text

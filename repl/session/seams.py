@@ -5,6 +5,7 @@ of a turn (``TurnRecord``), shared by the session core, its doors and the slash 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
@@ -96,6 +97,10 @@ class UI(Surface, Protocol):
 
     def table(self, title: str, columns: list[str], rows: Sequence[tuple[str, ...]],
               keep: tuple[str, ...] = ()) -> None: ...
+    def paged(self) -> AbstractContextManager[None]:
+        """What is shown inside goes through the pager when taller than the screen."""
+        ...
+
     def page(self, blocks: list[tuple[str, Any]]) -> None:
         """``heading`` and ``note`` lines and ``json`` values, paged when taller than the screen."""
         ...

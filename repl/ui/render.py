@@ -151,6 +151,7 @@ class Renderer:
         self._reasoning: _Reasoning | None = None  # the reasoning streaming now
         self._suspended = 0  # nesting depth of suspended()
         self._approval_open = False
+        self._paging: list[RenderableType] | None = None  # what paged() collects
         self.verbose = False  # a usage line for every model call, also in one-call turns
         self._held_usage: Text | None = None  # a turn's first usage line, until it has a second call
         self._handlers: dict[type, Callable[[Any], None]] = {
@@ -172,8 +173,26 @@ class Renderer:
 
     def print(self, *renderables: RenderableType) -> None:
         """``console.print`` that cooperates with the live area (trusted renderables only)."""
+        if self._paging is not None:
+            self._paging.extend(renderables)
+            return
         with interrupts_deferred(), self._lock:
             self.console.print(*renderables)
+
+    @contextmanager
+    def paged(self) -> Iterator[None]:
+        """What is printed inside goes through the pager when the console is a terminal and it
+        is taller than the screen (``repl.ui.pager``), else it is printed as it would be."""
+        from rich.console import Group
+
+        from repl.ui.pager import show
+
+        self._paging = []
+        try:
+            yield
+        finally:
+            parts, self._paging = self._paging, None
+        show(self.console, Group(*parts), self.print)
 
     def header(self, provider: str, model: str, approval: str, session_id: str) -> None:
         self.print(Text.assemble(  # the toolbar's words: provider · model · approvals MODE

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
 
 from repl.config.load import Settings
@@ -310,6 +311,10 @@ class Terminal:
 
     def table(self, title: str, columns: list[str], rows: Sequence[tuple[str, ...]], keep: tuple[str, ...] = ()) -> None:
         self.renderer.table(title, columns, rows, keep)
+
+    def paged(self) -> AbstractContextManager[None]:
+        """Output inside through the pager when taller than the screen (``repl.ui.pager``)."""
+        return self.renderer.paged()
 
     def cost(self, usage: Usage) -> float | None:
         """USD of ``usage`` at the active model's price; None when unknown."""

@@ -38,8 +38,9 @@ def help_(ctx: CommandContext, args: list[str]) -> None:
         rows.append(("!COMMAND", "Run a shell command yourself (never the model), see its output, and "
                      "choose to add it to your next message."))
         rows += [(name, text) for _, name, text in yours.help_rows(ctx)]
-        ctx.ui.table("commands", ["command", "what it does"], rows)
-        ctx.ui.info(KEYS)
+        with ctx.ui.paged():  # taller than most screens
+            ctx.ui.table("commands", ["command", "what it does"], rows)
+            ctx.ui.info(KEYS)
         return
     by_name = table().by_name
     grouped: list[tuple[str, str, str]] = [("" if n else group, _names(by_name[name]), by_name[name].short)

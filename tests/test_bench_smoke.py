@@ -28,6 +28,7 @@ EXPECTED_TARGETS = {
     "memory_resume": {"growth", "resume"},
     "textcalls": {"linear", "100kB"},
     "todo_scale": {"page", "writes"},
+    "search": {"found", "search", "turn"},
     "tool_use": {"valid_t0.1", "right_t0.1", "gap_t0.1", "controls_t0.1"},  # quick: scripted replies
 }
 
@@ -41,6 +42,7 @@ TIMED = {  # the targets whose figure is wall-clock time, or a ratio or exponent
     "memory_resume": {"resume"},
     "textcalls": {"linear", "100kB"},
     "todo_scale": {"page", "writes"},
+    "search": {"search", "turn"},
     "render_stream": {"flat", "speedup", "frame"},
 }
 

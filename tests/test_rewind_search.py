@@ -171,3 +171,30 @@ def test_two_writers_at_once_lose_no_turn(tmp_path):
     with sqlite3.connect(folder / search.INDEX_FILE) as con:
         rows = con.execute("SELECT session, count(*) FROM turns GROUP BY session ORDER BY session").fetchall()
     assert rows == [("alpha", 30), ("beta", 30)]
+
+
+def test_rewind_picker_and_highlighted_search_in_the_terminal(repl_factory, fake_server, home):
+    todos = Path(home["GLASSLOOP_TODOS_FILE"])
+    fake_server.script(tool_calls(call("add_todo", {"title": "buy milk"})), text("Added milk."),
+                       tool_calls(call("add_todo", {"title": "call mom"})), text("Added mom."))
+    repl = repl_factory("--yes")
+    repl.say("remind me to buy milk")
+    repl.expect("Added milk")
+    repl.ready()
+    after_first = todos.read_bytes()
+    repl.say("remind me to call mom")
+    repl.expect("Added mom")
+    repl.ready()
+    repl.say("/rewind")
+    repl.expect("rewind to before which turn")
+    repl.expect("turn   2  remind me to call mom  \\[add_todo\\]")
+    repl.key("\r")  # the last turn is chosen at first
+    repl.expect("rewound to before turn 2")
+    repl.ready()
+    assert todos.read_bytes() == after_first
+    repl.say("/sessions milk")
+    repl.expect("1 turn with 'milk'")
+    repl.ready()
+    drawn = repl.transcript[-1]
+    assert " turn 1  " in drawn and "remind me to buy \x1b[1;7mmilk\x1b[0m" in drawn  # the word highlighted
+    repl.close()

@@ -15,6 +15,7 @@ user; the history sent after a resume is always valid.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from typing import Any
 
 from repl.config.redact import Redactor
 from repl.loop.history import History, repair
+from repl.providers.base import Message
 from repl.session.recap import (
     MAX_JOURNAL_BYTES,
     list_sessions,
@@ -35,6 +37,7 @@ from repl.tracing.trace import JsonlWriter
 from tools.safe_io import StoreError, check_regular
 
 BRANCH = "branch"
+CHANGED = ".changed"  # touched by every journal write: a search knows whether any journal changed
 _BRANCH_LINE = b'{"kind": "branch", '
 
 
@@ -47,7 +50,7 @@ class Journal:
                  *, lazy: bool = False, on_error: Callable[[OSError], None] | None = None) -> None:
         self.path = path
         self.writer = JsonlWriter(path, redact, lazy=lazy, on_error=on_error)
-        self.synced: list[dict[str, Any]] = []  # the history messages already in the file
+        self.synced: list[Message] = []  # the history messages already in the file
         self._meta = {"kind": "meta", "time": round(time.time(), 3), **meta} if meta is not None else None
         if not lazy and self._meta is not None:
             self._write({})
@@ -58,6 +61,9 @@ class Journal:
             self.writer.write(meta)
         if record:
             self.writer.write(record)
+        if not self.writer.failed:
+            with contextlib.suppress(OSError):
+                (self.path.parent / CHANGED).touch()
 
     def note_turn(self, record: dict[str, Any]) -> None:
         """A finished turn's numbers (usage, cost, context): a resumed session continues them."""
@@ -120,13 +126,13 @@ class Journal:
 @dataclass
 class Loaded:
     meta: dict[str, Any]
-    messages: list[dict[str, Any]]  # valid: ``History.from_json`` may only need to close the last turn
+    messages: list[Message]  # valid: ``History.from_json`` may only need to close the last turn
     notes: list[str] = field(default_factory=list)  # what was skipped or repaired, for the user
     stored: list[Any] = field(default_factory=list)  # the messages as written, damage included (``adopt``)
     turns: list[dict[str, Any]] = field(default_factory=list)  # the ``turn`` records, ``undone`` set by ``undo`` ones
 
 
-def load(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def load(path: Path) -> tuple[dict[str, Any], list[Message]]:
     """The meta record and the replayed, repaired messages of a journal (see ``load_checked``)."""
     loaded = load_checked(path)
     return loaded.meta, loaded.messages

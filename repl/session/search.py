@@ -1,6 +1,6 @@
 """Search every saved session: ``glassloop search TEXT`` and ``/sessions TEXT``.
 
-The journals stay the source of truth; ``sessions/index.sqlite3`` beside them is a cache made
+The journals stay the source of truth; ``sessions/index/search.sqlite3`` beside them is a cache made
 from them: one row per turn (question, answers, tool names and arguments; a branch's turns too)
 in a plain table, its words in a contentless SQLite FTS5 table whose rowid is the turn's time
 in microseconds, so "newest first" is FTS5's own descending rowid order and stops at the limit.
@@ -11,7 +11,7 @@ The index is kept current two ways: the REPL adds each turn at its end (``add_tu
 and the journal's size and time, under a short lock, never an error shown), and every search
 first re-reads each journal whose size or time differs from what the index recorded (``/undo``,
 ``/rewind``, ``/compact``, another REPL, a crash, an older glassloop). Every
-connection is opened and closed under ``index.sqlite3.lock``, so two REPLs never write at once
+connection is opened and closed under ``search.sqlite3.lock``, so two REPLs never write at once
 and a rebuild never replaces a file another process has open. A damaged index is rebuilt from
 the journals with one line; a Python whose SQLite lacks FTS5 scans the journals instead.
 """
@@ -30,15 +30,18 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from repl.session.journal import BRANCH
+from repl.session.journal import BRANCH, CHANGED
 from repl.session.recap import MAX_JOURNAL_BYTES
 from tools.safe_io import StoreError, locked
 
-INDEX_FILE = "index.sqlite3"
+INDEX_FILE = "index/search.sqlite3"  # in a folder of its own: its writes leave the journals' folder's time alone
 SCHEMA = 1  # PRAGMA user_version: another value is an index of another layout, rebuilt
 FIELD_CHARS = 4000  # of each field indexed: a tool's long argument (a file written) is cut
 TURN_LOCK_S = 0.5  # a turn's end waits no longer for the index (the next search catches up)
 SEARCH_LOCK_S = 10.0
+FULL_SCAN_S = 300.0  # journals changed by no glassloop (an edit by hand) are found at most this late
+SETTLED_S = 2.0  # a file time this recent may be followed by a write in the same clock tick
+OPTIMIZE_ROWS = 50_000  # a catch-up that added this many turns merges the index's segments
 _CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff])")
 
 
@@ -224,6 +227,7 @@ class Index:
     @contextmanager
     def _connection(self, timeout: float) -> Iterator[sqlite3.Connection]:
         """An open index under its lock (made when missing); sqlite3.DatabaseError when damaged."""
+        self.path.parent.mkdir(mode=0o700, exist_ok=True)
         with locked(self.path, timeout=timeout):
             fresh = not self.path.exists()
             con = sqlite3.connect(self.path, timeout=timeout)
@@ -288,6 +292,11 @@ class Index:
             raise SearchError(f"cannot use the search index {self.path}: "
                               f"{getattr(exc, 'strerror', None) or exc}") from None
 
+    def refresh(self) -> None:
+        """Bring the index up to the journals, as each search does first (a benchmark's build)."""
+        with self._connection(SEARCH_LOCK_S) as con, con:
+            self._catch_up(con)
+
     def _search(self, words: list[str], limit: int) -> list[Hit]:
         match = " ".join('"' + _spaced(w).replace('"', '""') + '"' for w in words)
         with self._connection(SEARCH_LOCK_S) as con:
@@ -300,7 +309,13 @@ class Index:
         return [snippet(TurnText(*row), words) for row in rows]
 
     def _catch_up(self, con: sqlite3.Connection) -> None:
-        """Re-read each journal that changed since it was indexed; forget the ones gone."""
+        """Re-read each journal that changed since it was indexed; forget the ones gone. Nothing
+        is looked at when no journal was made, removed or written since the last look (and that
+        was less than FULL_SCAN_S ago)."""
+        started, marks = time.time(), self._marks()
+        state = dict(con.execute("SELECT key, value FROM state").fetchall())
+        if state.get("marks") == repr(marks) and started - float(state.get("scanned", 0)) < FULL_SCAN_S:
+            return
         on_disk = {}
         with os.scandir(self.folder) as entries:
             for entry in entries:
@@ -311,11 +326,27 @@ class Index:
         for session in known.keys() - on_disk.keys():
             _delete(con, "session = ?", (session,))
             con.execute("DELETE FROM journals WHERE session = ?", (session,))
-        for session, state in on_disk.items():
-            if known.get(session) != state:
+        added = 0
+        for session, seen in on_disk.items():
+            if known.get(session) != seen:
                 _delete(con, "session = ?", (session,))
-                _insert(con, journal_turns(self.folder / f"{session}.jsonl"))
-                con.execute("INSERT OR REPLACE INTO journals VALUES (?, ?, ?)", (session, *state))
+                turns = journal_turns(self.folder / f"{session}.jsonl")
+                _insert(con, turns)
+                added += len(turns)
+                con.execute("INSERT OR REPLACE INTO journals VALUES (?, ?, ?)", (session, *seen))
+        if added >= OPTIMIZE_ROWS:
+            con.execute("INSERT INTO words(words) VALUES ('optimize')")
+        settled = all(started - ns / 1e9 > SETTLED_S for ns in marks)
+        con.executemany("INSERT OR REPLACE INTO state VALUES (?, ?)",
+                        [("marks", repr(marks) if settled else ""), ("scanned", str(started))])
+
+    def _marks(self) -> tuple[int, int]:
+        """The folder's time (a journal made or removed) and ``CHANGED``'s (a journal written)."""
+        try:
+            changed = (self.folder / CHANGED).stat().st_mtime_ns
+        except FileNotFoundError:
+            changed = 0
+        return self.folder.stat().st_mtime_ns, changed
 
     def _rebuild(self, why: Exception) -> None:
         """A damaged index made again from the journals (the next search's catch-up fills it)."""
@@ -333,13 +364,15 @@ def _create(con: sqlite3.Connection) -> None:
                            turn INTEGER NOT NULL, time REAL NOT NULL, question TEXT, answer TEXT, tools TEXT);
         CREATE INDEX turns_of_session ON turns(session, branch, turn);
         CREATE TABLE journals(session TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER);
+        CREATE TABLE state(key TEXT PRIMARY KEY, value TEXT);
         CREATE VIRTUAL TABLE words USING fts5(body, content='', tokenize='unicode61 remove_diacritics 2');
         PRAGMA user_version = {SCHEMA};
     """)
 
 
 def _insert(con: sqlite3.Connection, turns: list[TurnText]) -> None:
-    """Each turn a row; its id the turn's time in microseconds (the next free one)."""
+    """Each turn a row; its id the turn's time in microseconds, or when taken (turns of one old
+    journal share its start time) the first free one after the ids taken from there on."""
     for t in turns:
         row = int(t.time * 1_000_000)
         while True:
@@ -348,7 +381,8 @@ def _insert(con: sqlite3.Connection, turns: list[TurnText]) -> None:
                             (row, t.session, t.branch, t.turn, t.time, t.question, t.answer, t.tools))
                 break
             except sqlite3.IntegrityError:
-                row += 1
+                row = con.execute("SELECT max(id) FROM turns WHERE id BETWEEN ? AND ?",
+                                  (row, row + 1_000_000_000)).fetchone()[0] + 1
         con.execute("INSERT INTO words(rowid, body) VALUES (?, ?)", (row, t.body()))
 
 

@@ -345,8 +345,8 @@ def eval_cases(
 ) -> None:
     """Does the model pick your tool? Run a case file's messages (side effects dry-run) and score the calls.
 
-    Exit codes: 0 done, 1 a model under --min or unable to run, 2 bad usage, config or case file,
-    130 interrupted.
+    Exit codes: 0 done, 1 a model under --min, or a case that met an error (an unreachable server),
+    2 bad usage, config or case file, 130 interrupted.
     """
     from repl.session.evaluate import run_eval
 

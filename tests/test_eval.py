@@ -229,3 +229,11 @@ def test_the_embedded_model_runs_twelve_cases_in_one_server_process(
     assert all(o.input_tokens > 0 and o.stopped_by in ("answer", "max_steps") for o in run.outcomes)
     assert len(started) == 1, started  # one server process served every case
     assert started[0] is not None and not alive(started[0])  # stopped with the run
+
+
+def test_a_case_that_cannot_reach_the_model_fails_the_run(tmp_path: Path, home: dict[str, str]) -> None:
+    cases = tmp_path / "cases.toml"
+    cases.write_text('[[case]]\nmessage = "Hello!"\ntool = ""\n', encoding="utf-8")
+    done = glassloop_here("eval", str(cases), "--base-url", "http://127.0.0.1:9/v1", "--json", env=home)
+    assert done.returncode == 1 and "1 of 1 cases ended in an error" in done.stderr
+    assert json.loads(done.stdout)["cases"][0]["error"].startswith("cannot reach provider")

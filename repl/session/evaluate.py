@@ -439,9 +439,21 @@ def report_json(runs: list[ModelRun]) -> dict[str, Any]:
     return {"models": [r.summary() for r in runs], "cases": [o.as_json() for r in runs for o in r.outcomes]}
 
 
-def below(runs: list[ModelRun], minimum: float | None) -> list[ModelRun]:
-    """The runs whose pass rate is under ``minimum``, and those that could not run."""
-    return [r for r in runs if r.error or (minimum is not None and (r.summary()["pass_rate"] or 0.0) < minimum)]
+def shortfalls(runs: list[ModelRun], minimum: float | None) -> list[str]:
+    """Why the evaluation fails, one line each: a model that could not run, cases that met an
+    error instead of an answer (an unreachable server is no verdict on the model), a pass rate
+    under ``minimum``."""
+    lines = []
+    for run in runs:
+        errors = sum(bool(o.error) for o in run.outcomes)
+        rate = run.summary()["pass_rate"] or 0.0
+        if run.error:
+            lines.append(f"{run.model}: could not run")
+        elif errors:
+            lines.append(f"{run.model}: {errors} of {len(run.outcomes)} cases ended in an error")
+        elif minimum is not None and rate < minimum:
+            lines.append(f"{run.model}: passed {100 * rate:.0f}% of the cases, under --min {minimum:g}")
+    return lines
 
 
 def table(run: ModelRun) -> list[str]:
@@ -531,8 +543,8 @@ class Printer:
 
 def run_eval(path: Path, runs_of: list[Settings], *, jobs: int, as_json: bool, minimum: float | None,
              stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    """``glassloop eval``: the case file's cases on each model in turn; exit 0, or 1 when a model
-    is under ``minimum`` or could not run, 2 a mistake in the case file, 130 interrupted."""
+    """``glassloop eval``: the case file's cases on each model in turn; exit 0, or 1 for a
+    ``shortfalls`` line, 2 a mistake in the case file, 130 interrupted."""
     printer = Printer(runs_of[0], stdout or sys.stdout, stderr or sys.stderr)
     try:
         cases = load_cases(path)
@@ -552,9 +564,7 @@ def run_eval(path: Path, runs_of: list[Settings], *, jobs: int, as_json: bool, m
         printer.json(runs)
     else:
         printer.tables(runs)
-    low = below(runs, minimum)
-    for run in low:
-        printer.say(f"{run.model}: could not run" if run.error else
-                    f"{run.model}: passed {100 * (run.summary()['pass_rate'] or 0):.0f}% of the cases, "
-                    f"under --min {minimum:g}")
-    return 1 if low else 0
+    failed = shortfalls(runs, minimum)
+    for line in failed:
+        printer.say(line)
+    return 1 if failed else 0

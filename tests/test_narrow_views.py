@@ -337,3 +337,21 @@ def test_help_all_goes_through_the_pager_when_taller_than_the_screen(narrow, tmp
     assert "/compare" not in out.export_text()  # not printed: paged
     text = paged.read_text(encoding="utf-8")
     assert "/compare" in text and "Ctrl-D exits" in text
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_waiting_line_fits(width: int) -> None:
+    """The stop hint gives way first, then the line is cut: it never wraps in the live area."""
+    from repl.loop.events import ModelRequest, TurnStarted
+    from repl.ui.render import Renderer
+    from tests.terminal import replay
+
+    for model, hinted in (("gpt-4o", width == 60), ("qwen2.5-coder-7b-instruct-q4_k_m", False)):
+        out = Console(file=io.StringIO(), width=width, height=20, force_terminal=True, color_system=None)
+        renderer = Renderer(out, refresh_per_second=0)
+        renderer(TurnStarted(1, "q"))
+        renderer(ModelRequest(1, model, True))
+        screen = replay(out.file.getvalue(), width, 20)
+        assert screen[-1][2:].startswith("step 1 · waiting for") and len(screen[-1]) <= width
+        assert ("Ctrl-C to stop" in screen[-1]) == hinted
+        renderer.close()

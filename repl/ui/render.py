@@ -83,12 +83,20 @@ class _Wait:
     retry: ModelRetry | None = None
     retry_at: float = 0.0  # time.monotonic() when the next attempt starts
 
-    def text(self, now: float) -> str:
+    def text(self, now: float, width: int = 0) -> str:
+        """The line within ``width`` columns (0: any): the stop hint gives way, then the end is
+        cut with "…": the live line stays one row."""
         r = self.retry
         if r is not None and now < self.retry_at:
-            return (f"retrying in {math.ceil(self.retry_at - now)} s (attempt {r.attempt} of {r.attempts}: "
-                    f"{r.reason}) · {STOP_HINT}")
-        return f"{self.label} · {now - self.since:.0f} s · {STOP_HINT}"
+            said = f"retrying in {math.ceil(self.retry_at - now)} s (attempt {r.attempt} of {r.attempts}: {r.reason})"
+        else:
+            said = f"{self.label} · {now - self.since:.0f} s"
+        hinted = f"{said} · {STOP_HINT}"
+        if not width or cell_len(hinted) <= width:
+            return hinted
+        line = Text(said)
+        line.truncate(width, overflow="ellipsis")
+        return line.plain
 
 
 @dataclass
@@ -322,7 +330,7 @@ class Renderer:
     def _model_request(self, event: ModelRequest) -> None:
         self._end_text()
         self._wait = _Wait(f"step {event.step} · waiting for {clean(event.model)}")
-        self._waiting = Spinner("dots", Text(self._wait.text(time.monotonic()), "dim"))
+        self._waiting = Spinner("dots", Text(self._wait.text(time.monotonic(), self.console.width - 2), "dim"))
         self._sync_live()
 
     def _retry(self, event: ModelRetry) -> None:
@@ -330,7 +338,7 @@ class Renderer:
             self._wait = _Wait(f"step {event.step} · waiting")
         self._wait.retry, self._wait.retry_at = event, time.monotonic() + event.delay_s
         if self._waiting is None:
-            self._waiting = Spinner("dots", Text(self._wait.text(time.monotonic()), "dim"))
+            self._waiting = Spinner("dots", Text(self._wait.text(time.monotonic(), self.console.width - 2), "dim"))
         self._sync_live(refresh=True)
 
     def _reasoning_delta(self, event: ReasoningDelta) -> None:
@@ -493,7 +501,7 @@ class Renderer:
             parts.append(self._reasoning_tail())
         if self._waiting is not None:
             if self._wait is not None:
-                self._waiting.update(text=Text(self._wait.text(time.monotonic()), "dim"))
+                self._waiting.update(text=Text(self._wait.text(time.monotonic(), self.console.width - 2), "dim"))
             parts.append(self._waiting)
         for running in list(self._running.values()):
             if not running.awaiting_approval:

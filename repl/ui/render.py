@@ -250,13 +250,23 @@ class Renderer:
                 self.print(_table(header, cells, widths, fixed, boxed))
                 return
         from rich.padding import Padding
+        from rich.table import Table
 
         self.print(Text(" · ".join(h for h, f in zip(header, fixed, strict=True) if f and h)
                         + "".join(f"\n  {h}" for h, f in zip(header, fixed, strict=True) if not f and h), "dim"))
         for row in cells:
-            self.print(Text("  ".join(c for c, f in zip(row, fixed, strict=False) if f and c)))
-            for c in (c for c, f in zip(row, fixed, strict=False) if not f and c):
-                self.print(Padding(Text(c), (0, 0, 0, 2)))
+            head = "  ".join(c for c, f in zip(row, fixed, strict=False) if f and c)
+            texts = [c for c, f in zip(row, fixed, strict=False) if not f and c]
+            if len(texts) == 1 and cell_len(head) + 2 <= self.console.width // 2:  # the text beside, wrapped
+                grid = Table.grid(padding=(0, 2) if head else 0)
+                grid.add_column(no_wrap=True)
+                grid.add_column()
+                grid.add_row(Text(head), Text(texts[0]))
+                self.print(grid)
+                continue
+            self.print(Text(head))
+            for text in texts:
+                self.print(Padding(Text(text), (0, 0, 0, 2)))
 
     def recap(self, earlier: int, turns: Sequence[dict[str, Any]]) -> None:
         """A resumed session's last turns (the question, one line per tool call, the answer),

@@ -242,11 +242,11 @@ class Renderer:
         fixed = [column in keep or widths[n] <= SHORT_CELL for n, column in enumerate(columns)]
         widths = [max(w, cell_len(name) if short else max(map(cell_len, name.split()), default=0))  # a header too
                   for w, name, short in zip(widths, header, fixed, strict=True)]
-        texts = sum(min(w, TEXT_ROOM) for w, f in zip(widths, fixed, strict=True) if not f)
+        text_room = sum(min(w, TEXT_ROOM) for w, f in zip(widths, fixed, strict=True) if not f)
         short = sum(w for w, f in zip(widths, fixed, strict=True) if f)
         self.print(Text(clean(title), "bold"))
         for boxed, overhead in ((True, 3 * len(columns) + 1), (False, len(columns) - 1)):
-            if short + overhead + texts <= self.console.width:
+            if short + overhead + text_room <= self.console.width:
                 self.print(_table(header, cells, widths, fixed, boxed))
                 return
         from rich.padding import Padding

@@ -355,3 +355,22 @@ def test_the_waiting_line_fits(width: int) -> None:
         assert screen[-1][2:].startswith("step 1 · waiting for") and len(screen[-1]) <= width
         assert ("Ctrl-C to stop" in screen[-1]) == hinted
         renderer.close()
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_approval_cards_fit(width: int) -> None:
+    from repl.ui.approval_dialog import approval_panel
+
+    long = "call mum about the weekend plans, the train and who brings the cake"
+    cards = [ApprovalRequest(1, "c1", "update_todo", {"todo_id": "todo-002", "title": long},
+                             {"before": {"id": "todo-002", "title": "call mum", "priority": "low"},
+                              "after": {"id": "todo-002", "title": long, "priority": "low"}}, 1, 2),
+             ApprovalRequest(1, "c2", "delete_todo", {"todo_id": "todo-001"},
+                             {"before": {"id": "todo-001", "title": long}, "after": None}, 2, 2)]
+    out = console(width)
+    for card in cards:
+        out.print(approval_panel(card, dict(card.arguments), False))
+    lines = drawn(out)
+    assert all(len(line) <= width for line in lines)
+    assert any("~ change todo-002" in line for line in lines) and any("- delete todo-001" in line for line in lines)
+    assert sum(line.startswith("│ title") and line.rstrip().endswith("… │") for line in lines) == 2  # cut, not wrapped

@@ -201,10 +201,10 @@ def judge(case: Case, model: str, log: EventLog, finished: TurnFinished | None, 
         args = _strict_json(raw)
         return name in schemas and isinstance(args, dict) and validator_for(schemas[name]).is_valid(args)
 
-    calls = [{"step": e.step, "id": c.get("id", ""), "name": c.get("name", ""), "arguments": c.get("arguments", ""),
-              "valid": valid(c.get("name", ""), c.get("arguments", ""))}
-             for e in log.of(WireRecord) if e.kind == "response" and isinstance(e.body, dict)
-             for c in e.body.get("tool_calls") or []]
+    written = [(e.step, c) for e in log.of(WireRecord) if e.kind == "response" and isinstance(e.body, dict)
+               for c in e.body.get("tool_calls") or []]
+    calls = [{"step": step, "name": c.get("name", ""), "arguments": c.get("arguments", ""),
+              "valid": valid(c.get("name", ""), c.get("arguments", ""))} for step, c in written]
     usage = log.of(ModelUsage)
     out = Outcome(case, model, calls, seconds=seconds,
                   first_step_s=round(usage[0].latency_s, 3) if usage else None,
@@ -220,22 +220,14 @@ def judge(case: Case, model: str, log: EventLog, finished: TurnFinished | None, 
     else:
         out.right_tool = first["name"] in case.tools
         out.valid_args = first["valid"]
-    for call in calls:
-        del call["id"]
     if case.checks_args:
         results = {f.call_id: f.result for f in log.of(ToolCallFinished)}
+        result = results.get(written[0][1].get("id", ""), "") if written else ""
         out.args_ok = first is not None and out.right_tool and _args_pass(case, first["arguments"]) and (
-            not case.result_contains or _holds(_text(results.get(_first_id(log), "")), case.result_contains))
+            not case.result_contains or _holds(_text(result), case.result_contains))
     if case.answer_contains:
         out.answer_ok = _holds(out.answer, case.answer_contains)
     return out
-
-
-def _first_id(log: EventLog) -> str:
-    for event in log.of(WireRecord):
-        if event.kind == "response" and isinstance(event.body, dict) and event.body.get("tool_calls"):
-            return str(event.body["tool_calls"][0].get("id", ""))
-    return ""
 
 
 def _strict_json(raw: Any) -> Any:

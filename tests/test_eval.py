@@ -237,3 +237,13 @@ def test_a_case_that_cannot_reach_the_model_fails_the_run(tmp_path: Path, home: 
     done = glassloop_here("eval", str(cases), "--base-url", "http://127.0.0.1:9/v1", "--json", env=home)
     assert done.returncode == 1 and "1 of 1 cases ended in an error" in done.stderr
     assert json.loads(done.stdout)["cases"][0]["error"].startswith("cannot reach provider")
+
+
+def test_the_readme_example_is_a_case_file(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### Test your tools on a model", 1)[1]
+    cases = tmp_path / "cases.toml"
+    cases.write_text(section.split("```toml\n", 1)[1].split("```", 1)[0], encoding="utf-8")
+    found = load_cases(cases)
+    assert [(c.tools, c.args, c.args_contain) for c in found][0] == (("add_item",), {"quantity": 2}, {"name": ("milk",)})
+    assert found[1].result_contains == ('"value": 434',) and found[1].answer_contains == ("434",)

@@ -191,16 +191,20 @@ class Renderer:
     def paged(self) -> Iterator[None]:
         """What is printed inside goes through the pager when the console is a terminal and it
         is taller than the screen (``repl.ui.pager``), else it is printed as it would be."""
-        from rich.console import Group
-
-        from repl.ui.pager import show
+        from repl.ui.pager import page
 
         self._paging = []
         try:
             yield
         finally:
             parts, self._paging = self._paging, None
-        show(self.console, Group(*parts), self.print)
+        whole = Group(*parts)
+        if self.console.is_terminal:  # wrapped between words at the screen's width, as it would be printed
+            with self.console.capture() as captured:
+                self.console.print(whole)
+            if page(captured.get(), height=self.console.height):
+                return
+        self.print(whole)
 
     def header(self, provider: str, model: str, approval: str, session_id: str) -> None:
         self.print(Text.assemble(  # the toolbar's words: provider · model · approvals MODE
@@ -249,24 +253,34 @@ class Renderer:
             if short + overhead + text_room <= self.console.width:
                 self.print(_table(header, cells, widths, fixed, boxed))
                 return
-        from rich.padding import Padding
+        self._row_blocks([header], fixed, "dim", beside=False)
+        self._row_blocks(cells, fixed)
+
+    def _row_blocks(self, rows: list[list[str]], fixed: list[bool], style: str = "", beside: bool = True) -> None:
+        """Each row as a line of its short cells and its texts under it, indented and wrapped
+        under themselves (a grid: the pager's copy wraps them too); one text goes beside the
+        short cells when they leave it half the width. A row without short cells starts at the edge."""
         from rich.table import Table
 
-        self.print(Text(" · ".join(h for h, f in zip(header, fixed, strict=True) if f and h)
-                        + "".join(f"\n  {h}" for h, f in zip(header, fixed, strict=True) if not f and h), "dim"))
-        for row in cells:
+        def block(lead: str, text: str) -> RenderableType:
+            if not lead:
+                return Text(text, style)
+            grid = Table.grid(padding=(0, 2) if lead.strip() else 0)
+            grid.add_column(no_wrap=True)
+            grid.add_column()
+            grid.add_row(Text(lead, style), Text(text, style))
+            return grid
+
+        for row in rows:
             head = "  ".join(c for c, f in zip(row, fixed, strict=False) if f and c)
             texts = [c for c, f in zip(row, fixed, strict=False) if not f and c]
-            if len(texts) == 1 and cell_len(head) + 2 <= self.console.width // 2:  # the text beside, wrapped
-                grid = Table.grid(padding=(0, 2) if head else 0)
-                grid.add_column(no_wrap=True)
-                grid.add_column()
-                grid.add_row(Text(head), Text(texts[0]))
-                self.print(grid)
+            if beside and head and len(texts) == 1 and cell_len(head) + 2 <= self.console.width // 2:
+                self.print(block(head, texts[0]))
                 continue
-            self.print(Text(head))
-            for text in texts:
-                self.print(Padding(Text(text), (0, 0, 0, 2)))
+            if head:
+                self.print(Text(head, style))
+            for n, text in enumerate(texts):
+                self.print(block("" if not head and n == 0 else "  ", text))
 
     def recap(self, earlier: int, turns: Sequence[dict[str, Any]]) -> None:
         """A resumed session's last turns (the question, one line per tool call, the answer),

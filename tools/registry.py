@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from tools.cancel import PARAMETER as CANCEL_PARAMETER
 from tools.cancel import Cancel, running
@@ -24,6 +24,14 @@ from tools.results import ToolError, ToolResult, error_result, success
 from tools.schema import parse_docstring, schema_from_signature, with_none_defaults
 from tools.store import reporting
 from tools.validation import check_schema, describe_errors, json_type, schema_problem, validator_for
+
+
+class ToolSchema(TypedDict):
+    """A tool as it is offered to a model, in no wire's form (each adapter converts it)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]  # JSON Schema of the arguments
 
 
 @dataclass(frozen=True)
@@ -48,7 +56,7 @@ class Tool:
     # How that advice names what to call: this tool, or a family of tools ("the note tools").
     hint: str = "call {name}"
 
-    def schema(self) -> dict[str, Any]:
+    def schema(self) -> ToolSchema:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
 
@@ -284,7 +292,7 @@ class Registry:
     def names(self) -> list[str]:
         return list(self._tools)
 
-    def schemas(self) -> list[dict[str, Any]]:
+    def schemas(self) -> list[ToolSchema]:
         return [t.schema() for t in self._tools.values()]
 
     def _unknown(self, name: str) -> ToolResult:

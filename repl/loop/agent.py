@@ -78,7 +78,9 @@ from repl.loop.repeats import Repeats
 from repl.loop.unicode import split_high_surrogate, valid_text
 from repl.providers.base import (
     AttemptFailed,
+    CallRecord,
     Completed,
+    Message,
     Provider,
     ProviderError,
     ReasoningPart,
@@ -89,7 +91,7 @@ from repl.providers.base import (
     new_call_id,
 )
 from tools.cancel import Cancel
-from tools.registry import Registry, Tool
+from tools.registry import Registry, Tool, ToolSchema
 from tools.results import ToolError, ToolResult, error_of, error_result
 
 UNNAMED = "unnamed_tool"  # stands for a tool call that came without a name
@@ -156,7 +158,7 @@ class Runner:
         """One turn: ``user_text`` answered on ``history``, every guard applied."""
         return _Turn(self, history, turn, self._cancel.child()).run(user_text)
 
-    def call_model(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *,
+    def call_model(self, messages: list[Message], tools: list[ToolSchema] | None, *,
                    step: int = 1, deadline: float | None = None) -> Completed:
         """One streamed model call: each part becomes an event as it arrives (text made valid
         Unicode, a character split across chunks joined), then ``ModelUsage``. The answer's
@@ -254,7 +256,7 @@ class _Turn:
     def emit(self) -> Emit:
         return self.runner.emit
 
-    def request(self, tools: list[dict[str, Any]] | None, final_note: str) -> list[dict[str, Any]]:
+    def request(self, tools: list[ToolSchema] | None, final_note: str) -> list[Message]:
         messages = self.history.for_request()
         if final_note and messages[-1]["role"] == "user":
             messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{final_note}"}
@@ -350,7 +352,7 @@ class _Turn:
             if counts[bound.count] >= limit:
                 raise _Guard(bound.reason, bound.says.format(used=counts[bound.count], limit=limit))
 
-    def _windowed(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    def _windowed(self, messages: list[Message], tools: list[ToolSchema] | None) -> list[Message]:
         """The request cut to the provider's context window, leaving room for the answer."""
         runner = self.runner
         room = runner.room()
@@ -361,7 +363,7 @@ class _Turn:
             runner.emit(Notice(f"context window ({runner.provider.context_window} tokens): " + "; ".join(actions)))
         return fitted
 
-    def _call_model(self, tools: list[dict[str, Any]] | None, final_note: str = "") -> Completed:
+    def _call_model(self, tools: list[ToolSchema] | None, final_note: str = "") -> Completed:
         runner, history, step = self.runner, self.history, self.steps
         call = ModelCall(step, self.request(tools, final_note), tools, final_note)
         for hook in self.hooks:
@@ -384,12 +386,12 @@ class _Turn:
         self.usage += completed.usage
         runner.context.reported(completed.usage)
         completed = replace(completed, tool_calls=_replayable(completed.tool_calls, history))
-        calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in completed.tool_calls]
+        calls = [CallRecord(id=c.id, name=c.name, arguments=c.arguments) for c in completed.tool_calls]
         history.add_assistant(completed.text, calls)
         self.answer = completed.text
         return completed
 
-    def _count_interrupted(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+    def _count_interrupted(self, messages: list[Message], tools: list[ToolSchema] | None,
                            text: str, sent: float) -> None:
         """A call stopped mid-way reports no usage, but its request was sent (and is billed):
         count it as estimated, the answer so far too."""
@@ -630,7 +632,7 @@ def run_turn(
         return runner.run_turn(history, user_text, turn)
 
 
-def request_tools(schemas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def request_tools(schemas: list[ToolSchema]) -> list[ToolSchema]:
     """Tools in a fixed order, so the request prefix stays byte-identical for prompt caches:
     local tools as registered, then MCP tools (``server__tool``) by name, whichever
     server connected or restarted first. An MCP server whose tools arrive after the

@@ -10,12 +10,11 @@ results). The caller keeps the old messages to undo it. The call is the loop's
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from repl.loop.agent import Runner
 from repl.loop.context import ContextWindow, messages_tokens
 from repl.loop.events import Usage
-from repl.providers.base import ProviderError, estimate_tokens
+from repl.providers.base import Message, ProviderError, estimate_tokens
 
 SUMMARY_REQUEST = (
     "Summarise our conversation so far; your summary will replace it in your memory. "
@@ -30,7 +29,7 @@ SUMMARY_HEADING = "Summary of the earlier conversation:\n\n"
 
 @dataclass(frozen=True)
 class Compacted:
-    messages: list[dict[str, Any]]  # the new history messages
+    messages: list[Message]  # the new history messages
     turns: int  # how many turns the summary replaced
     before: int  # estimated tokens of system prompt + history, before and after
     after: int
@@ -38,13 +37,13 @@ class Compacted:
     latency_s: float
 
 
-def older_turns(messages: list[dict[str, Any]]) -> int:
+def older_turns(messages: list[Message]) -> int:
     """Where the last turn starts: the messages before it are what a summary replaces."""
     starts = [i for i, m in enumerate(messages) if m["role"] == "user"]
     return starts[-1] if len(starts) >= 2 else 0
 
 
-def compact(system_prompt: str, messages: list[dict[str, Any]], runner: Runner,
+def compact(system_prompt: str, messages: list[Message], runner: Runner,
             instructions: str = "") -> Compacted | None:
     """Summarise all but the last turn with ``runner``'s model call (no tools); None
     when there are fewer than two turns.
@@ -56,8 +55,8 @@ def compact(system_prompt: str, messages: list[dict[str, Any]], runner: Runner,
     if split == 0:
         return None
     request = SUMMARY_REQUEST + (f"\n\nAlso: {instructions.strip()}" if instructions.strip() else "")
-    system = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    sent = system + [dict(m) for m in messages[:split]] + [{"role": "user", "content": request}]
+    system: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    sent = [*system, *(m.copy() for m in messages[:split]), Message(role="user", content=request)]
     if (room := runner.room()) > 0:
         sent, _ = ContextWindow(refill=1.0).fit(sent, None, room)  # a one-off request: cut just enough
     completed = runner.call_model(sent, None)
@@ -65,8 +64,8 @@ def compact(system_prompt: str, messages: list[dict[str, Any]], runner: Runner,
     if not summary:
         raise ProviderError("other", "the model returned an empty summary; nothing was changed")
     question = SUMMARY_QUESTION + (f" ({instructions.strip()})" if instructions.strip() else "")
-    new = [{"role": "user", "content": question},
-           {"role": "assistant", "content": SUMMARY_HEADING + summary}] + messages[split:]
+    new: list[Message] = [{"role": "user", "content": question},
+                          {"role": "assistant", "content": SUMMARY_HEADING + summary}, *messages[split:]]
     turns = sum(1 for m in messages[:split] if m["role"] == "user")
     base = estimate_tokens(system_prompt)
     return Compacted(new, turns, base + messages_tokens(messages), base + messages_tokens(new),

@@ -26,15 +26,15 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
 
 from repl.loop.events import Usage
-from repl.providers.base import estimate_tokens
+from repl.providers.base import Message, estimate_tokens
+from tools.registry import ToolSchema
 
 REFILL = 0.75  # an overflowing request is cut down to this share of the budget
 KEEP_RESULT_CHARS = 300  # head + tail kept of an old tool result when the window is tight
 
-Messages = list[dict[str, Any]]
+Messages = list[Message]
 
 
 @lru_cache(maxsize=16384)
@@ -43,7 +43,7 @@ def cached_estimate(text: str) -> int:
     return estimate_tokens(text)
 
 
-def text_of(message: dict[str, Any]) -> str:
+def text_of(message: Message) -> str:
     """The text of a message that counts towards its size (content and tool calls)."""
     calls = message.get("tool_calls") or []
     return (message.get("content") or "") + "".join(c["name"] + c["arguments"] for c in calls)
@@ -53,7 +53,7 @@ def messages_tokens(messages: Messages, estimate: Callable[[str], int] = cached_
     return sum(estimate(text_of(m)) for m in messages)
 
 
-def tools_tokens(tools: list[dict[str, Any]] | None) -> int:
+def tools_tokens(tools: list[ToolSchema] | None) -> int:
     return cached_estimate(json.dumps(tools, ensure_ascii=False)) if tools else 0
 
 
@@ -69,7 +69,7 @@ class ContextWindow:
     _tools: int = 0  # estimated tokens of the tools sent with it
     _reported: int | None = None  # prompt tokens the server reported for it
 
-    def fit(self, messages: Messages, tools: list[dict[str, Any]] | None,
+    def fit(self, messages: Messages, tools: list[ToolSchema] | None,
             budget: int) -> tuple[Messages, list[str]]:
         """The request to send (``messages`` cut to ``budget`` tokens when needed) and what was
         cut, if anything new (for a notice). The stored history is not changed."""
@@ -131,7 +131,7 @@ class WindowPlan:
 
 
 def _plan_cut(
-    messages: list[dict[str, Any]], budget: int, estimate: Callable[[str], int],
+    messages: list[Message], budget: int, estimate: Callable[[str], int],
     *, size: int | None = None, target: int | None = None,
 ) -> WindowPlan | None:
     """How to cut ``messages`` to fit ``budget`` tokens; None when they fit as they are.
@@ -180,7 +180,7 @@ def _plan_cut(
     return WindowPlan(first, cut_at, kept, total, tuple(actions))
 
 
-def _apply_cut(messages: list[dict[str, Any]], plan: WindowPlan | None) -> list[dict[str, Any]]:
+def _apply_cut(messages: list[Message], plan: WindowPlan | None) -> list[Message]:
     """``messages`` as ``plan`` cuts them (the list itself when there is no plan)."""
     if plan is None:
         return messages

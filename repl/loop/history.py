@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from repl.loop.unicode import valid_data, valid_text
-from repl.providers.base import new_call_id
+from repl.providers.base import CallRecord, Message, new_call_id
 
 NO_ANSWER = "[no answer: the session ended before the model replied]"
 INTERRUPTED_RESULT = {"ok": False, "error": {"type": "interrupted", "message": "the user interrupted this call before it finished"}}
@@ -31,7 +31,7 @@ INTERRUPTED_RESULT = {"ok": False, "error": {"type": "interrupted", "message": "
 @dataclass
 class History:
     system_prompt: str = ""
-    messages: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
     # call_ids() cache: (messages counted, their call ids, the last message counted)
     _ids: tuple[int, Any, Any] = field(default=(0, frozenset(), None), repr=False, compare=False)
 
@@ -40,11 +40,11 @@ class History:
         self.end_turn()  # repair anything a crash left behind
         self.messages.append({"role": "user", "content": valid_text(text)})
 
-    def add_assistant(self, text: str, tool_calls: list[dict[str, str]] | None = None) -> None:
+    def add_assistant(self, text: str, tool_calls: list[CallRecord] | None = None) -> None:
         self._answer_pending()
-        message: dict[str, Any] = {"role": "assistant", "content": valid_text(text)}
+        message: Message = {"role": "assistant", "content": valid_text(text)}
         if tool_calls:
-            message["tool_calls"] = [valid_data(dict(c)) for c in tool_calls]
+            message["tool_calls"] = [valid_data(CallRecord(**c)) for c in tool_calls]
         self.messages.append(message)
 
     def add_tool_result(self, call_id: str, name: str, content: str) -> None:
@@ -98,7 +98,7 @@ class History:
     def turn_starts(self) -> list[int]:
         return [i for i, m in enumerate(self.messages) if m["role"] == "user"]
 
-    def drop_last_turn(self) -> list[dict[str, Any]]:
+    def drop_last_turn(self) -> list[Message]:
         starts = self.turn_starts()
         if not starts:
             return []
@@ -109,8 +109,8 @@ class History:
     def replace_last(self, content: str) -> str:
         """Step mode's edit of the message about to be sent (the question or a tool result):
         a new message object, so the journal writes it; returns the old content."""
-        last = self.messages[-1] if self.messages else {}
-        if last.get("role") not in ("user", "tool"):
+        last = self.messages[-1] if self.messages else None
+        if last is None or last["role"] not in ("user", "tool"):
             raise ValueError("only a question or a tool result can be edited before it is sent")
         self.messages[-1] = {**last, "content": valid_text(content)}
         return last["content"]
@@ -118,9 +118,9 @@ class History:
     def reset(self) -> None:
         self.messages.clear()
 
-    def for_request(self) -> list[dict[str, Any]]:
-        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return system + [dict(m) for m in self.messages]
+    def for_request(self) -> list[Message]:
+        system: list[Message] = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return system + [Message(**m) for m in self.messages]
 
     # ---- (de)serialisation -------------------------------------------------
     def to_json(self) -> dict[str, Any]:
@@ -129,7 +129,7 @@ class History:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> History:
         """A saved history, repaired: a turn cut off by a crash keeps its question."""
-        history = cls(data.get("system_prompt", ""), [dict(m) for m in data.get("messages", [])])
+        history = cls(data.get("system_prompt", ""), [m.copy() for m in data.get("messages", [])])
         history._answer_pending()
         if history.messages and history.messages[-1]["role"] == "user":
             history.add_assistant(NO_ANSWER)
@@ -144,7 +144,7 @@ class History:
         }
 
 
-def check(messages: list[dict[str, Any]]) -> list[str]:
+def check(messages: list[Message]) -> list[str]:
     """Every way ``messages`` breaks the invariant (empty when valid)."""
     errors: list[str] = []
     pending: list[str] = []
@@ -172,7 +172,7 @@ def check(messages: list[dict[str, Any]]) -> list[str]:
     return errors
 
 
-def repair(messages: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
+def repair(messages: list[Any]) -> tuple[list[Message], list[str]]:
     """Messages from a file someone may have edited or damaged, made valid; and one
     line per kind of fix (empty when nothing was wrong).
 
@@ -184,7 +184,7 @@ def repair(messages: list[Any]) -> tuple[list[dict[str, Any]], list[str]]:
     at the very end are left for ``History.from_json`` (a crash, not damage).
     """
     fixes: dict[str, int] = {}
-    out: list[dict[str, Any]] = []
+    out: list[Message] = []
     pending: dict[str, list[str]] = {}  # call id as written -> ids given, of the last calls
     used: set[str] = set()
     for raw in messages:
@@ -223,12 +223,12 @@ def _count(fixes: dict[str, int], what: str, n: int = 1) -> None:
     fixes[what] = fixes.get(what, 0) + n
 
 
-def _name_of(messages: list[dict[str, Any]], call_id: str) -> str:
+def _name_of(messages: list[Message], call_id: str) -> str:
     calls = messages[-1].get("tool_calls", []) if messages else []
     return next((c["name"] for c in calls if c["id"] == call_id), "")
 
 
-def _clean(raw: Any, fixes: dict[str, int]) -> dict[str, Any] | None:
+def _clean(raw: Any, fixes: dict[str, int]) -> Message | None:
     """One message with exactly the keys and types of its role, or None (counted in ``fixes``)."""
     role = raw.get("role") if isinstance(raw, dict) else None
     content = raw.get("content") if isinstance(raw, dict) else None
@@ -240,7 +240,7 @@ def _clean(raw: Any, fixes: dict[str, int]) -> dict[str, Any] | None:
         if not isinstance(content, str):
             _count(fixes, "emptied answers whose text was not text")
             content = ""
-        message: dict[str, Any] = {"role": "assistant", "content": valid_text(content)}
+        message: Message = {"role": "assistant", "content": valid_text(content)}
         if calls:
             message["tool_calls"] = calls
         return message
@@ -258,11 +258,11 @@ def _clean(raw: Any, fixes: dict[str, int]) -> dict[str, Any] | None:
             "content": valid_text(content)}
 
 
-def _clean_calls(calls: Any, fixes: dict[str, int]) -> list[dict[str, str]]:
+def _clean_calls(calls: Any, fixes: dict[str, int]) -> list[CallRecord]:
     if calls is None:
         return []
     items = calls if isinstance(calls, list) else [calls]
-    clean = []
+    clean: list[CallRecord] = []
     for call in items:
         name = call.get("name") if isinstance(call, dict) else None
         if not isinstance(name, str) or not name:

@@ -29,8 +29,8 @@ from typing import Any, Protocol, TypeVar
 
 from repl.loop.events import Emit, StopReason
 from repl.loop.history import History
-from repl.providers.base import Provider, ToolCall
-from tools.registry import Registry
+from repl.providers.base import Message, Provider, ToolCall
+from tools.registry import Registry, ToolSchema
 from tools.results import ToolResult
 
 FINAL_NOTE = (
@@ -48,8 +48,8 @@ class ModelCall:
     call after a guard tripped (the note is already in ``messages``)."""
 
     step: int
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] | None
+    messages: list[Message]
+    tools: list[ToolSchema] | None
     final_note: str = ""
 
 
@@ -84,7 +84,7 @@ class TurnView(Protocol):
     @property
     def emit(self) -> Emit: ...
 
-    def request(self, tools: list[dict[str, Any]] | None, final_note: str) -> list[dict[str, Any]]:
+    def request(self, tools: list[ToolSchema] | None, final_note: str) -> list[Message]:
         """The messages a call with ``tools`` would send now (after a hook changed the history)."""
         ...
 

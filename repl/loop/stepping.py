@@ -26,7 +26,8 @@ from typing import Any, Protocol
 from repl.loop.context import messages_tokens, tools_tokens
 from repl.loop.events import Emit, StepPaused, UserStep
 from repl.loop.hooks import Hooks, Instead, ModelCall, StopTurn, TurnView, display_args
-from repl.providers.base import ToolCall
+from repl.providers.base import Message, ToolCall
+from tools.registry import ToolSchema
 from tools.results import error_result
 
 SKIPPED = "skipped_by_user"
@@ -114,9 +115,9 @@ class Stepping(Hooks):
     """The session's step mode: the stepper when on, and the last request sent."""
 
     stepper: Stepper | None = None
-    _messages: list[dict[str, Any]] = field(default_factory=list)  # the last request, as the history has it
+    _messages: list[Message] = field(default_factory=list)  # the last request, as the history has it
     _wire: list[Any] = field(default_factory=list)  # ... and in wire form
-    _tools: list[dict[str, Any]] | None = None
+    _tools: list[ToolSchema] | None = None
 
     def before_model_call(self, turn: TurnView, call: ModelCall) -> ModelCall:
         """Paused while step mode is on: the call as the user leaves it (edited, tools off),
@@ -171,8 +172,8 @@ class Stepping(Hooks):
                 turn.emit(UserStep(turn.steps, "result_by_user", call.id, call.name, choice.result))
         return decided
 
-    def view(self, step: int, provider: Any, messages: list[dict[str, Any]],
-             tools: list[dict[str, Any]] | None, last: dict[str, Any], final: bool = False) -> RequestView:
+    def view(self, step: int, provider: Any, messages: list[Message],
+             tools: list[ToolSchema] | None, last: Message, final: bool = False) -> RequestView:
         """The view of a request of ``messages``; ``last`` is the history's last message."""
         wire = wire_messages(provider, messages, tools)
         shared = _common(wire, self._wire)
@@ -182,15 +183,15 @@ class Stepping(Hooks):
                   if same and (tools or None) == (self._tools or None) else 0)
         return RequestView(step, getattr(provider, "model", ""), tuple(wire[shared:]), len(wire),
                            tuple(t["name"] for t in tools or ()), total, min(prefix, total),
-                           last.get("role", ""), str(last.get("content") or ""), final,
+                           last["role"], last["content"], final,
                            request_body(provider, messages, tools, wire))
 
-    def sent(self, provider: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> None:
+    def sent(self, provider: Any, messages: list[Message], tools: list[ToolSchema] | None) -> None:
         self._messages, self._tools = messages, tools
         self._wire = wire_messages(provider, messages, tools)
 
 
-def wire_messages(provider: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[Any]:
+def wire_messages(provider: Any, messages: list[Message], tools: list[ToolSchema] | None) -> list[Any]:
     """``messages`` as the provider's wire API carries them (its ``wire_messages``), else as they are."""
     convert = getattr(provider, "wire_messages", None)
     if convert is None:
@@ -201,7 +202,7 @@ def wire_messages(provider: Any, messages: list[dict[str, Any]], tools: list[dic
         return [dict(m) for m in messages]
 
 
-def request_body(provider: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+def request_body(provider: Any, messages: list[Message], tools: list[ToolSchema] | None,
                  wire: list[Any]) -> Any:
     """The body the provider will send for ``messages`` (its ``request_body``); without one, the
     model, the ``wire`` messages and the tools."""

@@ -9,7 +9,11 @@ from __future__ import annotations
 import uuid
 from collections.abc import Generator
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Required, TypedDict
+
+if TYPE_CHECKING:
+    from tools.registry import ToolSchema
+
 
 # The system text's layout, shared by the prompt (repl/loop/prompts.py) and the text tool-call
 # adapter, which puts the tool block between its fixed part and the rest.
@@ -34,6 +38,28 @@ def replace_advice(system: str, advice: str) -> str:
     if start < 0 or 0 <= session < start:
         return system
     return system[:start] + advice + (system[session:] if session >= 0 else "")
+
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+
+class CallRecord(TypedDict):
+    """A tool call as the conversation keeps it."""
+
+    id: str
+    name: str
+    arguments: str  # JSON text, as the model sent it
+
+
+class Message(TypedDict, total=False):
+    """One message of the conversation in no wire's form (each adapter converts it); which
+    keys a role has: ``repl/loop/history.py``."""
+
+    role: Required[Role]
+    content: Required[str]
+    tool_calls: list[CallRecord]  # an assistant's
+    tool_call_id: str  # a tool result's: the call it answers ...
+    name: str  # ... and its tool
 
 
 @dataclass(frozen=True)
@@ -216,7 +242,7 @@ class Provider(Protocol):
     max_tokens: int | None  # the answer's limit; the loop keeps room for it (2048 when None)
 
     def stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+        self, messages: list[Message], tools: list[ToolSchema] | None,
         deadline: float | None = None,
     ) -> Generator[Part, None, None]: ...
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from repl.config.settings import ProviderSettings
 from repl.providers.base import (
+    Message,
     Part,
     ReasoningPart,
     TextPart,
@@ -27,9 +28,10 @@ from repl.providers.base import (
 )
 from repl.providers.dialect import Dialect
 from repl.providers.endpoint import Assembly, SdkEndpoint
+from tools.registry import ToolSchema
 
 
-def to_wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def to_wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
     """Neutral history → Chat Completions messages."""
     wire = []
     for msg in messages:
@@ -52,7 +54,7 @@ def to_wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return wire
 
 
-def to_wire_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def to_wire_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:
     return [
         {"type": "function", "function": {
             "name": t["name"], "description": t.get("description", ""),
@@ -145,11 +147,11 @@ class ChatProvider(SdkEndpoint):
         if self.settings.tool_call_format not in ("native", "text"):
             raise ValueError(f"tool_call_format must be 'native' or 'text', not {self.settings.tool_call_format!r}")
         self.dialect = dialect or Dialect.of(self.settings)
-        self._text_tools: list[dict[str, Any]] = []  # the last tool list sent in text mode
+        self._text_tools: list[ToolSchema] = []  # the last tool list sent in text mode
         self.stream_options_supported = True  # set False once the server rejects them
 
-    def _prepare(self, messages: list[dict[str, Any]],
-                 tools: list[dict[str, Any]]) -> tuple[dict[str, Any], _Assembly]:
+    def _prepare(self, messages: list[Message],
+                 tools: list[ToolSchema]) -> tuple[dict[str, Any], _Assembly]:
         if not self.dialect.text_calls:
             return self._params(to_wire_messages(messages), tools), _Assembly()
         from repl.providers import textcalls
@@ -164,8 +166,8 @@ class ChatProvider(SdkEndpoint):
             params["grammar"] = grammar
         return params, _Assembly(text_filter=textcalls.TextCallFilter([t["name"] for t in tools]))
 
-    def wire_messages(self, messages: list[dict[str, Any]],
-                      tools: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    def wire_messages(self, messages: list[Message],
+                      tools: list[ToolSchema] | None = None) -> list[dict[str, Any]]:
         """``messages`` as this endpoint is sent them (step mode shows them); with text tool calls,
         in text form with ``tools`` (none: the tool list last sent, as ``stream`` does)."""
         if self.dialect.text_calls:
@@ -174,7 +176,7 @@ class ChatProvider(SdkEndpoint):
             return textcalls.to_text_messages(messages, tools or self._text_tools, self.dialect)
         return to_wire_messages(messages)
 
-    def _params(self, wire: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    def _params(self, wire: list[dict[str, Any]], tools: list[ToolSchema]) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "messages": wire}
         if tools:
             params["tools"] = to_wire_tools(tools)

@@ -21,10 +21,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from repl.config.settings import ProviderSettings
-from repl.providers.base import ADVICE_MARK, replace_advice
+from repl.providers.base import ADVICE_MARK, Message, replace_advice
+from tools.registry import ToolSchema
 
 if TYPE_CHECKING:
     from tools.registry import Tool
@@ -84,10 +85,12 @@ class Dialect:
         advice (a hosted model's prompt) is returned as it is."""
         return replace_advice(system, advice(tools)) if self.compact_prompt else system
 
-    def grammar_for(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str | None:
+    def grammar_for(self, messages: list[Message], tools: list[ToolSchema]) -> str | None:
         """The GBNF grammar a text-mode request goes with (None: none): without tools (the final
         answer) text only; the first step of a small-talk turn text only too (the tool block
-        stays, and with it the server's cached prefix); else a valid call to one of ``tools``, or text."""
+        stays, and with it the server's cached prefix); else a valid call to one of ``tools``, or
+        text, whose optional arguments are those the turn's question mentions (grammar.mentioned):
+        the 0.5B model invented a due date and a tag for "add a todo: buy oat milk, high priority"."""
         if not self.grammar:
             return None
         from repl.providers.grammar import ANSWER_GRAMMAR, SMALL_TALK_GRAMMAR, tool_grammar
@@ -96,24 +99,38 @@ class Dialect:
             return ANSWER_GRAMMAR
         if self.small_talk_gate and _small_talk_turn(messages):
             return SMALL_TALK_GRAMMAR
-        return tool_grammar(tools)
+        return tool_grammar(tools, optional="mentioned", question=_question(messages))
 
-    def nudge(self, messages: list[dict[str, Any]]) -> str:
+    def nudge(self, messages: list[Message]) -> str:
         """What follows a step's tool results in text mode ("" when the history does not end
         with results): without it the 0.5B model mostly echoes its call and invents a result."""
         if not self.after_results or not messages or messages[-1]["role"] != "tool":
             return ""
-        question = next((m.get("content") or "" for m in reversed(messages) if m["role"] == "user"), "")
-        chinese = isinstance(question, str) and bool(_HAN.search(question)) and not _KANA.search(question)
+        question = _question(messages)
+        chinese = bool(_HAN.search(question)) and not _KANA.search(question)
         return self.after_results + (self.language_note if chinese else "")
 
 
-def _small_talk_turn(messages: list[dict[str, Any]]) -> bool:
-    """The first step of a turn whose question is only greetings, thanks or goodbyes."""
-    from repl.providers.smalltalk import is_small_talk
+def _question(messages: list[Message]) -> str:
+    """The turn's question: the last user message's text."""
+    content = next((m.get("content") for m in reversed(messages) if m.get("role") == "user"), "")
+    return content if isinstance(content, str) else ""
 
-    last = messages[-1] if messages else {}
-    return last.get("role") == "user" and isinstance(last.get("content"), str) and is_small_talk(last["content"])
+
+def _small_talk_turn(messages: list[Message]) -> bool:
+    """The first step of a turn whose question is only greetings, thanks or goodbyes, or only
+    a confirmation ("ok, sounds good") when the answer before it asked nothing."""
+    from repl.providers.smalltalk import is_confirmation, is_small_talk
+
+    if not messages or messages[-1]["role"] != "user":
+        return False
+    last = messages[-1]
+    if is_small_talk(last["content"]):
+        return True
+    before = next((m for m in reversed(messages[:-1]) if m.get("role") != "system"), None)
+    asked = before is not None and (before.get("role") != "assistant" or before.get("tool_calls")
+                                    or str(before.get("content") or "").rstrip().endswith(("?", "？")))
+    return not asked and is_confirmation(last["content"])
 
 
 # tool calls as text on any chat server, with nothing else of the embedded model's

@@ -30,6 +30,7 @@ from repl.providers.base import (
     AttemptFailed,
     BadShape,
     Completed,
+    Message,
     Part,
     ProviderError,
     RequestSent,
@@ -47,6 +48,7 @@ from repl.providers.errors import (
     retry_delay,
     retry_reason,
 )
+from tools.registry import ToolSchema
 
 NO_KEY = "no-key"  # sent when no key is configured, so the SDK never reads OPENAI_API_KEY
 _IN_CODE = ProviderSettings(name="", temperature=None, max_tokens=None)
@@ -121,8 +123,8 @@ class SdkEndpoint:
         self._get_client()
 
     # ---- what each wire adapter supplies -------------------------------------
-    def _prepare(self, messages: list[dict[str, Any]],
-                 tools: list[dict[str, Any]]) -> tuple[dict[str, Any], Assembly]:
+    def _prepare(self, messages: list[Message],
+                 tools: list[ToolSchema]) -> tuple[dict[str, Any], Assembly]:
         """The request body for ``messages`` (without ``stream``) and a fresh reader state."""
         raise NotImplementedError
 
@@ -145,7 +147,7 @@ class SdkEndpoint:
 
     # ---- the model call ----------------------------------------------------------
     def stream(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+        self, messages: list[Message], tools: list[ToolSchema] | None,
         deadline: float | None = None,
     ) -> Generator[Part, None, None]:
         """See ``Provider.stream``."""
@@ -175,7 +177,7 @@ class SdkEndpoint:
         yield Completed(text=acc.text, tool_calls=calls, usage=usage, finish_reason=acc.finish(calls),
                         latency_s=time.monotonic() - started, retries=http["attempt"] - 1, response=response)
 
-    def request_body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> dict[str, Any]:
+    def request_body(self, messages: list[Message], tools: list[ToolSchema] | None) -> dict[str, Any]:
         """The body ``stream`` would send for ``messages`` now (step mode shows it whole)."""
         return self._sent_fields(self._prepare(messages, tools or [])[0])
 

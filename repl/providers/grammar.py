@@ -22,10 +22,13 @@ takes a few milliseconds more; it is cached per tool list.
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from typing import Any, Literal
 
-OptionalProps = Literal["all", "no-default", "none"]
+from tools.registry import ToolSchema
+
+OptionalProps = Literal["all", "no-default", "none", "mentioned"]
 
 # Whitespace inside calls: none, one space, or a newline and an indent (the model's fenced
 # blocks are pretty-printed); bounded so that it cannot loop on blanks.
@@ -56,18 +59,74 @@ tag-call ::= "<tool_call>\n" call "\n</tool_call>"
 _DROP = ("description", "default", "title", "examples", "$comment")
 
 
-def tool_grammar(tools: list[dict[str, Any]], *, optional: OptionalProps = "no-default") -> str:
+def tool_grammar(tools: list[ToolSchema], *, optional: OptionalProps = "no-default",
+                 question: str = "") -> str:
     """The GBNF grammar of a reply to a request offering ``tools`` (``{"name",
     "parameters"}`` as the registry lists them). Which of the properties a tool does not
-    require its calls may hold: ``all``, those without a ``default`` (``no-default``), or
-    ``none``. ``no-default``: with ``all`` the 0.5B model filled in defaults and invented
-    text (a ``detail`` for every new todo, ``offset``/``limit``, a ``glob``); with ``none``
-    ``update_todo`` could change nothing; the right-tool rate was the same for all three
-    (docs/LOCAL_MODEL.md)."""
+    require its calls may hold: ``all``, those without a ``default`` (``no-default``),
+    ``none``, or those ``question`` mentions (``mentioned``, see ``mentioned``).
+    ``no-default``: with ``all`` the 0.5B model filled in defaults and invented text (a
+    ``detail`` for every new todo, ``offset``/``limit``, a ``glob``); with ``none``
+    ``update_todo`` could change nothing. ``mentioned`` keeps what the user gave ("high
+    priority") and leaves out what they did not (a due date, a tag): docs/LOCAL_MODEL.md."""
+    if optional == "mentioned":
+        tools, optional = [_mentioned_only(tool, question) for tool in tools], "all"
     return _cached(json.dumps(tools), optional)  # key order kept: it is the order of the properties
 
 
-@lru_cache(maxsize=8)
+_WORD = re.compile(r"[a-z][a-z']+|[0-9]+")
+_HAN_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
+_NUMBER = re.compile(r"[0-9]|[一二两三四五六七八九十百千万半几]|\b(one|two|three|four|five|six|seven|eight|nine|ten"
+                     r"|eleven|twelve|dozen|couple|pair|hundred|thousand|half)\b", re.IGNORECASE)
+# words of a description that say nothing about what a user gives
+_STOP = frozenset("""the and for with this that from into only when what which like more than each
+ their them they your have will does can may also not its it's one any all use used using given gives
+ user users e.g eg default optional preferably such item items text value values how why who where
+ there here about some just want need said say says wrote write""".split())
+
+
+def _mentioned_only(tool: ToolSchema, question: str) -> ToolSchema:
+    """``tool`` with only the optional top-level properties ``question`` mentions."""
+    parameters = tool["parameters"]
+    if not isinstance(properties := parameters.get("properties"), dict):
+        return tool
+    required = set(parameters.get("required") or ())
+    kept = {name: sub for name, sub in properties.items() if name in required or mentioned(name, sub, question)}
+    return {**tool, "parameters": {**parameters, "properties": kept}}
+
+
+def mentioned(name: str, schema: Any, question: str) -> bool:
+    """Whether ``question`` gives a value for the property ``name``: it holds a word of the
+    property's name or description (English words of three letters or more; Chinese: a run
+    of Han characters of the description or two of them in a row), one of its ``enum``
+    values, or, for a number, any number. What the description says is what counts, in any
+    language: a tool's author describes ``due`` as "a day: tomorrow, Friday, 明天" and a
+    question naming a day may set it."""
+    said = question.casefold()
+    words = {_stem(w) for w in _WORD.findall(said)}
+    schema = schema if isinstance(schema, dict) else {}
+    description = str(schema.get("description") or "").casefold()
+    keys = {_stem(w) for w in _WORD.findall(name.casefold().replace("_", " ") + " " + description)
+            if len(w) >= 3 and w not in _STOP}
+    if keys & words:
+        return True
+    for run in _HAN_RUN.findall(description):
+        if run in said or any(run[i:i + 2] in said for i in range(len(run) - 1)):
+            return True
+    for value in schema.get("enum") or ():
+        if isinstance(value, str) and value and _stem(value.casefold()) in words:
+            return True
+    types = schema.get("type")
+    types = types if isinstance(types, list) else [types]
+    return bool({"integer", "number"} & set(types)) and bool(_NUMBER.search(question))
+
+
+def _stem(word: str) -> str:
+    """``tags`` and ``tag``, ``files`` and ``file`` alike."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+@lru_cache(maxsize=32)
 def _cached(tools_json: str, optional: OptionalProps) -> str:
     from llama_cpp.llama_grammar import SchemaConverter
 

@@ -27,11 +27,12 @@ import time
 from collections.abc import Callable
 from importlib import metadata, util
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import httpx
 
 from repl.config.settings import ProviderSettings
+from repl.providers.base import Message
 from repl.providers.llama_server import STATE_LINE
 from repl.providers.weights import EMBEDDED_MODEL, ModelSpec, model_digest, parts_installed
 
@@ -260,7 +261,7 @@ class LocalServer:
         """No usable saved prompt state: the first completion evaluates the whole prompt and saves it."""
         return (self.prefix_state or "").startswith(("missing", "unusable"))
 
-    def build_state(self, messages: list[dict[str, Any]]) -> bool:
+    def build_state(self, messages: list[Message]) -> bool:
         """Evaluate ``messages`` (a session's fixed prompt in wire form) and answer one token: the
         server saves its prompt state (atomically: a stop meanwhile leaves the old file or none)
         and keeps the prefix evaluated for the first question. False when it did not finish."""

@@ -28,6 +28,7 @@ from typing import Any
 from repl.config.settings import ProviderSettings
 from repl.providers.base import (
     BadShape,
+    Message,
     Part,
     ProviderError,
     ReasoningPart,
@@ -38,12 +39,13 @@ from repl.providers.base import (
 )
 from repl.providers.endpoint import Assembly, SdkEndpoint
 from repl.providers.errors import make_error
+from tools.registry import ToolSchema
 
 TERMINAL = ("response.completed", "response.incomplete", "response.failed", "error")
 _NOT_STRICT_KEYWORDS = ("default",)  # accepted by plain JSON Schema, refused in strict mode
 
 
-def to_input_items(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+def to_input_items(messages: list[Message]) -> tuple[str | None, list[dict[str, Any]]]:
     """Neutral history → (instructions, input items)."""
     leading = []
     for msg in messages:
@@ -91,7 +93,7 @@ def is_strict_compatible(schema: Any) -> bool:
     return all(is_strict_compatible(s) for s in nested if s is not None)
 
 
-def to_wire_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def to_wire_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:
     wire = []
     for t in tools:
         params = t.get("parameters") or {"type": "object", "properties": {}}
@@ -138,18 +140,18 @@ class ResponsesProvider(SdkEndpoint):
         if self.settings.tool_call_format != "native":
             raise ValueError("the Responses API needs tool_call_format = 'native'")
 
-    def _prepare(self, messages: list[dict[str, Any]],
-                 tools: list[dict[str, Any]]) -> tuple[dict[str, Any], _Assembly]:
+    def _prepare(self, messages: list[Message],
+                 tools: list[ToolSchema]) -> tuple[dict[str, Any], _Assembly]:
         return self.request_params(messages, tools), _Assembly()
 
-    def wire_messages(self, messages: list[dict[str, Any]],
-                      tools: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    def wire_messages(self, messages: list[Message],
+                      tools: list[ToolSchema] | None = None) -> list[dict[str, Any]]:
         """``messages`` as this API carries them (step mode shows them): the instructions, then the input items."""
         instructions, items = to_input_items(messages)
         return ([{"instructions": instructions}] if instructions is not None else []) + items
 
     def request_params(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None
+        self, messages: list[Message], tools: list[ToolSchema] | None
     ) -> dict[str, Any]:
         """The body sent for ``messages`` (without ``stream``)."""
         instructions, items = to_input_items(messages)

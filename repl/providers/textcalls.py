@@ -32,10 +32,10 @@ import secrets
 from collections.abc import Iterable
 from typing import Any
 
-from repl.providers.base import ToolCall, split_session_part
+from repl.providers.base import CallRecord, Message, ToolCall, split_session_part
 from repl.providers.compact import compact_result
 from repl.providers.dialect import TEXT_CALLS, Dialect
-from tools.registry import JsonScan
+from tools.registry import JsonScan, ToolSchema
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
@@ -61,7 +61,7 @@ _TOOLS_OUTRO = (
 # ---------------------------------------------------------------- history out
 
 
-def tools_system_block(tools: list[dict[str, Any]]) -> str:
+def tools_system_block(tools: list[ToolSchema]) -> str:
     """The tool section Qwen2.5 was trained on, to append to the system text."""
     lines = [
         json.dumps({"type": "function", "function": tool}, ensure_ascii=False)
@@ -70,7 +70,7 @@ def tools_system_block(tools: list[dict[str, Any]]) -> str:
     return _TOOLS_INTRO + "".join("\n" + line for line in lines) + _TOOLS_OUTRO
 
 
-def _call_as_text(call: dict[str, Any]) -> str:
+def _call_as_text(call: CallRecord) -> str:
     raw = call.get("arguments") or "{}"
     try:
         arguments: Any = json.loads(raw)
@@ -80,15 +80,15 @@ def _call_as_text(call: dict[str, Any]) -> str:
     return f"{OPEN_TAG}\n{body}\n{CLOSE_TAG}"
 
 
-def _assistant_text(message: dict[str, Any]) -> str:
+def _assistant_text(message: Message) -> str:
     parts = [message.get("content") or ""]
     parts += [_call_as_text(call) for call in message.get("tool_calls") or []]
     return "\n".join(part for part in parts if part)
 
 
 def to_text_messages(
-    messages: list[dict[str, Any]],
-    tools: list[dict[str, Any]] | None,
+    messages: list[Message],
+    tools: list[ToolSchema] | None,
     dialect: Dialect = TEXT_CALLS,
 ) -> list[dict[str, Any]]:
     """Neutral history → plain chat messages that any chat server accepts.

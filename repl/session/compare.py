@@ -27,6 +27,7 @@ from repl.loop.events import (
     TurnFinished,
 )
 from repl.loop.history import History
+from repl.providers.base import Message
 from repl.session.core import Door, SessionCore
 from repl.session.seams import Unattended
 from repl.ui.escape import one_line
@@ -64,7 +65,7 @@ class Quiet(Unattended):
         pass
 
 
-def last_question(history: History) -> tuple[list[dict[str, Any]], str] | None:
+def last_question(history: History) -> tuple[list[Message], str] | None:
     """The conversation before the last question, and the question; None without one."""
     starts = history.turn_starts()
     if not starts:
@@ -109,7 +110,7 @@ def compare(settings: Settings, registry: Registry, history: History, models: li
     for n, model in enumerate(models, 1):
         started(n, model)
         core = dry_core(with_overrides(settings, model=model),
-                        History(history.system_prompt, [dict(m) for m in before]), COMPARE, registry)
+                        History(history.system_prompt, [m.copy() for m in before]), COMPARE, registry)
         try:
             attempts.append(run_attempt(core, question))
         finally:

@@ -21,13 +21,14 @@ import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from repl.config.load import ConfigError, ProviderSettings, Settings, with_overrides
 from repl.config.redact import REDACTED, mask_url
 from repl.config.schema import check, spec_for
 from repl.loop.cost import Cost
 from repl.loop.events import TurnFinished, Usage
+from repl.providers.base import Message
 
 MAX_JOURNAL_BYTES = 256 * 1024 * 1024  # a bigger journal is refused on resume, not read
 SHOWN_TURNS = 3  # the turns a resume shows
@@ -145,7 +146,7 @@ def resumed_on(settings: Settings, endpoint: dict[str, Any]) -> tuple[Settings, 
                  f"{f'; {flags} from the command line' if flags else ''})")
 
 
-def recap(messages: list[dict[str, Any]], last: int = SHOWN_TURNS) -> tuple[int, list[dict[str, Any]]]:
+def recap(messages: list[Message], last: int = SHOWN_TURNS) -> tuple[int, list[dict[str, Any]]]:
     """The last ``last`` turns as ``{"user", "calls": [(name, arguments, ok)], "answer"}``
     for showing on resume, and how many turns came before them."""
     starts = [i for i, m in enumerate(messages) if m.get("role") == "user"]
@@ -321,17 +322,20 @@ def _is_meta(record: dict[str, Any] | None) -> bool:
     return record is not None and record.get("kind") == "meta" and isinstance(record.get("system_prompt", ""), str)
 
 
-def _plain_message(record: dict[str, Any] | None) -> dict[str, Any] | None:
+def _plain_message(record: dict[str, Any] | None) -> Message | None:
     """The record's message when it is as the history writes it (the repair would keep it as it is)."""
     m = record.get("message") if record is not None and record.get("kind") == "message" else None
+    return cast(Message, m) if _is_plain(m) else None
+
+
+def _is_plain(m: Any) -> bool:
     if not isinstance(m, dict) or not isinstance(m.get("content"), str):
-        return None
+        return False
     role = m.get("role")
     if role == "user":
-        return m
+        return True
     if role == "tool":
-        return m if isinstance(m.get("tool_call_id"), str) and m["tool_call_id"] and isinstance(m.get("name", ""), str) else None
+        return isinstance(m.get("tool_call_id"), str) and bool(m["tool_call_id"]) and isinstance(m.get("name", ""), str)
     calls = m.get("tool_calls", [])
-    plain = isinstance(calls, list) and all(
+    return role == "assistant" and isinstance(calls, list) and all(
         isinstance(c, dict) and all(isinstance(c.get(k), str) for k in ("id", "name", "arguments")) for c in calls)
-    return m if role == "assistant" and plain else None

@@ -18,6 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from repl.config.load import ProviderSettings, Settings
 from repl.config.redact import redactor_for
+from repl.providers.base import Message
+
+if TYPE_CHECKING:
+    from tools.registry import ToolSchema
 
 if TYPE_CHECKING:  # the REPL imports this module before its prompt: the rest is imported where used
     import datetime as dt
@@ -141,7 +145,7 @@ class _WithServer:
         """The server has no usable saved prompt state: its first completion builds it."""
         return bool(self._server.state_missing)
 
-    def build_prompt_state(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> bool:
+    def build_prompt_state(self, messages: list[Message], tools: list[ToolSchema]) -> bool:
         """Have the server evaluate ``messages`` (a session's first request: its system text and a
         placeholder question) as this provider words them with ``tools``, and save the prompt
         state. False when it did not finish (the server stopped)."""

@@ -13,6 +13,7 @@ from repl.loop.approval import Asker
 from repl.loop.cost import Cost
 from repl.loop.events import Event, ModelUsage, TurnFinished
 from repl.loop.stepping import Stepper
+from repl.providers.base import Message
 from repl.session.journal import SessionInfo
 from repl.session.recap import TurnNote
 from tools import store
@@ -125,7 +126,7 @@ class TurnRecord:
     model_calls: list[ModelUsage]
     writes: list[store.StoreWrite]  # each store write of the turn (bytes before and after), in order
     cost: Cost = Cost()
-    restore: list[dict[str, Any]] | None = None  # /compact: the messages it replaced (undo puts them back)
+    restore: list[Message] | None = None  # /compact: the messages it replaced (undo puts them back)
     prompt_tokens: int = 0  # the context in use after it (the last request's input tokens)
     undone: bool = False  # taken back by /undo: its tokens stay spent, it is out of the context
     call_count: int | None = None  # a resumed turn's model calls (its events are not kept)

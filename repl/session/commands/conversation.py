@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 from repl.config.redact import redactor_for
-from repl.providers.base import ProviderError
+from repl.providers.base import Message, ProviderError
 from repl.session.commands.context import CommandContext, command, save_text
 from repl.session.journal import recent_sessions
 from repl.session.mentions import typed_part
@@ -186,7 +185,7 @@ def save(ctx: CommandContext, args: list[str]) -> None:
         ctx.ui.info(f"saved the transcript to {saved}")
 
 
-def transcript_markdown(messages: list[dict[str, Any]]) -> str:
+def transcript_markdown(messages: list[Message]) -> str:
     parts = []
     for m in messages:
         if m["role"] == "user":

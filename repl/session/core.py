@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from tools.mcp_client import McpManager
     from tools.registry import Registry
 
-DRY_RUN = "a dry run (/compare): side effects are not carried out"
+DRY_RUN = "a dry run: side effects are not carried out"  # /compare, replay, eval
 UNSAVED = "this session (no journal, no --resume)"  # what goes when the journal cannot be written
 
 

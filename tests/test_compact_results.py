@@ -180,3 +180,10 @@ def test_the_request_is_compact_and_the_history_keeps_the_json(
     # step mode shows what is sent
     shown = compact_provider.wire_messages(history.messages[:-1])[-1]["content"]
     assert shown == sent
+
+
+def test_an_empty_list_says_it_is_empty() -> None:
+    """An empty todo list went to the model as "count: 0" alone, and the 0.5B model answered by
+    repeating the question: the list's name and "none" say what is empty."""
+    assert compact_result('{"ok": true, "count": 0, "todos": []}', LIMIT) == "count: 0\ntodos (0): none"
+    assert compact_result('{"ok": true, "query": "wifi", "count": 0, "notes": []}', LIMIT).endswith("notes (0): none")

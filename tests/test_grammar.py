@@ -234,3 +234,75 @@ def test_no_default_keeps_the_optional_properties_that_have_no_default(llama, re
         assert not grammar.accepts(call("add_todo", title="x", detail=""))  # default ""
     finally:
         grammar.close()
+
+
+def test_mentioned_keeps_what_the_question_gives_and_nothing_else(llama, registry) -> None:
+    """"add a todo: buy oat milk, high priority" got an invented due date and tag and kept the
+    default priority: with ``mentioned`` the grammar offers priority (the question says "high")
+    and neither due nor tag (it names no day and no label)."""
+    from repl.providers.grammar import tool_grammar
+
+    asked = Grammar(llama, tool_grammar(registry.schemas(), optional="mentioned",
+                                        question="add a todo: buy oat milk, high priority"))
+    try:
+        assert asked.accepts(call("add_todo", title="buy oat milk", priority="high"))
+        assert not asked.accepts(call("add_todo", title="buy oat milk", priority="high", due="2026-12-05"))
+        assert not asked.accepts(call("add_todo", title="buy oat milk", tag="work"))
+    finally:
+        asked.close()
+
+
+@pytest.mark.parametrize(("question", "given"), [
+    ("Remind me to call the bank tomorrow", {"due"}),
+    ("提醒我周五交房租", {"due"}),
+    ("add a todo: buy oat milk, high priority", {"priority"}),
+    ("别忘了买礼物，优先级高", {"priority"}),
+    ("Add 'fix the bike' with the tag home", {"tag"}),
+    ("Add 'fix the bike'", set()),
+])
+def test_a_property_is_mentioned_by_a_word_of_its_name_or_description(question: str, given: set[str]) -> None:
+    from repl.providers.grammar import mentioned
+    from tools import build_tools
+
+    add_todo = next(t for t in build_tools(todos_path=Path("t.json"), notes_path=Path("n.json"),
+                                           files_root=Path("."), weather="sample") if t.name == "add_todo")
+    optional = {"detail", "priority", "due", "tag"}
+    properties = add_todo.parameters["properties"]
+    assert {name for name in optional if mentioned(name, properties[name], question)} == given
+
+
+def test_a_number_mentions_a_numeric_property() -> None:
+    from repl.providers.grammar import mentioned
+
+    quantity = {"type": "integer", "description": "how many"}
+    assert mentioned("quantity", quantity, "put 2 cartons of milk on the list")
+    assert mentioned("quantity", quantity, "加两盒牛奶")
+    assert mentioned("quantity", quantity, "a dozen eggs")
+    assert not mentioned("quantity", quantity, "put milk on the list")
+
+
+def test_the_answer_to_a_question_without_chinese_has_none(llama, registry) -> None:
+    """With Chinese lines in the advice the 0.5B model answered "Good night!" in Chinese: the
+    prose of a reply to a question without Chinese leaves Chinese characters out; a call's
+    arguments may still hold them."""
+    from repl.providers.grammar import (
+        ANSWER_GRAMMAR,
+        SMALL_TALK_GRAMMAR,
+        SMALL_TALK_ZH_GRAMMAR,
+        tool_grammar,
+        without_han,
+    )
+
+    answer, talk = Grammar(llama, without_han(ANSWER_GRAMMAR)), Grammar(llama, without_han(SMALL_TALK_GRAMMAR))
+    tools = Grammar(llama, without_han(tool_grammar(registry.schemas(), optional="mentioned", question="weather?")))
+    chinese = Grammar(llama, SMALL_TALK_ZH_GRAMMAR)
+    try:
+        assert answer.accepts("There are two open todos: the report and the email.")
+        assert not answer.accepts("还有两项没完成。") and not answer.accepts("Done！")
+        assert talk.accepts("Good night!") and not talk.accepts("晚安！")
+        assert tools.accepts("Sunny today.") and not tools.accepts("今天晴。")
+        assert tools.accepts(call("get_weather", city="北京"))
+        assert chinese.accepts("不客气！") and not chinese.accepts("You're welcome!")
+    finally:
+        for grammar in (answer, talk, tools, chinese):
+            grammar.close()

@@ -17,8 +17,13 @@ from repl.loop.events import EventLog
 from repl.loop.history import History
 from repl.providers import smalltalk
 from repl.providers.chat import ChatProvider
-from repl.providers.grammar import SMALL_TALK_GRAMMAR, tool_grammar
-from repl.providers.smalltalk import is_small_talk
+from repl.providers.grammar import (
+    SMALL_TALK_GRAMMAR,
+    SMALL_TALK_ZH_GRAMMAR,
+    tool_grammar,
+    without_han,
+)
+from repl.providers.smalltalk import is_confirmation, is_small_talk
 from tests.fakeserver import FakeServer, text
 from tools.registry import Registry
 
@@ -116,7 +121,7 @@ def _grammars(fake_server: FakeServer, provider: ChatProvider, registry: Registr
 def test_small_talk_goes_with_the_text_only_grammar(
         fake_server: FakeServer, grammar_provider: ChatProvider, registry: Registry) -> None:
     assert _grammars(fake_server, grammar_provider, registry, "Thanks, see you tomorrow!",
-                     "You're welcome, see you!") == [SMALL_TALK_GRAMMAR]
+                     "You're welcome, see you!") == [without_han(SMALL_TALK_GRAMMAR)]
 
 
 def test_a_request_after_a_greeting_goes_with_the_tool_grammar(
@@ -124,7 +129,50 @@ def test_a_request_after_a_greeting_goes_with_the_tool_grammar(
     call = '{"name": "list_todos", "arguments": {}}'
     grammars = _grammars(fake_server, grammar_provider, registry, "你好，帮我列出待办。", call, "有三项待办。")
     # the step after the results may call again: the gate looks at the question only
-    assert grammars == [tool_grammar(registry.schemas())] * 2
+    assert grammars == [_tools(registry, "你好，帮我列出待办。")] * 2
+
+
+def _tools(registry: Registry, question: str) -> str:
+    grammar = tool_grammar(registry.schemas(), optional="mentioned", question=question)
+    return grammar if any("\u4e00" <= ch <= "\u9fff" for ch in question) else without_han(grammar)
+
+
+CONFIRMATIONS = ["ok, sounds good", "yes, go ahead", "Sure, do it.", "好的，没问题。", "嗯嗯", "行，就这样吧"]
+
+
+@pytest.mark.parametrize("message", CONFIRMATIONS)
+def test_a_confirmation_is_recognised(message: str) -> None:
+    assert is_confirmation(message)
+
+
+@pytest.mark.parametrize("message", ["yes, add milk", "ok, what about Paris?", "好的，把它标记为已完成。", "", "you"])
+def test_a_confirmation_with_a_request_is_not_one(message: str) -> None:
+    assert not is_confirmation(message)
+
+
+def test_a_confirmation_nothing_asked_for_gets_text_only(
+        fake_server: FakeServer, grammar_provider: ChatProvider, registry: Registry) -> None:
+    """"ok, sounds good" as a first message called list_todos: with no question before it,
+    it is answered like small talk."""
+    assert _grammars(fake_server, grammar_provider, registry, "ok, sounds good", "Great!") == \
+        [without_han(SMALL_TALK_GRAMMAR)]
+
+
+def test_chinese_small_talk_is_answered_in_chinese(
+        fake_server: FakeServer, grammar_provider: ChatProvider, registry: Registry) -> None:
+    assert _grammars(fake_server, grammar_provider, registry, "谢谢，再见！", "不客气，再见！") == [SMALL_TALK_ZH_GRAMMAR]
+
+
+def test_a_confirmation_of_the_models_question_may_call(
+        fake_server: FakeServer, grammar_provider: ChatProvider, registry: Registry) -> None:
+    """"yes" after "Shall I add milk to your todos?" is consent: the call stays possible."""
+    history = History("You are a test assistant.")
+    history.begin_turn("I am out of milk.")
+    history.add_assistant("Shall I add milk to your todos?")
+    fake_server.script(text("Done."))
+    run_turn(history, "yes, go ahead", provider=grammar_provider, registry=registry,
+             approver=Approver("auto"), limits=Limits(), emit=EventLog())
+    assert [r.body["grammar"] for r in fake_server.chat_requests()] == [_tools(registry, "yes, go ahead")]
 
 
 def test_without_the_setting_small_talk_may_call(
@@ -133,6 +181,6 @@ def test_without_the_setting_small_talk_may_call(
                             max_retries=0, timeout_s=10, tool_call_format="text")
     provider.dialect = replace(provider.dialect, grammar=True)
     try:
-        assert _grammars(fake_server, provider, registry, "Goodbye!", "Bye!") == [tool_grammar(registry.schemas())]
+        assert _grammars(fake_server, provider, registry, "Goodbye!", "Bye!") == [_tools(registry, "Goodbye!")]
     finally:
         provider.close()

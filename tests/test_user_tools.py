@@ -337,8 +337,9 @@ def test_a_user_tools_examples_reach_the_embedded_models_advice(fake_server, tmp
         session.close()
     body = fake_server.chat_requests()[0].body
     system = body["messages"][0]["content"]
-    clause = "for exchange rates (汇率, how many euros is 100 dollars) call fx_rate"
-    assert f"call get_weather; {clause}; for notes (笔记) the note tools;" in system
+    clause = "for exchange rates (how many euros is 100 dollars) call fx_rate"
+    assert f"call get_weather; {clause}; for notes: " in system
+    assert "天气、下雨、冷不冷、带伞：调用 get_weather；汇率：调用 fx_rate；" in system  # its Chinese example
     assert system.index("</tool_call>\n\nWhen to call a tool: for todos") < system.index(clause)
     assert clause in session.history.system_prompt and "grammar" in body  # the embedded dialect
 
@@ -570,3 +571,22 @@ def test_project_tools_trust_question_at_start_is_remembered(fake_server, home, 
     child.sendcontrol("d")
     child.expect(pexpect.EOF)
     assert index == 0, shown
+
+
+def test_a_user_tool_without_examples_is_advised_by_its_description(tmp_path: Path) -> None:
+    """A user's tool written without ``examples``: its docstring's first sentence stands for
+    them, as an MCP tool's description does, so the embedded model is advised to call it."""
+    from repl.providers.dialect import advice
+
+    path = write(tmp_path, "shop.py", '''
+from glassloop_tools import tool
+
+
+@tool(side_effects=True)
+def add_item(name: str, quantity: int = 1) -> dict:
+    """Put something on the shopping list. Quantities are whole numbers."""
+    return {"name": name}
+''')
+    loaded = load_sources(read_sources([path]), {})
+    assert not loaded.problems
+    assert "for put something on the shopping list call add_item. " in advice(loaded.tools)

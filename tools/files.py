@@ -225,14 +225,14 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
     """read_file, list_files and search_files confined to ``root``."""
     sandbox = Sandbox(root, max_bytes)
 
-    @tool(examples=("files", "文件"), hint="the file tools")
+    @tool(examples=("files and folders, what a file contains", "文件", "文件夹"), hint="use the file tools")
     def read_file(path: str, offset: int = 0, limit: int = 200) -> dict:
         """Read lines of a text file inside the workspace.
 
         Use list_files or search_files first if you do not know the exact path.
 
         Args:
-            path: File path relative to the workspace root, e.g. "notes/plan.md".
+            path: File path relative to the workspace root, as the user names it.
             offset: Number of lines to skip from the start (0 = first line).
             limit: Maximum number of lines to return (1-2000).
         """

@@ -165,7 +165,8 @@ def make_todo_tools(path: Path) -> list[Tool]:
     def load() -> list[dict[str, Any]]:
         return read_json(path, DEFAULT, _validate)["todos"]
 
-    @tool(examples=("todos or tasks", "待办", "任务", "没完成"), hint="call {name} or another todo tool")
+    @tool(examples=("todos, tasks or what is left to do", "待办", "任务", "还没做完的事"),
+          hint="call {name} or another todo tool")
     def list_todos(status: Status | None = None, priority: Priority | None = None,
                    offset: int = 0, limit: int = PAGE) -> dict:
         """List todo summaries (id, title, status, priority, due) and a count.
@@ -176,8 +177,9 @@ def make_todo_tools(path: Path) -> list[Tool]:
         is present, call again with ``offset`` = ``next_offset``.
 
         Args:
-            status: Only items with this status ("todo" = not finished yet).
-            priority: Only items with this priority.
+            status: Only items with this status ("todo" = not finished yet, still open or left
+                to do: 未完成, 没做完, 还有; "done" = finished, 做完了).
+            priority: Only items with this priority (high: urgent, important, 重要, 紧急).
             offset: How many matching items to skip.
             limit: At most this many items (0 = all of them).
         """
@@ -205,7 +207,9 @@ def make_todo_tools(path: Path) -> list[Tool]:
         todos = load()
         return {"todo": todos[_index(todos, todo_id)]}
 
-    @tool(side_effects=True, preview=_previewer(path, _add))
+    @tool(side_effects=True, preview=_previewer(path, _add),
+          examples=("reminders", "remind me to do something", "don't forget to", "提醒我", "别忘了",
+                    "记个待办"))
     def add_todo(title: str, detail: str = "", priority: Priority = "medium",
                  due: str | None = None, tag: str | None = None) -> dict:
         """Add a new todo (status "todo"). Use only when the user asks to add or remember something.
@@ -214,10 +218,11 @@ def make_todo_tools(path: Path) -> list[Tool]:
 
         Args:
             title: Short title, e.g. "Write the weekly report".
-            detail: Longer notes about the task.
-            priority: How important it is.
-            due: When it is due, preferably ISO like "2025-05-01" or "2025-05-01T15:00".
-            tag: One optional label, e.g. "work".
+            detail: Longer explanation, only when the user wrote one besides the title.
+            priority: How important it is; 优先级 (high = 高, 重要, urgent; low = 低).
+            due: The day or time it is due, as the user said it: today, tomorrow, Friday, next
+                week, a date like "2025-05-01"; 今天, 明天, 周五, 下周.
+            tag: A label or category the user named, e.g. "work"; 标签.
         """
         return _commit(path, _add, dict(title=title, detail=detail, priority=priority,
                                          due=due, tag=tag))
@@ -232,7 +237,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
 
         Args:
             todo_id: The id, e.g. "todo-002" (a bare number like 2 also works).
-            title: New title.
+            title: New title (to rename it).
             detail: New detail text (replaces the old one).
             priority: New priority.
             due: New due date, preferably ISO like "2025-05-01".

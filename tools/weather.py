@@ -204,7 +204,7 @@ def make_weather_tool(
 
         Args:
             city: City name in any language, e.g. "Beijing" or "北京".
-            date: "today" (default), "tomorrow" or a date like "2025-05-01".
+            date: "today" (default), "tomorrow" or a date like "2025-05-01"; 今天, 明天, 后天.
         """
         if not city.strip():
             raise ToolError("invalid_arguments", "city must not be empty")
@@ -216,4 +216,5 @@ def make_weather_tool(
     if provider == "sample":
         description = ("Get sample weather for a few big cities (built-in demo values, "
                        "not a live forecast; say so when answering).")
-    return tool(get_weather, description=description, timeout_s=timeout_s * 2 + 1, examples=("weather", "天气"))
+    return tool(get_weather, description=description, timeout_s=timeout_s * 2 + 1, examples=("weather: rain, wind, sun or temperature", "what to wear, an umbrella or sunglasses",
+                                        "天气", "下雨", "冷不冷", "带伞"))

@@ -6,7 +6,9 @@ in the next request. ``compact_result`` renders the same data with less
 punctuation and nothing empty, the same way for every tool (built-in, user
 tools, MCP), and keeps every non-empty value: ids, titles, statuses, numbers.
 
-- ``"ok": true`` is dropped; null, ``""``, ``[]`` and ``{}`` values are dropped.
+- ``"ok": true`` is dropped; null, ``""``, ``[]`` and ``{}`` values are dropped, except an
+  empty list of the result itself: ``todos (0): none`` (with "count: 0" alone the 0.5B model
+  repeated the question instead of saying there is nothing).
 - A failure stays explicit: ``error (not_found): no todo todo-9``.
 - Scalars: one ``key: value`` line each.
 - A list of records: a ``key (N):`` line, then one line per record,
@@ -55,6 +57,8 @@ def _render(value: Any) -> str:
     for key, item in value.items():
         if _present(item):
             lines += _field(str(key), item)
+        elif item == []:  # an empty list is an answer ("no todos"), not noise
+            lines.append(f"{key} (0): none")
     return "\n".join(lines) or "ok"
 
 

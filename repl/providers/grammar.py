@@ -49,6 +49,12 @@ ANSWER_GRAMMAR = "root ::= answer\n" + _ANSWER.lstrip()
 # braces, tags or code. Given the answer grammar, the 0.5B model wrote the call it wanted to
 # make as a fenced pseudo-object instead (```xml {name: "list_todos", …}) for 3 of 10.
 SMALL_TALK_GRAMMAR = r"root ::= [^{}<>`\x00-\x20] [^{}<>`]*" + "\n"
+# Chinese small talk: a reply that starts in Chinese (after the Chinese lines of the advice the
+# 0.5B model's own language drifted: "Good night!" got "抱歉，我无法回答您的问题。").
+SMALL_TALK_ZH_GRAMMAR = r"root ::= [\u3400-\u9fff] [^{}<>`]*" + "\n"
+# Chinese characters and punctuation, full-width forms: what an answer to a question without
+# any Chinese leaves out (without_han)
+_HAN_RANGES = r"\u3000-\u303f\u3400-\u9fff\uf900-\ufaff\uff00-\uffef"
 _FRAME = r"""
 root ::= calls | fenced | tagged | answer
 calls ::= call ("\n" call ("\n" call ("\n" call)?)?)?
@@ -83,6 +89,14 @@ _STOP = frozenset("""the and for with this that from into only when what which l
  their them they your have will does can may also not its it's one any all use used using given gives
  user users e.g eg default optional preferably such item items text value values how why who where
  there here about some just want need said say says wrote write""".split())
+
+
+def without_han(grammar: str) -> str:
+    """``grammar`` with its prose (the answer's rules, a small-talk reply) free of Chinese
+    characters: the reply to a question that has none. A call's arguments are left alone."""
+    lines = [line.replace("[^", "[^" + _HAN_RANGES) if line.startswith(("answer", "root ::= [^")) else line
+             for line in grammar.split("\n")]
+    return "\n".join(lines)
 
 
 def _mentioned_only(tool: ToolSchema, question: str) -> ToolSchema:

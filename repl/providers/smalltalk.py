@@ -64,8 +64,17 @@ _ZH = [
 _ZH_FILLER = [r"[啊呀哦喔哈吧呢啦嘛哇了]", r"(你|您)", r"(朋友|小助手|助手|大家|各位)", r"(今天|明天|再次)",
               r"(好的|好|行|可以|嗯|嗯嗯|明白|知道|收到|了解|是的|对)(了|啦)?", r"太(好|棒)了", r"(很|真)?(棒|厉害|不错)"]
 
+# A confirmation ("ok", "yes, go ahead", "好的"): an answer to a question, and small talk only
+# when no question was asked (``is_confirmation``; the dialect's gate checks the question).
+_CONFIRM = [
+    r"(ok|okay|alright|all right|got it|sounds (good|great|fine)|yes|yeah|yep|sure|fine|right|cool|great|perfect)",
+    r"(go ahead|do it|please do|will do|understood|noted|makes sense|that works|that's fine|that is fine)",
+    r"(好的|好吧|好|行|可以|嗯+|对|是的|没问题|明白(了)?|知道(了)?|收到|了解|就这样(吧)?)",
+]
+
 _PHRASE = re.compile("|".join(_EN + _ZH))
 _FILLER = re.compile("|".join(_EN_FILLER + _ZH_FILLER))
+_CONFIRMATION = re.compile("|".join(_CONFIRM))
 _NOT_SPEECH = re.compile(r"[^\w\s']")  # punctuation, symbols, emoji
 _LATIN = re.compile(r"[a-z0-9']")
 _MAX_CHARS = 120  # longer than any greeting: a message that long says something
@@ -90,7 +99,16 @@ def is_small_talk(text: str) -> bool:
     return 0 < len(words) <= _MAX_CHARS and _covered(words)
 
 
-def _covered(words: str) -> bool:
+def is_confirmation(text: str) -> bool:
+    """True when ``text`` only agrees or acknowledges ("ok, sounds good", "yes, go ahead",
+    "好的，没问题"), with the words that address it: it answers a question, if one was asked."""
+    if len(text) > _MAX_RAW_CHARS:
+        return False
+    words = normalise(text)
+    return 0 < len(words) <= _MAX_CHARS and _covered(words, _CONFIRMATION)
+
+
+def _covered(words: str, phrases: re.Pattern[str] = _PHRASE) -> bool:
     """Whether ``words`` splits into phrases and fillers with at least one phrase ("you",
     "today", "了" alone are not small talk). Each start is tried once (a table, not regex
     backtracking: "bye bye bye ..." splits in exponentially many ways)."""
@@ -107,7 +125,7 @@ def _covered(words: str) -> bool:
             after = end + 1 if end < n and words[end] == " " else end
             if end <= start or after not in done or not done[after][0]:
                 continue
-            if _PHRASE.fullmatch(words, start, end):
+            if phrases.fullmatch(words, start, end):
                 reach, phrase = True, True
                 break
             if _FILLER.fullmatch(words, start, end):

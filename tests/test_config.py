@@ -71,7 +71,7 @@ def test_defaults_load(home: Path) -> None:
     assert (openai.price_input, openai.price_cached_input, openai.price_output) == (0.15, 0.075, 0.60)
     assert isinstance(openai.timeout_s, float)
     local = s.active
-    assert local.name == "local" and local.tool_call_format == "text" and local.n_ctx == local.context_window == 8192
+    assert local.name == "local" and local.tool_call_format == "text" and local.n_ctx == local.context_window == 16384
     assert s.data_dir == home / "xdg_data_home" / "glassloop"
     assert s.todos_file == s.data_dir / "todos.json"
     assert s.notes_file == s.data_dir / "notes.json"

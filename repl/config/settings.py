@@ -146,7 +146,7 @@ class ProviderSettings:
     price_cached_input: float = setting(0.0)
     price_output: float = setting(0.0)
     model_path: str = setting("", flag="model_path", local_only=True, empty=("unset",))  # "": bundled
-    n_ctx: int = setting(8192, minimum=1, local_only=True)  # the embedded profiles' context_window too
+    n_ctx: int = setting(16384, minimum=1, local_only=True)  # the embedded profiles' context_window too
     threads: int = setting(0, local_only=True)  # 0 = auto
     # text tool calls: results sent as compact text of at most this many chars (0: the stored JSON)
     compact_results: int = safe(0, local_only=True)

@@ -331,9 +331,9 @@ def _with_piped(question: str, piped: str) -> str:
 
 
 @app.command("eval")
-@partial(setting_options, skip=("model", "provider"))
+@partial(setting_options, skip=("model", "provider", "approval"))  # side effects: always a dry run
 def eval_cases(
-    cases: Annotated[Path, typer.Argument(help="The case file (TOML): [[case]] message, tool, args, lang.")],
+    cases: Annotated[Path, typer.Argument(help="The case file (TOML): a case table per message, with message, tool, args, lang.")],
     model: Annotated[list[str] | None, typer.Option("--model", help="A model to evaluate; repeatable.")] = None,
     provider: Annotated[list[str] | None, typer.Option("--provider", help="A provider to evaluate (each with each "
                                                        "--model); repeatable.")] = None,

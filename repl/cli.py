@@ -86,7 +86,8 @@ app = typer.Typer(
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", help="Extra config file (TOML), above the user and project files.")]
 YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Allow side effects without asking (approval mode auto).")]
-ResumeOpt = Annotated[str | None, typer.Option("--resume", help="Continue a saved session: an id, or 'last'; "
+ResumeOpt = Annotated[str | None, typer.Option("--resume", help="Continue a saved session: an id (ID@k: a "
+                                                "branch /rewind kept, as a new session), or 'last'; "
                                                 "without a value, pick one from a list.")]
 ContinueOpt = Annotated[bool, typer.Option("--continue", "-c", help="Continue the most recent session that has a turn.")]
 StepOpt = Annotated[bool, typer.Option("--step", help="Step mode: pause before each model call and before tools run (/step).")]

@@ -198,3 +198,20 @@ def test_rewind_picker_and_highlighted_search_in_the_terminal(repl_factory, fake
     drawn = repl.transcript[-1]
     assert " turn 1  " in drawn and "remind me to buy \x1b[1;7mmilk\x1b[0m" in drawn  # the word highlighted
     repl.close()
+
+
+def test_glassloop_resume_reopens_a_branch(fake_server, home):
+    fake_server.script(text("one"), text("two"), text("three"))
+    first = chat({**home, "COLUMNS": "400"}, fake_server.base_url, ["first question", "second question",
+                                                                     "/rewind 1"])
+    assert first.returncode == 0 and "Traceback" not in first.stdout + first.stderr
+    ref = first.stdout.split("kept as branch ")[1].split()[0]
+    assert ref.endswith("@1")
+    wide = {**home, "COLUMNS": "400"}
+    again = chat(wide, fake_server.base_url, ["third question"], "--resume", ref)
+    assert again.returncode == 0, again.stderr
+    assert f"branch {ref} opened as a new session" in again.stdout
+    sent = fake_server.chat_requests()[-1].body["messages"]
+    assert [m["content"] for m in sent if m["role"] == "user"] == ["first question", "second question", "third question"]
+    missing = chat(wide, fake_server.base_url, [], "--resume", ref.replace("@1", "@2"))
+    assert missing.returncode == 1 and "has no branch @2 (its branches: @1)" in missing.stdout + missing.stderr

@@ -83,6 +83,7 @@ def edit(ctx: CommandContext, args: list[str]) -> None:
 @command("rewind", args="[N]", help="Take the conversation back to before turn N (a list to pick from without N): "
          "the todo and note changes of turns N and later are undone, as by /undo, and those turns are "
          "kept as a branch (--resume ID@k reopens it).", means=("branch", "goto", "travel"),
+         complete=lambda ctx: [str(n) for n in range(1, len(ctx.history.turn_starts()) + 1)],
          brief="back to before turn N, its changes undone")
 def rewind(ctx: CommandContext, args: list[str]) -> None:
     from repl.session.rewind import RewindRefused
@@ -243,7 +244,8 @@ def search_sessions(ctx: CommandContext, text: str) -> None:
         ctx.ui.marked([(f"{t.ref}  turn {t.turn}  {when}  ", False), *hit.snippet])
 
 
-@command("resume", args="[ID|last]", help="Continue a saved session; without an argument, pick one from a list.",
+@command("resume", args="[ID|ID@k|last]", help="Continue a saved session (ID@k: a branch /rewind kept, as a "
+         "new session); without an argument, pick one from a list.",
          complete=lambda ctx: [s.id for s in recent_sessions(ctx.settings.data_dir / "sessions")],
          means=("continue", "load", "open"), brief="continue a saved session")
 def resume(ctx: CommandContext, args: list[str]) -> None:

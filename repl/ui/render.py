@@ -244,8 +244,8 @@ class Renderer:
         widths = [max([0, *(max(map(cell_len, row[n].splitlines()), default=0) for row in cells if n < len(row))])
                   for n in range(len(header))]
         fixed = [column in keep or widths[n] <= SHORT_CELL for n, column in enumerate(columns)]
-        widths = [max(w, cell_len(name) if short else max(map(cell_len, name.split()), default=0))  # a header too
-                  for w, name, short in zip(widths, header, fixed, strict=True)]
+        widths = [max(w, cell_len(name) if kept else max(map(cell_len, name.split()), default=0))  # a header too
+                  for w, name, kept in zip(widths, header, fixed, strict=True)]
         text_room = sum(min(w, TEXT_ROOM) for w, f in zip(widths, fixed, strict=True) if not f)
         short = sum(w for w, f in zip(widths, fixed, strict=True) if f)
         self.print(Text(clean(title), "bold"))
@@ -258,8 +258,8 @@ class Renderer:
 
     def _row_blocks(self, rows: list[list[str]], fixed: list[bool], style: str = "", beside: bool = True) -> None:
         """Each row as a line of its short cells and its texts under it, indented and wrapped
-        under themselves (a grid: the pager's copy wraps them too); one text goes beside the
-        short cells when they leave it half the width. A row without short cells starts at the edge."""
+        under themselves; one text goes beside the short cells when they leave it half the
+        width. A row without short cells starts at the edge."""
         from rich.table import Table
 
         def block(lead: str, text: str) -> RenderableType:

@@ -143,7 +143,7 @@ def fit_question(message: list[tuple[str, str]], width: int) -> list[tuple[str, 
             spaced = spaced or n > 0
             if not word:
                 continue
-            in_choice = word.startswith("[") or (in_choice and word != "›" and spaced)
+            in_choice = word.startswith("[") or (in_choice and word != "›")
             if units and (not spaced or (in_choice and not word.startswith("[")) or word == "›"):
                 units[-1].append((style, (" " if spaced else "") + word))
             else:

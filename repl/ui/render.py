@@ -258,29 +258,40 @@ class Renderer:
 
     def _row_blocks(self, rows: list[list[str]], fixed: list[bool], style: str = "", beside: bool = True) -> None:
         """Each row as a line of its short cells and its texts under it, indented and wrapped
-        under themselves; one text goes beside the short cells when they leave it half the
-        width. A row without short cells starts at the edge."""
+        under themselves; when every row has one text and that takes fewer lines, the texts go
+        beside the short cells instead, in one column. A row without short cells starts at the edge."""
         from rich.table import Table
 
-        def block(lead: str, text: str) -> RenderableType:
-            if not lead:
-                return Text(text, style)
-            grid = Table.grid(padding=(0, 2) if lead.strip() else 0)
+        split = [("  ".join(c for c, f in zip(row, fixed, strict=False) if f and c),
+                  [c for c, f in zip(row, fixed, strict=False) if not f and c]) for row in rows]
+        width = self.console.width
+        room = width - 2 - max((cell_len(head) for head, _ in split), default=0)
+
+        def lines(text: str, room: int) -> int:
+            return max(1, len(Text(text).wrap(self.console, room)))
+
+        if beside and room >= 10 and all(len(texts) <= 1 for _, texts in split) and (
+                sum(lines(texts[0] if texts else "", room) for _, texts in split)
+                <= sum(bool(head) + sum(lines(text, width - 2) for text in texts) for head, texts in split)):
+            grid = Table.grid(padding=(0, 2))
             grid.add_column(no_wrap=True)
             grid.add_column()
-            grid.add_row(Text(lead, style), Text(text, style))
-            return grid
-
-        for row in rows:
-            head = "  ".join(c for c, f in zip(row, fixed, strict=False) if f and c)
-            texts = [c for c, f in zip(row, fixed, strict=False) if not f and c]
-            if beside and head and len(texts) == 1 and cell_len(head) + 2 <= self.console.width // 2:
-                self.print(block(head, texts[0]))
-                continue
+            for head, texts in split:
+                grid.add_row(Text(head, style), Text(texts[0] if texts else "", style))
+            self.print(grid)
+            return
+        for head, texts in split:
             if head:
                 self.print(Text(head, style))
             for n, text in enumerate(texts):
-                self.print(block("" if not head and n == 0 else "  ", text))
+                if not head and n == 0:
+                    self.print(Text(text, style))
+                    continue
+                grid = Table.grid()
+                grid.add_column(no_wrap=True)
+                grid.add_column()
+                grid.add_row(Text("  ", style), Text(text, style))
+                self.print(grid)
 
     def recap(self, earlier: int, turns: Sequence[dict[str, Any]]) -> None:
         """A resumed session's last turns (the question, one line per tool call, the answer),

@@ -211,7 +211,7 @@ def test_an_mcp_tools_description_gives_the_embedded_models_advice(stack: Stack,
     weather = built_in.index("call get_weather; ") + len("call get_weather; ")
     assert system[:weather] == built_in[:weather]  # MCP tools last, by name
     assert system[weather:].startswith("for look up the capital of a country call t__lookup; "
-                                       "for save a note (a side effect) call t__write_note; for notes: ")
+                                       "for save a note (a side effect) call t__write_note; for notes (笔记)")
     hosted, day = ProviderSettings(name="openai"), dt.date(2025, 5, 1)
     assert system_prompt_for(hosted, registry, today=day) == system_prompt_for(hosted, Registry([]), today=day)
     assert [advice_phrase(text) for text in ("Get the time. In a zone.", "MCP status!", "天气。今天")] == \

@@ -192,4 +192,4 @@ def calculator(expression: str) -> dict:
 
 
 def make_calculator_tool() -> Tool:
-    return tool(calculator, examples=("arithmetic, percentages, tips or a share of a sum", "计算", "百分之", "加减乘除"))
+    return tool(calculator, examples=("arithmetic or percentages",))

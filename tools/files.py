@@ -225,7 +225,7 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
     """read_file, list_files and search_files confined to ``root``."""
     sandbox = Sandbox(root, max_bytes)
 
-    @tool(examples=("files and folders, what a file contains", "文件", "文件夹"), hint="use the file tools")
+    @tool(examples=("files", "文件"), hint="the file tools")
     def read_file(path: str, offset: int = 0, limit: int = 200) -> dict:
         """Read lines of a text file inside the workspace.
 

@@ -49,8 +49,7 @@ def make_note_tools(path: Path) -> list[Tool]:
     def preview_add(args: dict[str, Any]) -> dict[str, Any]:
         return {"before": None, "after": _new_note(load(), args["text"], args.get("tags"))}
 
-    @tool(side_effects=True, preview=preview_add, examples=("notes: a fact to keep or what I wrote down", "笔记", "记录"),
-          hint="use the note tools")
+    @tool(side_effects=True, preview=preview_add, examples=("notes", "笔记"), hint="the note tools")
     def add_note(text: str, tags: list[str] | None = None) -> dict:
         """Save a short note for later. Use when the user asks to note or remember a fact
         (for tasks with a status or due date use add_todo instead).

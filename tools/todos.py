@@ -165,8 +165,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
     def load() -> list[dict[str, Any]]:
         return read_json(path, DEFAULT, _validate)["todos"]
 
-    @tool(examples=("todos, tasks or what is left to do", "待办", "任务", "还没做完的事"),
-          hint="call {name} or another todo tool")
+    @tool(examples=("todos or tasks", "待办", "任务", "没完成"), hint="call {name} or another todo tool")
     def list_todos(status: Status | None = None, priority: Priority | None = None,
                    offset: int = 0, limit: int = PAGE) -> dict:
         """List todo summaries (id, title, status, priority, due) and a count.
@@ -207,9 +206,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
         todos = load()
         return {"todo": todos[_index(todos, todo_id)]}
 
-    @tool(side_effects=True, preview=_previewer(path, _add),
-          examples=("reminders", "remind me to do something", "don't forget to", "提醒我", "别忘了",
-                    "记个待办"))
+    @tool(side_effects=True, preview=_previewer(path, _add))
     def add_todo(title: str, detail: str = "", priority: Priority = "medium",
                  due: str | None = None, tag: str | None = None) -> dict:
         """Add a new todo (status "todo"). Use only when the user asks to add or remember something.

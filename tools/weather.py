@@ -216,5 +216,4 @@ def make_weather_tool(
     if provider == "sample":
         description = ("Get sample weather for a few big cities (built-in demo values, "
                        "not a live forecast; say so when answering).")
-    return tool(get_weather, description=description, timeout_s=timeout_s * 2 + 1, examples=("weather: rain, wind, sun or temperature", "what to wear, an umbrella or sunglasses",
-                                        "天气", "下雨", "冷不冷", "带伞"))
+    return tool(get_weather, description=description, timeout_s=timeout_s * 2 + 1, examples=("weather", "天气"))

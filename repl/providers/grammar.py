@@ -49,8 +49,8 @@ ANSWER_GRAMMAR = "root ::= answer\n" + _ANSWER.lstrip()
 # braces, tags or code. Given the answer grammar, the 0.5B model wrote the call it wanted to
 # make as a fenced pseudo-object instead (```xml {name: "list_todos", …}) for 3 of 10.
 SMALL_TALK_GRAMMAR = r"root ::= [^{}<>`\x00-\x20] [^{}<>`]*" + "\n"
-# Chinese small talk: a reply that starts in Chinese (after the Chinese lines of the advice the
-# 0.5B model's own language drifted: "Good night!" got "抱歉，我无法回答您的问题。").
+# Chinese small talk: a reply that starts in Chinese (the 0.5B model's language drifts: with
+# Chinese in its prompt "Good night!" got "抱歉，我无法回答您的问题。").
 SMALL_TALK_ZH_GRAMMAR = r"root ::= [\u3400-\u9fff] [^{}<>`]*" + "\n"
 # Chinese characters and punctuation, full-width forms: what an answer to a question without
 # any Chinese leaves out (without_han)

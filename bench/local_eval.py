@@ -177,7 +177,7 @@ def invented(arguments: dict[str, Any], schema: dict[str, Any], message: str, ex
     said = flat(message)
     out = []
     for name, value in arguments.items():
-        if name in required or name in expected or value in (None, "", [], {}) or (name, value) in IMPLIED:
+        if name in required or name in expected or value in (None, "", [], {}) or (name, str(value)) in IMPLIED:
             continue
         if isinstance(properties.get(name), dict) and properties[name].get("default") == value:
             continue

@@ -81,3 +81,10 @@ def test_a_list_answer_names_every_item() -> None:
     assert not names_items("You have two open todos.", names)
     assert listed([{"name": "calculator", "ok": True, "result": {"value": 3}}]) is None
     assert names_items("你没有待办事项。", []) and not names_items("好的。", [])
+
+
+def test_a_list_argument_is_judged_too() -> None:
+    note = {"type": "object", "required": ["text"], "properties": {"text": {"type": "string"},
+                                                                  "tags": {"type": ["array", "null"]}}}
+    assert invented({"text": "code 7731", "tags": ["recipe"]}, note, "Save the code 7731", {}) == ["tags"]
+    assert invented({"text": "x", "tags": ["home"]}, note, "note x, tag it home", {}) == []

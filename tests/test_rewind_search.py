@@ -215,3 +215,18 @@ def test_glassloop_resume_reopens_a_branch(fake_server, home):
     assert [m["content"] for m in sent if m["role"] == "user"] == ["first question", "second question", "third question"]
     missing = chat(wide, fake_server.base_url, [], "--resume", ref.replace("@1", "@2"))
     assert missing.returncode == 1 and "has no branch @2 (its branches: @1)" in missing.stdout + missing.stderr
+
+
+def test_a_search_reads_the_journals_the_write_log_names(session, fake_server, monkeypatch):
+    monkeypatch.setattr(search, "SETTLED_S", -1e9)  # the folder's time is trusted at once
+    three_todo_turns(session, fake_server)
+    index = search.Index(session.journal.path.parent)
+    assert [h.turn.turn for h in index.search("remind")] == [3, 2, 1]  # a full look: the index is new
+    session.undo()  # its journal writes are logged; the folder's time does not change
+    assert [h.turn.turn for h in index.search("remind")] == [2, 1]
+    assert [h.turn.turn for h in index.search("remind")] == [2, 1]  # the log read at two looks
+    with open(session.journal.path, "a", encoding="utf-8") as file:  # by hand: no log
+        file.write(json.dumps({"kind": "message", "message": {"role": "user", "content": "remind me by hand"}}) + "\n")
+    assert [h.turn.turn for h in index.search("remind")] == [2, 1]
+    monkeypatch.setattr(search, "FULL_SCAN_S", 0.0)  # the last full look is old
+    assert [h.turn.question for h in index.search("remind")][-1] == "remind me by hand"

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from repl.tracing.trace import JsonlWriter
 from tools.safe_io import StoreError, check_regular
 
 BRANCH = "branch"
-CHANGED = ".changed"  # touched by every journal write: a search knows whether any journal changed
+WRITTEN = Path("index") / "written"  # each journal write appends the journal's id: a search reads only those
 _BRANCH_LINE = b'{"kind": "branch", '
 
 
@@ -62,8 +63,7 @@ class Journal:
         if record:
             self.writer.write(record)
         if not self.writer.failed:
-            with contextlib.suppress(OSError):
-                (self.path.parent / CHANGED).touch()
+            _log_write(self.path)
 
     def note_turn(self, record: dict[str, Any]) -> None:
         """A finished turn's numbers (usage, cost, context): a resumed session continues them."""
@@ -130,6 +130,22 @@ class Loaded:
     notes: list[str] = field(default_factory=list)  # what was skipped or repaired, for the user
     stored: list[Any] = field(default_factory=list)  # the messages as written, damage included (``adopt``)
     turns: list[dict[str, Any]] = field(default_factory=list)  # the ``turn`` records, ``undone`` set by ``undo`` ones
+
+
+def _log_write(journal: Path) -> None:
+    """``journal``'s id appended to ``WRITTEN`` (beside the search index, not among the journals:
+    its changes leave the journals' folder's time alone); a search re-reads the journals named."""
+    log = journal.parent / WRITTEN
+    with contextlib.suppress(OSError):
+        try:
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except FileNotFoundError:
+            log.parent.mkdir(mode=0o700, exist_ok=True)
+            fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(fd, f"{journal.stem}\n".encode())
+        finally:
+            os.close(fd)
 
 
 def load(path: Path) -> tuple[dict[str, Any], list[Message]]:

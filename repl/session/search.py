@@ -10,18 +10,23 @@ so a word of it is found inside a sentence as a phrase of characters.
 The index is kept current two ways: the REPL adds each turn at its end (``add_turn``: one row
 and the journal's size and time, under a short lock, never an error shown), and every search
 first re-reads each journal whose size or time differs from what the index recorded (``/undo``,
-``/rewind``, ``/compact``, another REPL, a crash, an older glassloop). Every
-connection is opened and closed under ``search.sqlite3.lock``, so two REPLs never write at once
-and a rebuild never replaces a file another process has open. A damaged index is rebuilt from
-the journals with one line; a Python whose SQLite lacks FTS5 scans the journals instead.
+``/rewind``, ``/compact``, another REPL, a crash). It looks only at the journals named in the
+write log (``journal.WRITTEN``: each journal write appends its id), at the names in the folder
+when its time changed (a journal made or removed), and at every journal's size and time when it
+last did so 5 minutes ago (a journal edited by hand, or by a glassloop that keeps no log). Every connection is opened and
+closed under ``search.sqlite3.lock``, so two REPLs never write at once and a rebuild never
+replaces a file another process has open. A damaged index is rebuilt from the journals with one
+line; a Python whose SQLite lacks FTS5 scans the journals instead.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
@@ -30,7 +35,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from repl.session.journal import BRANCH, CHANGED
+from repl.session.journal import BRANCH, WRITTEN
 from repl.session.recap import MAX_JOURNAL_BYTES
 from tools.safe_io import StoreError, locked
 
@@ -40,7 +45,8 @@ FIELD_CHARS = 4000  # of each field indexed: a tool's long argument (a file writ
 TURN_LOCK_S = 0.5  # a turn's end waits no longer for the index (the next search catches up)
 SEARCH_LOCK_S = 10.0
 FULL_SCAN_S = 300.0  # journals changed by no glassloop (an edit by hand) are found at most this late
-SETTLED_S = 2.0  # a file time this recent may be followed by a write in the same clock tick
+SETTLED_S = 2.0  # a folder time this recent may be followed by a change in the same clock tick
+LOG_BYTES = 256 * 1024  # a turn's end that finds the write log this big reads it (a search does anyway)
 OPTIMIZE_ROWS = 50_000  # a catch-up that added this many turns merges the index's segments
 _CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff])")
 
@@ -144,7 +150,7 @@ def _turns(session: str, branch: int, messages: list[Any], times: list[float | N
     """The turns of ``messages`` that begin at message ``since`` or later."""
     starts = [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user"]
     out = []
-    for n, (start, end) in enumerate(zip(starts, [*starts[1:], len(messages)], strict=True), 1):
+    for n, (start, end) in enumerate(zip(starts, [*starts[1:], len(messages)][:len(starts)], strict=True), 1):
         if start >= since:
             when = next((t for t in times[start:end] if t is not None), None) or started
             out.append(turn_text(session, branch, n, messages[start:end], when))
@@ -260,6 +266,9 @@ class Index:
                 _note_journal(con, journal)
             else:  # /undo, /rewind, /compact or a resume changed the turns before it: read it whole
                 con.execute("DELETE FROM journals WHERE session = ?", (turn.session,))
+            with contextlib.suppress(OSError):  # no log: nothing to read
+                if (self.folder / WRITTEN).stat().st_size > LOG_BYTES:  # no search for long: keep it short
+                    self._catch_up(con)
 
         self._quietly(add)
 
@@ -309,25 +318,30 @@ class Index:
         return [snippet(TurnText(*row), words) for row in rows]
 
     def _catch_up(self, con: sqlite3.Connection) -> None:
-        """Re-read each journal that changed since it was indexed; forget the ones gone. Nothing
-        is looked at when no journal was made, removed or written since the last look (and that
-        was less than FULL_SCAN_S ago)."""
-        started, marks = time.time(), self._marks()
+        """Re-read each journal that changed since it was indexed; forget the ones gone. Looked at:
+        the journals named in the write log, and when the folder's time changed, the names in it
+        (a journal made or removed); every journal's size and time once FULL_SCAN_S have passed
+        since that was last done (a journal edited by hand)."""
+        started, folder_ns = time.time(), self.folder.stat().st_mtime_ns
         state = dict(con.execute("SELECT key, value FROM state").fetchall())
-        if state.get("marks") == repr(marks) and started - float(state.get("scanned", 0)) < FULL_SCAN_S:
-            return
-        on_disk = {}
-        with os.scandir(self.folder) as entries:
-            for entry in entries:
-                if entry.name.endswith(".jsonl") and entry.is_file():
-                    info = entry.stat()
-                    on_disk[entry.name[:-6]] = (info.st_size, info.st_mtime_ns)
-        known = {s: (size, ns) for s, size, ns in con.execute("SELECT session, size, mtime_ns FROM journals")}
-        for session in known.keys() - on_disk.keys():
+        full = started - float(state.get("scanned", 0)) >= FULL_SCAN_S
+        names = self._written()
+        if full:
+            looked = self._journals(None)
+            known = {s: (size, ns) for s, size, ns in con.execute("SELECT session, size, mtime_ns FROM journals")}
+        else:
+            if state.get("folder") != str(folder_ns):
+                held = {name[:-6] for name in os.listdir(self.folder) if name.endswith(".jsonl")}
+                indexed = {s for (s,) in con.execute("SELECT session FROM journals")}
+                names |= (held - indexed) | (indexed - held)
+            looked = self._journals(names)
+            known = {s: (size, ns) for s in names
+                     for size, ns in con.execute("SELECT size, mtime_ns FROM journals WHERE session = ?", (s,))}
+        for session in known.keys() - looked.keys():
             _delete(con, "session = ?", (session,))
             con.execute("DELETE FROM journals WHERE session = ?", (session,))
         added = 0
-        for session, seen in on_disk.items():
+        for session, seen in looked.items():
             if known.get(session) != seen:
                 _delete(con, "session = ?", (session,))
                 turns = journal_turns(self.folder / f"{session}.jsonl")
@@ -336,17 +350,45 @@ class Index:
                 con.execute("INSERT OR REPLACE INTO journals VALUES (?, ?, ?)", (session, *seen))
         if added >= OPTIMIZE_ROWS:
             con.execute("INSERT INTO words(words) VALUES ('optimize')")
-        settled = all(started - ns / 1e9 > SETTLED_S for ns in marks)
+        settled = started - folder_ns / 1e9 > SETTLED_S  # else a change in the same clock tick may hide
         con.executemany("INSERT OR REPLACE INTO state VALUES (?, ?)",
-                        [("marks", repr(marks) if settled else ""), ("scanned", str(started))])
+                        [("folder", str(folder_ns) if settled else ""),
+                         ("scanned", str(started) if full else state.get("scanned", "0"))])
 
-    def _marks(self) -> tuple[int, int]:
-        """The folder's time (a journal made or removed) and ``CHANGED``'s (a journal written)."""
-        try:
-            changed = (self.folder / CHANGED).stat().st_mtime_ns
-        except FileNotFoundError:
-            changed = 0
-        return self.folder.stat().st_mtime_ns, changed
+    def _written(self) -> set[str]:
+        """The journals named in the write log since the last look. The log is taken (renamed)
+        and read with the one taken at the last look, whose writers may have written after it."""
+        log, taken = self.folder / WRITTEN, self.path.parent / "written.taken"
+        newest = taken.with_name("written.new")
+        with contextlib.suppress(FileNotFoundError):
+            os.replace(log, newest)
+        names: set[str] = set()
+        for path in (taken, newest):
+            with contextlib.suppress(FileNotFoundError):
+                names.update(path.read_text(encoding="utf-8", errors="replace").split())
+        with contextlib.suppress(FileNotFoundError):
+            if newest.exists():
+                os.replace(newest, taken)
+            else:  # read at two looks now: any write that raced the first is in
+                taken.unlink()
+        return {n for n in names if "/" not in n and n not in (".", "..")}
+
+    def _journals(self, names: set[str] | None) -> dict[str, tuple[int, int]]:
+        """Size and time of the journals ``names`` (None: every one in the folder) that exist."""
+        found = {}
+        if names is None:
+            with os.scandir(self.folder) as entries:
+                for entry in entries:
+                    if entry.name.endswith(".jsonl") and entry.is_file():
+                        info = entry.stat()
+                        found[entry.name[:-6]] = (info.st_size, info.st_mtime_ns)
+            return found
+        for name in names:
+            with contextlib.suppress(OSError):
+                info = (self.folder / f"{name}.jsonl").stat()
+                if stat.S_ISREG(info.st_mode):
+                    found[name] = (info.st_size, info.st_mtime_ns)
+        return found
 
     def _rebuild(self, why: Exception) -> None:
         """A damaged index made again from the journals (the next search's catch-up fills it)."""

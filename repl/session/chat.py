@@ -36,8 +36,8 @@ class ChatSession(SessionCore):
     ui: UI  # the REPL's surface is a whole terminal
     shell_context: list[str] = field(default_factory=list)  # !command output the user added to the next message
     _resumed_on: str | None = None  # the line saying a resume moved to the session's provider or model
-    templates: Templates = field(default_factory=Templates)  # your own commands (/NAME)
     _branch_line: str | None = None  # the line saying a branch was opened as a new session
+    templates: Templates = field(default_factory=Templates)  # your own commands (/NAME)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -108,9 +108,9 @@ class ChatSession(SessionCore):
         """The last few turns, compactly, and where the session stands."""
         earlier, recent = recap(self.history.messages)
         self.ui.recap(earlier, recent)
-        self.ui.info(resumed_line(self.session_id, len(self.history.turn_starts()), len(self.history.messages)))
         if self._branch_line:
             self.ui.info(self._branch_line)
+        self.ui.info(resumed_line(self.session_id, len(self.history.turn_starts()), len(self.history.messages)))
         if self._resumed_on:
             self.ui.info(self._resumed_on)
 

@@ -52,6 +52,8 @@ def test_rewind_restores_the_store_and_keeps_the_cut_turns_as_a_branch(session, 
     assert [m["content"] for m in load_checked(journal).messages if m["role"] == "user"] == [
         "remind me to buy milk", "anything else?"]
     assert not load_checked(journal).notes  # the branch record is the journal's own
+    commands.dispatch(session, "/sessions")
+    assert session.ui.tables[-1][2][0][0] == f"{first_id} (current) +1 branch"
 
     assert session.resume(f"{first_id}@1")  # the cut turns reopen, as a new session
     assert session.session_id != first_id

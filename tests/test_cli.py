@@ -37,8 +37,10 @@ def test_ask_json_runs_list_get_answer(fake_server, home, tmp_path):
         if path.is_file():
             assert SECRET not in path.read_text(encoding="utf-8", errors="replace"), path
     assert SECRET not in result.stdout + result.stderr
-    shown = glassloop("trace", str(trace_file), env=home)
+    shown = glassloop("trace", str(trace_file), "--events", env=home)
     assert "call list_todos" in shown.stdout and "stopped_by answer" in shown.stdout
+    drawn = glassloop("trace", str(trace_file), env=home)  # the default: every turn's timeline
+    assert "list_todos" in drawn.stdout and "get_todo" in drawn.stdout and "stopped_by answer" in drawn.stdout
 
 
 def test_ask_denies_side_effects_without_yes(fake_server, home):

@@ -87,6 +87,7 @@ def test_trace_timeline_of_such_a_turn_is_clean(fake_server, home, tmp_path):
     fake_server.script(evil_tools(), fault_status(400, message=f"bad request {EVIL} from the server"))
     trace_file = tmp_path / "t.jsonl"
     glassloop("ask", "go", "--base-url", fake_server.base_url, "--trace-file", str(trace_file), env=home)
-    shown = glassloop("trace", str(trace_file), env=home)
-    assert shown.returncode == 0 and "call evil" in shown.stdout and "bad request" in shown.stdout, shown
-    assert leaked(shown.stdout) == []
+    for view in ((), ("--events",)):  # the timeline, and the event list
+        shown = glassloop("trace", str(trace_file), *view, env=home)
+        assert shown.returncode == 0 and "evil" in shown.stdout and "bad request" in shown.stdout, shown
+        assert leaked(shown.stdout) == []

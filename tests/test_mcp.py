@@ -28,6 +28,7 @@ from repl.session.runtime import (
     system_prompt_for,
     wait_for_mcp,
 )
+from repl.session.templates import Templates
 from tests.fakeserver import call, text, tool_calls
 from tests.support import Stack, StubUI, stdio_server
 from tools import build_tools
@@ -118,6 +119,7 @@ class _CommandSession:
     def __init__(self, manager: McpManager | None) -> None:
         self.mcp = manager
         self.ui = StubUI()
+        self.templates = Templates()  # none of your own commands
 
 
 def test_crash_mid_session_gives_tool_errors_and_restart_reconnects(stack: Stack) -> None:

@@ -232,3 +232,19 @@ def test_a_search_reads_the_journals_the_write_log_names(session, fake_server, m
     assert [h.turn.turn for h in index.search("remind")] == [2, 1]
     monkeypatch.setattr(search, "FULL_SCAN_S", 0.0)  # the last full look is old
     assert [h.turn.question for h in index.search("remind")][-1] == "remind me by hand"
+
+
+def test_rewind_past_a_resume_needs_turns_without_side_effects(session, fake_server):
+    three_todo_turns(session, fake_server)
+    fake_server.script(text("just talk"))
+    session.ask("how are you?")
+    assert session.resume(session.session_id)  # this run saw none of the writes
+    fake_server.script(text("fine"))
+    session.ask("and now?")
+    commands.dispatch(session, "/rewind 2")
+    assert session.ui.errors[-1] == ("turns 2 to 4 ran before this session was resumed and called add_todo: their "
+                                     "changes were not recorded, so /rewind cannot undo them exactly (the earliest "
+                                     "turn it can reach is 5)")
+    commands.dispatch(session, "/rewind 4")  # a turn of the earlier run that called no tool, and this run's
+    assert [m["content"] for m in session.history.messages if m["role"] == "user"] == [
+        "remind me to buy milk", "remind me to call mom", "remind me to water plants"]

@@ -16,7 +16,7 @@ import pytest
 from repl.session import commands, search
 from repl.session.journal import load_checked
 from tests.fakeserver import call, text, tool_calls
-from tests.support import chat, chat_here, glassloop_here
+from tests.support import chat_here, glassloop_here
 from tools import build_tools
 from tools.registry import Registry
 
@@ -94,8 +94,8 @@ def test_rewind_asks_for_a_turn_that_exists(session, fake_server):
 def test_search_finds_the_turn_in_another_session(fake_server, home):
     fake_server.script(tool_calls(call("add_todo", {"title": "buy milk"})), text("Added milk to your list."),
                        text("Sunny all day."))
-    chat(home, fake_server.base_url, ["remind me to buy milk"], "--yes")
-    chat(home, fake_server.base_url, ["weather in Paris?"])
+    chat_here(home, fake_server.base_url, ["remind me to buy milk"], "--yes")
+    chat_here(home, fake_server.base_url, ["weather in Paris?"])
     found = glassloop_here("search", "milk", "--json", env=home)
     assert found.returncode == 0, found.stderr
     hits = json.loads(found.stdout)
@@ -115,7 +115,7 @@ def test_search_finds_the_turn_in_another_session(fake_server, home):
 
 def test_a_damaged_index_is_rebuilt_with_one_line(fake_server, home):
     fake_server.script(text("noted: oat milk"))
-    chat(home, fake_server.base_url, ["we need oat milk"])
+    chat_here(home, fake_server.base_url, ["we need oat milk"])
     index = Path(home["XDG_DATA_HOME"]) / "glassloop" / "sessions" / search.INDEX_FILE
     assert index.exists()  # made at the turn's end
     index.write_bytes(b"not a database at all" * 100)
@@ -204,18 +204,18 @@ def test_rewind_picker_and_highlighted_search_in_the_terminal(repl_factory, fake
 
 def test_glassloop_resume_reopens_a_branch(fake_server, home):
     fake_server.script(text("one"), text("two"), text("three"))
-    first = chat({**home, "COLUMNS": "400"}, fake_server.base_url, ["first question", "second question",
+    first = chat_here({**home, "COLUMNS": "400"}, fake_server.base_url, ["first question", "second question",
                                                                      "/rewind 1"])
     assert first.returncode == 0 and "Traceback" not in first.stdout + first.stderr
     ref = first.stdout.split("kept as branch ")[1].split()[0]
     assert ref.endswith("@1")
     wide = {**home, "COLUMNS": "400"}
-    again = chat(wide, fake_server.base_url, ["third question"], "--resume", ref)
+    again = chat_here(wide, fake_server.base_url, ["third question"], "--resume", ref)
     assert again.returncode == 0, again.stderr
     assert f"branch {ref} opened as a new session" in again.stdout
     sent = fake_server.chat_requests()[-1].body["messages"]
     assert [m["content"] for m in sent if m["role"] == "user"] == ["first question", "second question", "third question"]
-    missing = chat(wide, fake_server.base_url, [], "--resume", ref.replace("@1", "@2"))
+    missing = chat_here(wide, fake_server.base_url, [], "--resume", ref.replace("@1", "@2"))
     assert missing.returncode == 1 and "has no branch @2 (its branches: @1)" in missing.stdout + missing.stderr
 
 

@@ -31,7 +31,7 @@ from bench.tool_use import in_language, load
 
 _TEMPERATURE = re.compile(r"-?\d+(\.\d+)?\s*(°|度|degrees?|℃)", re.IGNORECASE)
 _WEATHER_WORDS = re.compile(r"sunny|rain|cloud|clear|snow|storm|drizzle|overcast|晴|雨|云|阴|雪", re.IGNORECASE)
-_EMPTY_WORDS = re.compile(r"\b(no|none|empty|nothing|zero|0)\b|没有|无|空|0", re.IGNORECASE)
+_EMPTY_WORDS = re.compile(r"\b(no|none|empty|nothing|zero|0)\b|没有|暂无|为空|空的|0\s*(项|个|条)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -77,15 +77,17 @@ def judge(turn: Turn, did: dict[str, Any], schemas: dict[str, dict[str, Any]], s
         made_up += [n for n in invented(args, schemas.get(first["name"], {}), turn.message, turn.values)
                     if n not in made_up and n not in turn.absent]
         faithful = {"ok": first["valid"] and kept and not made_up, "kept": kept, "invented": made_up}
+    # an answer is grounded in a result only when the tool ran and answered
+    answered = any(r["ok"] and r["name"] in expected for r in did["results"])
     checks: dict[str, bool] = {}
     if turn.names:
-        checks["names_items"] = all(flat(name) in flat(answer) for name in turn.names)
+        checks["names_items"] = answered and all(flat(name) in flat(answer) for name in turn.names)
     if turn.empty:
-        checks["says_empty"] = bool(_EMPTY_WORDS.search(answer))
+        checks["says_empty"] = answered and bool(_EMPTY_WORDS.search(answer))
     if turn.grounded_in:
-        checks["grounded"] = any(word.casefold() in answer.casefold() for word in turn.grounded_in)
+        checks["grounded"] = answered and any(word.casefold() in answer.casefold() for word in turn.grounded_in)
     invented_answer = False
-    if turn.no_weather:
+    if turn.no_weather or ("get_weather" in expected and not answered):  # weather no tool gave
         invented_answer = bool(_TEMPERATURE.search(answer) or _WEATHER_WORDS.search(answer))
     if turn.empty:  # no item exists: a title-like claim of one is invented
         invented_answer = invented_answer or bool(re.search(r"todo-\d+|priority|优先级[:：]", answer, re.I)

@@ -49,7 +49,8 @@ def test_the_conversation_judge() -> None:
     said = [empty.message]
     echo = judge(empty, {"calls": [first], "results": [], "answer": empty.message, "seconds": 1.0}, {}, said)
     assert echo["echo"] and echo["tool_ok"] and not echo["checks"]["says_empty"]
-    good = judge(empty, {"calls": [first], "results": [], "answer": "目前没有未完成的待办。", "seconds": 1.0}, {}, said)
+    listed = [{"name": "list_todos", "ok": True, "result": {"count": 0, "todos": []}}]
+    good = judge(empty, {"calls": [first], "results": listed, "answer": "目前没有未完成的待办。", "seconds": 1.0}, {}, said)
     assert not good["echo"] and good["in_language"] and good["checks"]["says_empty"] and not good["invented_answer"]
     paris = Turn("And in Paris?", "en", "get_weather", no_weather=True)
     weather = {"step": 1, "name": "get_weather", "arguments": {"city": "Paris"}, "valid": True}
@@ -88,3 +89,14 @@ def test_a_list_argument_is_judged_too() -> None:
                                                                   "tags": {"type": ["array", "null"]}}}
     assert invented({"text": "code 7731", "tags": ["recipe"]}, note, "Save the code 7731", {}) == ["tags"]
     assert invented({"text": "x", "tags": ["home"]}, note, "note x, tag it home", {}) == []
+
+
+def test_an_answer_without_the_tool_is_not_grounded() -> None:
+    """"抱歉，我无法协助" is no empty list (无 of 无法), and weather no tool returned is invented."""
+    empty, weather = SCRIPT[0], SCRIPT[4]
+    refusal = judge(empty, {"calls": [], "results": [], "answer": "抱歉，我无法协助完成这个请求。", "seconds": 1.0}, {},
+                    [empty.message])
+    assert refusal["checks"] == {"says_empty": False}
+    sunny = judge(weather, {"calls": [], "results": [], "answer": "北京今天天气晴朗，温度约为20°C。", "seconds": 1.0}, {},
+                  [weather.message])
+    assert sunny["checks"] == {"grounded": False} and sunny["invented_answer"]

@@ -12,6 +12,7 @@ records the 1-minute load average it ran under.
     .venv/bin/python bench/local_model.py --profile local-large --new-session   # the 1.5B
     .venv/bin/python bench/local_model.py --profile local-large --ask   # glassloop ask, en + zh
     .venv/bin/python bench/local_model.py --step2   # step 2 of glassloop ask: tool results as JSON vs compact
+    .venv/bin/python bench/local_model.py --context-sizes   # n_ctx 4k / 8k / 16k: memory, speed, ask
 
 ``--collect`` records real replies of the model (several prompts, low and high
 temperature, up to three steps each with the real tools run on a fixture) as
@@ -155,9 +156,10 @@ def raw_turn(url: str, registry: Registry, question: str, *, temperature: float 
 
 def cli_turn(model: Path, work: Path, question: str = QUESTION,
              profile: str = "local", todos: list[dict[str, Any]] | None = None,
-             profile_lines: str = "") -> dict[str, Any] | None:
+             profile_lines: str = "", keep_trace: bool = False) -> dict[str, Any] | None:
     """``glassloop ask`` on the question over the fixture (server start included);
-    ``todos`` replace the fixture's, ``profile_lines`` are added to the profile's table."""
+    ``todos`` replace the fixture's, ``profile_lines`` are added to the profile's table;
+    ``keep_trace``: the result keeps its events."""
     exe = shutil.which("glassloop", path=str(Path(sys.executable).parent))
     if exe is None:
         return None
@@ -168,7 +170,7 @@ def cli_turn(model: Path, work: Path, question: str = QUESTION,
     config.write_text(f"[providers.{profile}]\nmodel_path = {json.dumps(str(model))}\n{profile_lines}", "utf-8")
     env = {**os.environ, "XDG_DATA_HOME": str(work / "xdg"), "XDG_STATE_HOME": str(work / "xdg"),
            "XDG_CONFIG_HOME": str(work / "xdg"), "XDG_CACHE_HOME": str(work / "xdg"),
-           "GLASSLOOP_TODOS_FILE": str(work / "todos.json")}
+           "GLASSLOOP_TODOS_FILE": str(work / "todos.json"), "GLASSLOOP_WEATHER": "sample"}  # as fixture_registry
     for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "GLASSLOOP_BASE_URL", "GLASSLOOP_PROVIDER"):
         env.pop(key, None)
     started = time.perf_counter()
@@ -178,7 +180,8 @@ def cli_turn(model: Path, work: Path, question: str = QUESTION,
     if done.returncode != 0:
         return {"error": (done.stderr or done.stdout).strip()[-600:], "seconds": seconds}
     result = json.loads(done.stdout)
-    result.pop("trace", None)
+    if not keep_trace:
+        result.pop("trace", None)
     return {"wall_s": seconds, "result": result}
 
 
@@ -417,6 +420,90 @@ def step2_summary(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return summary
 
 
+CONTEXT_SIZES = (4096, 8192, 16384)
+CONTEXT_TARGET = 0.35  # the context after a first turn, at most this share full
+
+
+def rss_mb(pid: int | None) -> dict[str, float]:
+    """The server process's resident memory now and at its peak (VmRSS, VmHWM), in MB."""
+    found: dict[str, float] = {}
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text(encoding="ascii").splitlines():
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                found["rss_mb" if key == "VmRSS" else "peak_rss_mb"] = int(value.split()[0]) / 1024
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+def ask_context(model: Path, work: Path, n_ctx: int, question: str) -> dict[str, Any]:
+    """``glassloop ask`` at ``n_ctx`` (the profile's context): the wall time and how full the
+    context is after the turn (the last model call's prompt over n_ctx, as the toolbar and
+    ``/usage`` show it)."""
+    done = cli_turn(model, work, question, profile_lines=f"n_ctx = {n_ctx}\ncontext_window = {n_ctx}\n", keep_trace=True) or {}
+    calls = [e for e in (done.get("result") or {}).get("trace", []) if e.get("type") == "model_usage"]
+    prompt = calls[-1]["usage"]["input_tokens"] if calls else 0
+    return {"load_avg_1m": os.getloadavg()[0], "wall_s": done.get("wall_s") or done.get("seconds"),
+            "steps": (done.get("result") or {}).get("steps"), "last_prompt_tokens": prompt,
+            "context_full_pct": 100 * prompt / n_ctx, "error": done.get("error")}
+
+
+def context_size(model: Path, work: Path, n_ctx: int, asks: int = 3) -> dict[str, Any]:
+    """One context size: the server's memory idle and after the todo prompt, prefill and
+    decode speed, the saved prompt state's size and load time, and ``glassloop ask`` warm
+    (its cache dir holds that state: ask's prompt shares most of the todo prompt's prefix)."""
+    state, log = work / "state", work / "server.log"
+    figures: dict[str, Any] = {"n_ctx": n_ctx, "load_avg_1m": os.getloadavg()[0]}
+    server = LocalServer(model, n_ctx=n_ctx, log_path=log, state_dir=state)
+    started = time.perf_counter()
+    server.start()
+    figures["start_s"] = time.perf_counter() - started
+    try:
+        figures["idle"] = rss_mb(server.pid)
+        url = server.base_url or ""
+        prompt = todo_prompt(fixture_registry(work), fresh=False)
+        figures["prefill"] = measured(url, log, prompt, temperature=0, max_tokens=1)  # saves the state
+        figures["decode"] = measured(url, log, [{"role": "user", "content": DECODE_PROMPT}],
+                                     temperature=0.1, max_tokens=120, seed=1)
+        figures["after_requests"] = rss_mb(server.pid)
+    finally:
+        server.stop()
+    [saved] = list(state.iterdir())
+    figures["state_file_mb"] = saved.stat().st_size / 1e6
+    again = LocalServer(model, n_ctx=n_ctx, log_path=work / "restore.log", state_dir=state)
+    started = time.perf_counter()
+    try:
+        again.start()
+        figures["start_with_state_s"] = time.perf_counter() - started
+        figures["state_restore"] = again.prefix_state  # "loaded N tokens (S s)"
+        seconds = re.search(r"\(([\d.]+) s\)$", again.prefix_state or "")
+        figures["state_load_s"] = float(seconds.group(1)) if seconds else None
+        figures["idle_with_state"] = rss_mb(again.pid)
+    finally:
+        again.stop()
+    cli = work / "cli"
+    (cli / "xdg" / "glassloop" / "local-model").mkdir(parents=True)  # ask starts with the state saved above
+    shutil.copy2(saved, cli / "xdg" / "glassloop" / "local-model" / saved.name)
+    figures["ask_warm"] = [ask_context(model, cli, n_ctx, QUESTION) for _ in range(asks)]
+    warm = [r["wall_s"] for r in figures["ask_warm"] if r["wall_s"] is not None]
+    figures["ask_warm_median_s"] = statistics.median(warm) if warm else None
+    figures["context_full_pct"] = statistics.median(r["context_full_pct"] for r in figures["ask_warm"])
+    figures["load_avg_1m_after"] = os.getloadavg()[0]
+    return figures
+
+
+def context_sizes(model: Path, work: Path, sizes: tuple[int, ...] = CONTEXT_SIZES, asks: int = 3) -> dict[str, Any]:
+    """Each context size in turn (its own folder: state files and ask's cache are per size)."""
+    results = {}
+    for n_ctx in sizes:
+        folder = work / f"n_ctx-{n_ctx}"
+        folder.mkdir()
+        results[str(n_ctx)] = context_size(model, folder, n_ctx, asks)
+        print(json.dumps({n_ctx: results[str(n_ctx)]}, ensure_ascii=False), flush=True)
+    return {"target_context_full_pct": 100 * CONTEXT_TARGET, "sizes": results}
+
+
 def collect(model: Path, work: Path, target: Path) -> None:
     records: list[dict[str, Any]] = []
     with LocalServer(model, log_path=work / "server.log", state_dir=work / "state") as server:
@@ -450,6 +537,10 @@ def main() -> None:
                         help="only `glassloop ask` on the English and Chinese todo questions")
     parser.add_argument("--step2", type=int, nargs="?", const=1, default=0, metavar="ROUNDS",
                         help="only step 2 of `glassloop ask` (8 todos, en + zh): tool results as JSON vs compact")
+    parser.add_argument("--context-sizes", nargs="?", const=",".join(map(str, CONTEXT_SIZES)), metavar="N,N,...",
+                        help="only these n_ctx (default 4k, 8k, 16k, in this order): memory, prefill and decode "
+                             "speed, the saved state's size and load time, `glassloop ask` warm and its context share")
+    parser.add_argument("--asks", type=int, default=3, help="--context-sizes: warm `glassloop ask` runs per size")
     parser.add_argument("--profile", default="local", choices=sorted(BUNDLED),
                         help="the embedded model: local (0.5B) or local-large (1.5B, its extra installed)")
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "glassloop-bench")
@@ -462,6 +553,14 @@ def main() -> None:
         if args.step2:
             found = step2_turns(model, Path(folder), args.profile, args.step2)
             print(json.dumps({"profile": args.profile, "step2": found}, indent=1, ensure_ascii=False))
+            return
+        if args.context_sizes:
+            order = tuple(int(n) for n in args.context_sizes.split(","))
+            sizes = context_sizes(model, Path(folder), order, args.asks)
+            out = ROOT / "bench" / "results" / "local_model_context.json"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(json.dumps(sizes, indent=1, ensure_ascii=False), encoding="utf-8")
+            print(json.dumps(sizes, indent=1, ensure_ascii=False))
             return
         if args.threads_matrix or args.new_session or args.ask:
             part = "threads_matrix" if args.threads_matrix else "new_session" if args.new_session else "ask"

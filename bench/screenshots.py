@@ -7,7 +7,7 @@ refuses the first attempt (429) and the call is retried, two lookups run togethe
 waits for approval; then ``/retry --model gpt-4o`` sends the question again on another
 model. The session's trace is written as a page by ``glassloop trace ID --html`` and
 ``chromium --headless --screenshot`` draws it into ``docs/img/trace.png``; the first turn's
-text timeline (``glassloop trace ID --turn 1``, 80 columns) is printed for the README.
+text timeline (``glassloop trace ID --turn 1``, 80 columns) is printed for docs/SEE_THROUGH.md.
 Needs Chromium (Debian: ``apt-get install chromium``).
 """
 

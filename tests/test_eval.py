@@ -239,8 +239,8 @@ def test_a_case_that_cannot_reach_the_model_fails_the_run(tmp_path: Path, home: 
     assert json.loads(done.stdout)["cases"][0]["error"].startswith("cannot reach provider")
 
 
-def test_the_readme_example_is_a_case_file(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+def test_the_documented_example_is_a_case_file(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "docs" / "TOOLS.md").read_text(encoding="utf-8")
     section = readme.split("### Test your tools on a model", 1)[1]
     cases = tmp_path / "cases.toml"
     cases.write_text(section.split("```toml\n", 1)[1].split("```", 1)[0], encoding="utf-8")

@@ -1,6 +1,6 @@
 """Your own tools: Python files and installed packages become approved, traced, undoable tools.
 
-The README's example is the file under test (both its English and its Chinese
+The documented example (docs/TOOLS.md) is the file under test (both its English and its Chinese
 docstring). Files are loaded in-process for the schema, store and error cases;
 the real program (``ask``, the REPL in a pseudo-terminal) runs them against the
 scripted server for approval, preview, undo, reload, trust and entry points.
@@ -39,8 +39,8 @@ BUILT_IN = {"add_todo": "built-in", "list_todos": "built-in"}
 
 
 def readme_blocks() -> list[str]:
-    """The Python blocks of the README's "Write your own tool" section."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    """The Python blocks of the "Write your own tool" section (docs/TOOLS.md, linked from the README)."""
+    readme = (ROOT / "docs" / "TOOLS.md").read_text(encoding="utf-8")
     section = readme.split("## Write your own tool", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
 
@@ -72,7 +72,7 @@ def write(folder: Path, name: str, source: str) -> Path:
 
 @pytest.fixture
 def user_env(home, tmp_path):
-    """``home`` plus the user's tool folder holding the README example; glassloop_tools importable."""
+    """``home`` plus the user's tool folder holding the documented example; glassloop_tools importable."""
     env = {**home, "PYTHONPATH": str(ROOT)}
     write(tmp_path / "config" / "glassloop" / "tools", "shopping.py", EXAMPLE)
     return env

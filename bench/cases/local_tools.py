@@ -1,5 +1,5 @@
 """Two user tools for the embedded model's evaluation (local_dev.toml, local_heldout.toml):
-written as a user writes them (README, "Write your own tool"), with a docstring and no examples,
+written as a user writes them (docs/TOOLS.md, "Write your own tool"), with a docstring and no examples,
 so the model's advice comes from each tool's own description."""
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ class _Running:
         self.spinner = Spinner("dots", Text(label, "dim"))
 
 
-STOP_HINT = "Ctrl-C to stop"  # Esc stops a turn too (README, /help)
+STOP_HINT = "Ctrl-C to stop"  # Esc stops a turn too (docs/COMMANDS.md, /help)
 REASONING_LINES = 3  # lines of the streaming reasoning kept in the live area
 
 

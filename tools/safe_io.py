@@ -170,6 +170,12 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], T], *, mode: int | None
     return result
 
 
+def take(source: Path, target: Path) -> None:
+    """``source`` renamed to ``target`` in one step (replacing it): a log taken whole while its
+    writers go on appending to a new one. FileNotFoundError when there is no ``source``."""
+    os.replace(source, target)
+
+
 def _copy_owner_and_mode(target: Path, tmp: str) -> None:
     """Give the new file the old one's permission bits (and owner, where allowed)."""
     try:

@@ -37,7 +37,7 @@ from typing import Any
 
 from repl.session.journal import BRANCH, WRITTEN
 from repl.session.recap import MAX_JOURNAL_BYTES
-from tools.safe_io import StoreError, locked
+from tools.safe_io import StoreError, locked, take
 
 INDEX_FILE = "index/search.sqlite3"  # in a folder of its own: its writes leave the journals' folder's time alone
 SCHEMA = 1  # PRAGMA user_version: another value is an index of another layout, rebuilt
@@ -361,14 +361,14 @@ class Index:
         log, taken = self.folder / WRITTEN, self.path.parent / "written.taken"
         newest = taken.with_name("written.new")
         with contextlib.suppress(FileNotFoundError):
-            os.replace(log, newest)
+            take(log, newest)
         names: set[str] = set()
         for path in (taken, newest):
             with contextlib.suppress(FileNotFoundError):
                 names.update(path.read_text(encoding="utf-8", errors="replace").split())
         with contextlib.suppress(FileNotFoundError):
             if newest.exists():
-                os.replace(newest, taken)
+                take(newest, taken)
             else:  # read at two looks now: any write that raced the first is in
                 taken.unlink()
         return {n for n in names if "/" not in n and n not in (".", "..")}

@@ -247,3 +247,12 @@ def test_the_documented_example_is_a_case_file(tmp_path: Path) -> None:
     found = load_cases(cases)
     assert [(c.tools, c.args, c.args_contain) for c in found][0] == (("add_item",), {"quantity": 2}, {"name": ("milk",)})
     assert found[1].result_contains == ('"value": 434',) and found[1].answer_contains == ("434",)
+
+
+def test_the_readmes_example_is_a_case_file(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    cases = tmp_path / "cases.toml"
+    cases.write_text("\n".join(line.strip() for line in block.splitlines()), encoding="utf-8")  # indented in a list
+    (case,) = load_cases(cases)
+    assert (case.tools, case.args, case.lang) == (("add_item",), {"quantity": 2}, "en")

@@ -33,6 +33,7 @@ from typing import Any
 
 from bench import ROOT, VENV_BIN, isolated_env, patched_environ, scratch
 from bench.tool_use import in_language, load
+from repl.session.seams import Unattended
 
 CASES = ROOT / "bench" / "cases"
 USER_TOOLS = CASES / "local_tools.py"
@@ -95,8 +96,8 @@ def workspace(folder: Path, profile: str, fixture: bool = True) -> tuple[Path, d
     return work, env, config
 
 
-class Quiet:
-    """The session's surface: nothing shown, the events kept."""
+class Quiet(Unattended):
+    """The session's surface: nobody at it, nothing shown, the events kept."""
 
     def __init__(self) -> None:
         self.events: list[Any] = []
@@ -109,18 +110,6 @@ class Quiet:
 
     def error(self, text: str) -> None:
         print(f"  error: {text}", file=sys.stderr)
-
-    def waiting(self, status: str | None) -> None:
-        pass
-
-    def stop_live(self) -> None:
-        pass
-
-    def confirm(self, question: str) -> bool:
-        return False
-
-    def asker(self) -> None:
-        return None
 
 
 @contextmanager

@@ -486,9 +486,13 @@ def context_size(model: Path, work: Path, n_ctx: int, asks: int = 3) -> dict[str
     (cli / "xdg" / "glassloop" / "local-model").mkdir(parents=True)  # ask starts with the state saved above
     shutil.copy2(saved, cli / "xdg" / "glassloop" / "local-model" / saved.name)
     figures["ask_warm"] = [ask_context(model, cli, n_ctx, QUESTION) for _ in range(asks)]
-    warm = [r["wall_s"] for r in figures["ask_warm"] if r["wall_s"] is not None]
-    figures["ask_warm_median_s"] = statistics.median(warm) if warm else None
-    figures["context_full_pct"] = statistics.median(r["context_full_pct"] for r in figures["ask_warm"])
+    # a run counts only when it answered after calling a tool (the question needs the todo list):
+    # a turn that failed, or answered without looking, would time less work
+    held = [r for r in figures["ask_warm"]
+            if r["wall_s"] is not None and not r["error"] and (r["steps"] or 0) >= 2]
+    figures["ask_failed_runs"] = len(figures["ask_warm"]) - len(held)
+    figures["ask_warm_median_s"] = statistics.median(r["wall_s"] for r in held) if held else None
+    figures["context_full_pct"] = statistics.median(r["context_full_pct"] for r in held) if held else None
     figures["load_avg_1m_after"] = os.getloadavg()[0]
     return figures
 

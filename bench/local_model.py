@@ -126,7 +126,7 @@ def raw_turn(url: str, registry: Registry, question: str, *, temperature: float 
              seed: int | None = None, max_steps: int = 4, record: list | None = None) -> dict:
     """The model → tools → model loop without the CLI: steps, calls, answer, seconds."""
     history: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt_for(ProviderSettings(name="local"), registry)},
+        *system_prompt_for(ProviderSettings(name="local"), registry).messages(),
         {"role": "user", "content": question},
     ]
     started, calls_made = time.perf_counter(), []
@@ -210,7 +210,7 @@ def measured(url: str, log: Path, messages: list[dict], **options: Any) -> dict[
 
 def todo_prompt(registry: Registry, fresh: bool, question: str = QUESTION) -> list[dict[str, Any]]:
     messages = to_text_messages([
-        {"role": "system", "content": system_prompt_for(ProviderSettings(name="local"), registry)},
+        *system_prompt_for(ProviderSettings(name="local"), registry).messages(),
         {"role": "user", "content": question},
     ], registry.schemas())
     if fresh:  # a different first token: nothing of the prompt can come from the cache

@@ -156,7 +156,7 @@ def write_long_session(env: dict[str, str], turns: int) -> str:
     history, session = History("You are glassloop."), "20250101-000000-bench"
     journal = Journal(folder / f"{session}.jsonl", Redactor(),
                       {"session": session, "provider": "openai", "model": "fake-model",
-                       "system_prompt": history.system_prompt})
+                       "system_prompt": history.system_prompt.text})
     for number in range(turns):
         history.begin_turn(f"question {number}: what is still open?")
         if number % 4 == 0:

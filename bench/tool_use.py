@@ -39,9 +39,12 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from bench import ServerProcess, isolated_env, patched_environ, row, scratch, target
+
+if TYPE_CHECKING:
+    from repl.providers.base import SystemPrompt
 
 CASE_FILE = Path(__file__).with_name("tool_use.toml")
 HELD_OUT_FILE = Path(__file__).with_name("tool_use_held_out.toml")
@@ -319,12 +322,12 @@ def grammar_cost(cases: list[Any], rounds: int = 2, data_dir: Path | None = None
     return out
 
 
-def _first_step(client: Any, url: str, system: str, text: str, tools: list[dict[str, Any]],
+def _first_step(client: Any, url: str, system: SystemPrompt, text: str, tools: list[dict[str, Any]],
                 grammar: str | None) -> tuple[str, int, float]:
     """One greedy first step (not streamed: the server counts the tokens): reply, tokens, seconds."""
     from repl.providers import textcalls
 
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": text}]
+    messages = [*system.messages(), {"role": "user", "content": text}]
     body = {"model": "local", "messages": textcalls.to_text_messages(messages, tools), "temperature": 0.0,
             "max_tokens": 80, **({"grammar": grammar} if grammar else {})}
     started = time.perf_counter()

@@ -10,8 +10,7 @@ import datetime as dt
 from pathlib import Path
 
 from repl.config.settings import ProviderSettings
-from repl.providers.base import ADVICE_MARK
-from repl.providers.dialect import AFTER_RESULTS
+from repl.providers.dialect import ADVICE_MARK, AFTER_RESULTS
 from repl.providers.textcalls import to_text_messages
 from repl.session.runtime import system_prompt_for, with_current_advice
 from tools import build_tools
@@ -71,8 +70,8 @@ def built_in(tmp_path: Path) -> Registry:
 
 def test_the_advice_made_from_the_built_in_tools_is_the_measured_prompt_byte_for_byte(tmp_path: Path) -> None:
     day = dt.date(2025, 5, 1)
-    assert system_prompt_for(LOCAL, built_in(tmp_path), "", day) == MEASURED_PROMPT
-    assert system_prompt_for(LOCAL, built_in(tmp_path), "Be brief.", day) == MEASURED_PROMPT + "\n\nBe brief."
+    assert system_prompt_for(LOCAL, built_in(tmp_path), "", day).text == MEASURED_PROMPT
+    assert system_prompt_for(LOCAL, built_in(tmp_path), "Be brief.", day).text == MEASURED_PROMPT + "\n\nBe brief."
 
 
 def test_the_embedded_models_advice_follows_the_tool_block_and_is_shared_across_days(tmp_path: Path) -> None:
@@ -81,8 +80,7 @@ def test_the_embedded_models_advice_follows_the_tool_block_and_is_shared_across_
     registry = built_in(tmp_path)
 
     def wire_system(day: dt.date, extra: str = "") -> str:
-        history = [{"role": "system", "content": system_prompt_for(LOCAL, registry, extra, day)},
-                   {"role": "user", "content": "hi"}]
+        history = [*system_prompt_for(LOCAL, registry, extra, day).messages(), {"role": "user", "content": "hi"}]
         return to_text_messages(history, registry.schemas())[0]["content"]
 
     first, later = wire_system(dt.date(2025, 5, 1)), wire_system(dt.date(2026, 1, 31), "Be brief.")
@@ -91,14 +89,14 @@ def test_the_embedded_models_advice_follows_the_tool_block_and_is_shared_across_
     assert "Answer in the language of the user's question." in first[advice:]
     date = first.index("\n\nToday is ")
     assert later[:date] == first[:date]
-    assert ADVICE_MARK not in system_prompt_for(HOSTED, registry)  # hosted models: the full prompt only
+    assert ADVICE_MARK not in system_prompt_for(HOSTED, registry).text  # hosted models: the full prompt only
 
 
 def test_the_advice_is_made_again_for_the_tools_offered_and_nothing_else_changes(tmp_path: Path) -> None:
     registry, day = built_in(tmp_path), dt.date(2025, 5, 1)
     extra = "Mind this.\n\nWhen to call a tool: whenever I say so."  # the user's text, after the date
     before = system_prompt_for(LOCAL, Registry([]), extra, day)  # the session began with no tool yet
-    assert "call list_todos" not in before
+    assert "call list_todos" not in before.text
     assert with_current_advice(LOCAL, registry, before) == system_prompt_for(LOCAL, registry, extra, day)
     hosted = system_prompt_for(HOSTED, registry, extra, day)
     assert with_current_advice(LOCAL, registry, hosted) == hosted  # no advice of its own: left alone

@@ -49,7 +49,7 @@ def test_calls_are_decoded_alike_under_any_seed_while_prose_is_sampled(tmp_path:
             LocalServer(model, n_ctx=2048, log_path=tmp_path / "server.log", state_dir=tmp_path / "state") as server, \
             httpx.Client(timeout=300, trust_env=False) as client:
         def replies(question: str, max_tokens: int) -> list[str]:
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+            messages = [*system.messages(), {"role": "user", "content": question}]
             body = {"model": "local", "messages": textcalls.to_text_messages(messages, tools),
                     "max_tokens": max_tokens, "grammar": tool_grammar(tools), "temperature": 1.0}
             return [client.post(f"{server.base_url}/chat/completions", json={**body, "seed": seed})

@@ -44,7 +44,7 @@ def test_every_call_the_model_makes_under_the_grammar_is_schema_valid(tmp_path: 
     try:
         assert provider.dialect.grammar  # the embedded server's dialect has it on
         for case in QUESTIONS:
-            messages = [{"role": "system", "content": system}, {"role": "user", "content": case.message}]
+            messages = [*system.messages(), {"role": "user", "content": case.message}]
             parts = list(provider.stream(messages, tools))
             bodies += [p.body for p in parts if isinstance(p, RequestSent)]
             done = [p for p in parts if isinstance(p, Completed)][-1]
@@ -77,7 +77,7 @@ def _greedy_first_steps(model: Path, tmp_path: Path, grammar_first: bool) -> tup
         replies = []
         with httpx.Client(timeout=300, trust_env=False) as client:
             for case in QUESTIONS:
-                messages = [{"role": "system", "content": system}, {"role": "user", "content": case.message}]
+                messages = [*system.messages(), {"role": "user", "content": case.message}]
                 body = {"model": "local", "messages": textcalls.to_text_messages(messages, tools),
                         "temperature": 0.0, "max_tokens": 60, "grammar": tool_grammar(tools)}
                 reply = client.post(f"{server.base_url}/chat/completions", json=body).json()

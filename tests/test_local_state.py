@@ -43,7 +43,7 @@ def _wire_system(tmp_path: Path, today: dt.date, extra: str, mcp: bool) -> str:
     if mcp:  # MCP tools are registered after the built-in ones
         tools.append({"name": "docs__search", "description": "Search the docs.",
                       "parameters": {"type": "object", "properties": {}}})
-    history = [{"role": "system", "content": system_prompt_for(ProviderSettings(name="local"), registry, extra, today)},
+    history = [*system_prompt_for(ProviderSettings(name="local"), registry, extra, today).messages(),
                {"role": "user", "content": "hi"}]
     return to_text_messages(history, tools)[0]["content"]
 

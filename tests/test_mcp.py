@@ -206,9 +206,9 @@ def test_an_mcp_tools_description_gives_the_embedded_models_advice(stack: Stack,
     the embedded model is advised to call it like a built-in tool."""
     registry = Registry(build_tools(todos_path=tmp_path / "t.json", notes_path=tmp_path / "n.json",
                                     files_root=tmp_path, weather="sample"))
-    built_in = system_prompt_for(ProviderSettings(name="local"), registry)
+    built_in = system_prompt_for(ProviderSettings(name="local"), registry).text
     registry.add(stack.registry.get(name) for name in ("t__write_note", "t__lookup"))
-    system = system_prompt_for(ProviderSettings(name="local"), registry)
+    system = system_prompt_for(ProviderSettings(name="local"), registry).text
     assert stack.registry.get("t__lookup").examples == ("look up the capital of a country",)
     weather = built_in.index("call get_weather; ") + len("call get_weather; ")
     assert system[:weather] == built_in[:weather]  # MCP tools last, by name

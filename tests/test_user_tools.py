@@ -330,7 +330,7 @@ def test_a_user_tools_examples_reach_the_embedded_models_advice(fake_server, tmp
     fake_server.script(text("1 USD is 0.9 EUR."))
     session = ChatSession(settings, StubUI(), interactive=False)
     try:
-        assert "fx_rate" not in session.history.system_prompt  # made before the user's tools load
+        assert "fx_rate" not in session.history.system_prompt.text  # made before the user's tools load
         session.start_user_tools()
         assert session.run_turn("汇率是多少？").stopped_by == "answer"
     finally:
@@ -340,7 +340,7 @@ def test_a_user_tools_examples_reach_the_embedded_models_advice(fake_server, tmp
     clause = "for exchange rates (汇率, how many euros is 100 dollars) call fx_rate"
     assert f"call get_weather; {clause}; for notes (笔记) the note tools;" in system
     assert system.index("</tool_call>\n\nWhen to call a tool: for todos") < system.index(clause)
-    assert clause in session.history.system_prompt and "grammar" in body  # the embedded dialect
+    assert clause in session.history.system_prompt.text and "grammar" in body  # the embedded dialect
 
 
 # ---- the real program: ask, trust, packages ----------------------------------------------

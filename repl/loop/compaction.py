@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from repl.loop.agent import Runner
 from repl.loop.context import ContextWindow, messages_tokens
 from repl.loop.events import Usage
-from repl.providers.base import Message, ProviderError, estimate_tokens
+from repl.providers.base import Message, ProviderError, SystemPrompt, estimate_tokens
 
 SUMMARY_REQUEST = (
     "Summarise our conversation so far; your summary will replace it in your memory. "
@@ -43,7 +43,7 @@ def older_turns(messages: list[Message]) -> int:
     return starts[-1] if len(starts) >= 2 else 0
 
 
-def compact(system_prompt: str, messages: list[Message], runner: Runner,
+def compact(system_prompt: SystemPrompt, messages: list[Message], runner: Runner,
             instructions: str = "") -> Compacted | None:
     """Summarise all but the last turn with ``runner``'s model call (no tools); None
     when there are fewer than two turns.
@@ -55,8 +55,7 @@ def compact(system_prompt: str, messages: list[Message], runner: Runner,
     if split == 0:
         return None
     request = SUMMARY_REQUEST + (f"\n\nAlso: {instructions.strip()}" if instructions.strip() else "")
-    system: list[Message] = [{"role": "system", "content": system_prompt}] if system_prompt else []
-    sent = [*system, *(m.copy() for m in messages[:split]), Message(role="user", content=request)]
+    sent = [*system_prompt.messages(), *(m.copy() for m in messages[:split]), Message(role="user", content=request)]
     if (room := runner.room()) > 0:
         sent, _ = ContextWindow(refill=1.0).fit(sent, None, room)  # a one-off request: cut just enough
     completed = runner.call_model(sent, None)
@@ -67,7 +66,7 @@ def compact(system_prompt: str, messages: list[Message], runner: Runner,
     new: list[Message] = [{"role": "user", "content": question},
                           {"role": "assistant", "content": SUMMARY_HEADING + summary}, *messages[split:]]
     turns = sum(1 for m in messages[:split] if m["role"] == "user")
-    base = estimate_tokens(system_prompt)
+    base = estimate_tokens(system_prompt.text)
     return Compacted(new, turns, base + messages_tokens(messages), base + messages_tokens(new),
                      completed.usage, completed.latency_s)
 

@@ -6,7 +6,8 @@ Messages are provider-neutral dicts (each wire adapter converts them):
 - ``{"role": "assistant", "content": str, "tool_calls": [{"id", "name", "arguments"}]}``
 - ``{"role": "tool", "tool_call_id": str, "name": str, "content": str}``
 
-The system prompt is held apart and prepended by ``for_request()``; what part
+The system prompt (its parts: ``SystemPrompt``) is held apart and prepended by
+``for_request()``; what part
 of the history a request carries is decided in ``repl/loop/context.py``. The
 invariant (every assistant tool call answered exactly once, in order, before
 anything else; no result without its call; never two user messages side by
@@ -22,18 +23,24 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from repl.loop.unicode import valid_data, valid_text
-from repl.providers.base import CallRecord, Message, new_call_id
+from repl.providers.base import CallRecord, Message, SystemPrompt, new_call_id
 
 NO_ANSWER = "[no answer: the session ended before the model replied]"
 INTERRUPTED_RESULT = {"ok": False, "error": {"type": "interrupted", "message": "the user interrupted this call before it finished"}}
 
 
-@dataclass
+@dataclass(init=False)
 class History:
-    system_prompt: str = ""
-    messages: list[Message] = field(default_factory=list)
+    system_prompt: SystemPrompt
+    messages: list[Message]
     # call_ids() cache: (messages counted, their call ids, the last message counted)
-    _ids: tuple[int, Any, Any] = field(default=(0, frozenset(), None), repr=False, compare=False)
+    _ids: tuple[int, Any, Any] = field(repr=False, compare=False)
+
+    def __init__(self, system_prompt: SystemPrompt | str = "", messages: list[Message] | None = None) -> None:
+        """``system_prompt`` as text (a test's, a saved history's): all instructions."""
+        self.system_prompt = SystemPrompt(system_prompt) if isinstance(system_prompt, str) else system_prompt
+        self.messages = [] if messages is None else messages
+        self._ids = (0, frozenset(), None)
 
     # ---- building a turn -------------------------------------------------
     def begin_turn(self, text: str) -> None:
@@ -119,16 +126,16 @@ class History:
         self.messages.clear()
 
     def for_request(self) -> list[Message]:
-        system: list[Message] = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        return system + [Message(**m) for m in self.messages]
+        return self.system_prompt.messages() + [Message(**m) for m in self.messages]
 
     # ---- (de)serialisation -------------------------------------------------
     def to_json(self) -> dict[str, Any]:
-        return {"system_prompt": self.system_prompt, "messages": self.messages}
+        return {"system_prompt": self.system_prompt.text, "messages": self.messages}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> History:
-        """A saved history, repaired: a turn cut off by a crash keeps its question."""
+        """A saved history (its system prompt as parts or text), repaired: a turn cut off by a
+        crash keeps its question."""
         history = cls(data.get("system_prompt", ""), [m.copy() for m in data.get("messages", [])])
         history._answer_pending()
         if history.messages and history.messages[-1]["role"] == "user":

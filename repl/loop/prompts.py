@@ -1,23 +1,23 @@
-"""The system prompt: fixed instructions first, then the per-session part.
+"""The system prompt (``SystemPrompt``): fixed instructions first, then the per-session part.
 
 The per-session part (today's date, fixed when the session starts, and the
-user's own ``system_prompt``) comes last and starts with ``SESSION_MARK``, so
-the fixed part is byte-identical across turns *and* sessions. Prompt caches key
-on the prefix: the text tool-call protocol puts the tool block between the two
-parts (``split_session_part``), which lets the embedded model reuse the saved
-state of the instructions plus the tool schemas (docs/LOCAL_MODEL.md).
+user's own ``system_prompt``) comes last, so the instructions are byte-identical
+across turns *and* sessions. Prompt caches key on the prefix: the text tool-call
+protocol puts the tool block right after the instructions (``SystemPrompt.around``),
+which lets the embedded model reuse the saved state of the instructions plus the
+tool schemas (docs/LOCAL_MODEL.md).
 
 A profile's dialect may bring its own instructions instead of the full ones
-(``repl/providers/dialect.py``: the embedded model's compact prompt, whose advice
-on when to call a tool, made from the tools offered, starts with ``ADVICE_MARK``
-and goes right after the tool block).
+(``repl/providers/dialect.py``: the embedded model's compact prompt, with its advice
+on when to call a tool, made from the tools offered, a part of its own that goes
+right after the tool block).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 
-from repl.providers.base import SESSION_MARK
+from repl.providers.base import SystemPrompt
 
 _BASE = """\
 You are glassloop, an assistant in the user's terminal with local tools.
@@ -34,8 +34,10 @@ Ground your answer in the tool results; if a tool fails, say so instead of \
 guessing. Answer in the user's language, concisely."""
 
 
-def system_prompt(today: dt.date | None = None, extra: str = "", instructions: str | None = None) -> str:
-    """The instructions (None: the full ones), then the per-session part: the date, ``extra``."""
+def system_prompt(today: dt.date | None = None, extra: str = "", instructions: str | None = None,
+                  advice: str = "") -> SystemPrompt:
+    """The instructions (None: the full ones) and their ``advice``, then the per-session part:
+    the date, ``extra``."""
     today = today or dt.date.today()
-    text = f"{_BASE if instructions is None else instructions}{SESSION_MARK}{today.isoformat()}."
-    return f"{text}\n\n{extra.strip()}" if extra.strip() else text
+    session = f"\n\nToday is {today.isoformat()}." + (f"\n\n{extra.strip()}" if extra.strip() else "")
+    return SystemPrompt(_BASE if instructions is None else instructions, advice, session)

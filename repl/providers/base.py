@@ -8,36 +8,41 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, Required, TypedDict
 
 if TYPE_CHECKING:
     from tools.registry import ToolSchema
 
 
-# The system text's layout, shared by the prompt (repl/loop/prompts.py) and the text tool-call
-# adapter, which puts the tool block between its fixed part and the rest.
-SESSION_MARK = "\n\nToday is "  # the per-session part starts here: the date, the user's own prompt
-ADVICE_MARK = "\n\nWhen to call a tool: "  # the compact prompt's advice, right after the tool block
+@dataclass(frozen=True)
+class SystemPrompt:
+    """The system text as its parts, each after the one before with no separator added: the
+    loop makes it (``repl/loop/prompts.py``), the text tool-call adapter puts its tool block
+    between the instructions and the rest (``around``), so the instructions and the tools are
+    the same prefix for every session: the embedded model's saved prompt state
+    (docs/LOCAL_MODEL.md). A text made elsewhere (a test's) is all instructions."""
 
+    instructions: str  # the same for every session on a profile
+    advice: str = ""  # the embedded model's advice on when to call a tool, from a blank line ("": none)
+    session: str = ""  # from a blank line: the date the session started, the user's own prompt
 
-def split_session_part(system: str) -> tuple[str, str]:
-    """(the part before the tool block, the part after it) of a system text: the second
-    starts at the tool advice (ADVICE_MARK) or else at the per-session part (SESSION_MARK).
+    @property
+    def text(self) -> str:
+        return self.instructions + self.advice + self.session
 
-    A text without either mark (a session saved before they existed) is all fixed.
-    """
-    found = [at for at in (system.find(ADVICE_MARK), system.find(SESSION_MARK)) if at >= 0]
-    return (system[:min(found)], system[min(found):]) if found else (system, "")
+    def with_advice(self, advice: str) -> SystemPrompt:
+        """This prompt with ``advice`` for its own; one without advice (a hosted model's) stays so."""
+        return replace(self, advice=advice) if self.advice else self
 
+    def around(self, block: str) -> str:
+        """The text with ``block`` between the instructions and the rest."""
+        return self.instructions + block + self.advice + self.session
 
-def replace_advice(system: str, advice: str) -> str:
-    """``system`` with its tool advice (from ADVICE_MARK up to the per-session part) replaced
-    by ``advice``; a text without advice before its per-session part is returned as it is."""
-    start, session = system.find(ADVICE_MARK), system.find(SESSION_MARK)
-    if start < 0 or 0 <= session < start:
-        return system
-    return system[:start] + advice + (system[session:] if session >= 0 else "")
+    def messages(self) -> list[Message]:
+        """The system message a request begins with (none for an empty prompt): its content the
+        text, its ``prompt`` these parts."""
+        return [{"role": "system", "content": self.text, "prompt": self}] if self.text else []
 
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -58,6 +63,7 @@ class Message(TypedDict, total=False):
     role: Required[Role]
     content: Required[str]
     tool_calls: list[CallRecord]  # an assistant's
+    prompt: SystemPrompt  # a system message's parts (its content is their text); no wire sends it
     tool_call_id: str  # a tool result's: the call it answers ...
     name: str  # ... and its tool
 

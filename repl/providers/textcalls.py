@@ -32,7 +32,7 @@ import secrets
 from collections.abc import Iterable
 from typing import Any
 
-from repl.providers.base import CallRecord, Message, ToolCall, split_session_part
+from repl.providers.base import CallRecord, Message, SystemPrompt, ToolCall
 from repl.providers.compact import compact_result
 from repl.providers.dialect import TEXT_CALLS, Dialect
 from tools.registry import JsonScan, ToolSchema
@@ -129,14 +129,15 @@ def to_text_messages(
             out.append({"role": role, "content": content})
         previous = role
     if tools:
-        if out and out[0]["role"] == "system":
-            system = out.pop(0)["content"]
-        else:
-            system = _DEFAULT_SYSTEM
-        # the date and the user's own prompt go after the tools: the fixed prefix
+        # the advice, the date and the user's own prompt go after the tools: the fixed prefix
         # (instructions + tool block) is then the same for every session
-        fixed, session = split_session_part(system)
-        out.insert(0, {"role": "system", "content": fixed + tools_system_block(tools) + session})
+        system = messages[0] if messages and messages[0]["role"] == "system" else None
+        if system is None:
+            prompt = SystemPrompt(_DEFAULT_SYSTEM)
+        else:
+            out.pop(0)
+            prompt = system.get("prompt") or SystemPrompt(system["content"])  # one made elsewhere: all instructions
+        out.insert(0, {"role": "system", "content": prompt.around(tools_system_block(tools))})
     if nudge := dialect.nudge(messages):
         _add_user_text(out, nudge)
     return out

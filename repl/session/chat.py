@@ -20,7 +20,13 @@ from repl.loop.history import History
 from repl.loop.stepping import TimedStepper
 from repl.session import commands
 from repl.session.core import SessionCore
-from repl.session.journal import find_session, load_checked, recent_sessions, split_branch
+from repl.session.journal import (
+    find_session,
+    load_checked,
+    recent_sessions,
+    saved_prompt,
+    split_branch,
+)
 from repl.session.recap import recap, resumed_line, resumed_on, session_endpoint
 from repl.session.runtime import new_id
 from repl.session.seams import UI
@@ -85,7 +91,7 @@ class ChatSession(SessionCore):
             f"branch {path.stem}@{branch} opened as a new session {self.session_id}; {path.stem} is unchanged "
             "(/rewind undid the branch's changes to todos and notes: they are not made again)")
         self.instructions = None  # the journal's system prompt holds the instructions it started with
-        self.history = History.from_json({"system_prompt": loaded.meta.get("system_prompt") or self._system_prompt(),
+        self.history = History.from_json({"system_prompt": saved_prompt(loaded.meta) or self._system_prompt(),
                                           "messages": loaded.messages})
         self.turns.clear()
         self.continue_numbers(loaded.turns if branch is None else [])

@@ -28,9 +28,9 @@ from repl.loop.cost import Cost, price_for, session_budget
 from repl.loop.events import Emit, Event, ModelUsage, Notice, TurnFinished, TurnUndone, Usage
 from repl.loop.history import History
 from repl.loop.stepping import Stepping
-from repl.providers.base import Provider, ProviderError
+from repl.providers.base import Provider, ProviderError, SystemPrompt
 from repl.session.instructions import Instructions, load_instructions
-from repl.session.journal import Journal
+from repl.session.journal import Journal, prompt_meta
 from repl.session.mentions import find_mentions
 from repl.session.recap import TurnNote, endpoint_of, totals
 from repl.session.runtime import (
@@ -138,7 +138,7 @@ class SessionCore:
         self._provider = self.shared_provider
         self.approver = DryRun() if self.door.dry_run else Approver(
             self.door.approval or self.settings.approval, self.ui.asker() if self.interactive else None)
-        if not self.history.system_prompt:
+        if not self.history.system_prompt.text:
             self.history.system_prompt = self._system_prompt()
         self.bus = Bus()
         self.bus.subscribe(self.ui.render)
@@ -212,7 +212,7 @@ class SessionCore:
         try:
             if path is None:
                 meta = {"session": self.session_id, **endpoint_of(self.settings.active),
-                        "system_prompt": self.history.system_prompt, **({"branch_of": branch_of} if branch_of else {})}
+                        **prompt_meta(self.history.system_prompt), **({"branch_of": branch_of} if branch_of else {})}
                 self.journal = Journal(folder / f"{self.session_id}.jsonl", redactor_for(self.settings), meta,
                                        lazy=True, on_error=self._journal_failed)
             else:
@@ -306,7 +306,7 @@ class SessionCore:
         first question then waits only for what is left of it. Exit meanwhile stops the server;
         the state file is written whole or not at all."""
         system = with_current_advice(self.settings.active, self.registry, self.history.system_prompt)
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": "Hello"}]
+        messages = [*system.messages(), {"role": "user", "content": "Hello"}]
         self.state_build = threading.Thread(
             target=build, args=(messages, request_tools(self.registry.schemas())), daemon=True,
             name="glassloop-prompt-state")
@@ -360,8 +360,8 @@ class SessionCore:
             self._provider.close()
         self._provider = None
 
-    def _system_prompt(self) -> str:
-        """The system text of a new session: the dialect's, the project's instructions, the user's own."""
+    def _system_prompt(self) -> SystemPrompt:
+        """The system prompt of a new session: the dialect's, the project's instructions, the user's own."""
         if self.instructions is None:
             self.instructions = load_instructions(self.settings)
         extra = "\n\n".join(p for p in (self.instructions.prompt(), self.settings.system_prompt.strip()) if p)

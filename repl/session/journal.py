@@ -1,6 +1,7 @@
 """The session journal: an append-only JSONL file that survives crashes.
 
-Records: ``meta`` (first line), ``message`` (one history message, in
+Records: ``meta`` (first line: the session, its endpoint, its system prompt's text and
+where its parts end, ``prompt_meta``), ``message`` (one history message, in
 order), ``truncate`` (the history was cut back to ``length`` messages by
 /undo, /reset or a failed turn), ``branch`` (``/rewind``: the messages from ``at`` on, as
 they stand, are kept as branch ``branch``; the ``truncate`` that cuts them follows it). Every record is flushed when written, so a
@@ -26,7 +27,7 @@ from typing import Any
 
 from repl.config.redact import Redactor
 from repl.loop.history import History, repair
-from repl.providers.base import Message
+from repl.providers.base import Message, SystemPrompt
 from repl.session.recap import (
     MAX_JOURNAL_BYTES,
     list_sessions,
@@ -40,6 +41,31 @@ from tools.safe_io import StoreError, check_regular
 BRANCH = "branch"
 WRITTEN = Path("index") / "written"  # each journal write appends the journal's id: a search reads only those
 _BRANCH_LINE = b'{"kind": "branch", '
+# how the system prompt's advice and per-session part began in a journal written before the meta
+# record said where its parts end: its text is read by them
+_OLD_ADVICE, _OLD_SESSION = "\n\nWhen to call a tool: ", "\n\nToday is "
+
+
+def prompt_meta(prompt: SystemPrompt) -> dict[str, Any]:
+    """The meta record's system prompt: its text, which every reader reads, and the lengths of
+    its instructions and advice (``saved_prompt`` makes the parts again from them)."""
+    return {"system_prompt": prompt.text, "system_parts": [len(prompt.instructions), len(prompt.advice)]}
+
+
+def saved_prompt(meta: dict[str, Any]) -> SystemPrompt | None:
+    """The system prompt a journal's meta record holds; None when it holds none."""
+    text, parts = meta.get("system_prompt"), meta.get("system_parts")
+    if not isinstance(text, str) or not text:
+        return None
+    if (isinstance(parts, list) and len(parts) == 2 and all(type(n) is int and n >= 0 for n in parts)
+            and sum(parts) <= len(text)):
+        advice_at, session_at = parts[0], sum(parts)
+        return SystemPrompt(text[:advice_at], text[advice_at:session_at], text[session_at:])
+    session_at, advice_at = text.find(_OLD_SESSION), text.find(_OLD_ADVICE)
+    session_at = len(text) if session_at < 0 else session_at
+    if not 0 <= advice_at < session_at:
+        advice_at = session_at  # no advice before the per-session part: none
+    return SystemPrompt(text[:advice_at], text[advice_at:session_at], text[session_at:])
 
 
 class Journal:

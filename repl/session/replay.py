@@ -26,7 +26,7 @@ from repl.loop.history import History
 from repl.loop.unicode import json_dumps
 from repl.session.compare import Attempt, compare_rows, dry_core, run_attempt
 from repl.session.core import Door
-from repl.session.journal import Loaded, find_session, load_checked
+from repl.session.journal import Loaded, find_session, load_checked, saved_prompt
 from repl.session.recap import TurnNote, session_endpoint
 from repl.ui.escape import clean, one_line
 from tools.results import error_of
@@ -100,8 +100,7 @@ def replay(settings: Settings, loaded: Loaded, say: Any = lambda line: None) -> 
     (``say`` is told before each). Ctrl-C ends the replay with the turns done so far, and so
     does a turn the model could not answer (unreachable, refused: its ``error``)."""
     originals, known = original_turns(loaded)
-    system = loaded.meta.get("system_prompt")
-    core = dry_core(settings, History(system if isinstance(system, str) else ""), REPLAY)
+    core = dry_core(settings, History(saved_prompt(loaded.meta) or ""), REPLAY)
     core.start_background()
     done: list[ReplayedTurn] = []
     try:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from repl.config.load import ProviderSettings, Settings
 from repl.config.redact import redactor_for
-from repl.providers.base import Message
+from repl.providers.base import Message, SystemPrompt
 
 if TYPE_CHECKING:
     from tools.registry import ToolSchema
@@ -59,19 +59,23 @@ def offered_tools(registry: Registry) -> list[Tool]:
 
 
 def system_prompt_for(profile: ProviderSettings, registry: Registry, extra: str = "",
-                      today: dt.date | None = None) -> str:
-    """The system text a session on ``profile`` starts with: its dialect's instructions (the
-    embedded model's advice made from the tools offered) or the full ones, then the date and
-    the user's own ``extra``."""
+                      today: dt.date | None = None) -> SystemPrompt:
+    """The system prompt a session on ``profile`` starts with: its dialect's instructions (the
+    embedded model's, with advice made from the tools offered) or the full ones, then the date
+    and the user's own ``extra``."""
     from repl.loop.prompts import system_prompt
     from repl.providers.dialect import Dialect
 
-    return system_prompt(today, extra, Dialect.of(profile).instructions(offered_tools(registry)))
+    own = Dialect.of(profile).instructions(offered_tools(registry))
+    if own is None:
+        return system_prompt(today, extra)
+    instructions, advice = own
+    return system_prompt(today, extra, instructions, advice)
 
 
-def with_current_advice(profile: ProviderSettings, registry: Registry, system: str) -> str:
+def with_current_advice(profile: ProviderSettings, registry: Registry, system: SystemPrompt) -> SystemPrompt:
     """``system`` with the advice of ``profile``'s dialect made for the tools offered now (user
-    tools and MCP servers arrive after the session's start); a text without advice stays as it is."""
+    tools and MCP servers arrive after the session's start); a prompt without advice stays as it is."""
     from repl.providers.dialect import Dialect
 
     dialect = Dialect.of(profile)

@@ -125,7 +125,7 @@ class World:
 
     def open(self) -> World:
         path = self.folder / "session.jsonl"
-        self.journal = Journal(path, Redactor(), {"system_prompt": self.history.system_prompt})
+        self.journal = Journal(path, Redactor(), {"system_prompt": self.history.system_prompt.text})
         return self
 
     def resume(self) -> None:

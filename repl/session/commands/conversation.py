@@ -281,4 +281,4 @@ def copy(ctx: CommandContext, args: list[str]) -> None:
 @command("system", help="Show the system prompt.",
          means=("prompt",))
 def system(ctx: CommandContext, args: list[str]) -> None:
-    ctx.ui.lines(ctx.history.system_prompt.splitlines())
+    ctx.ui.lines(ctx.history.system_prompt.text.splitlines())

@@ -8,15 +8,22 @@ The requests go to the scripted server over HTTP through the real adapters.
 from __future__ import annotations
 
 import datetime as dt
+import json
 from pathlib import Path
 
+import pytest
+
+from repl.config.load import load_settings
 from repl.config.settings import ProviderSettings
 from repl.loop.history import History
+from repl.providers.base import SystemPrompt
 from repl.providers.dialect import COMPACT_PROMPT, advice
 from repl.providers.textcalls import tools_system_block
+from repl.session.chat import ChatSession
+from repl.session.journal import load_checked, prompt_meta, saved_prompt
 from repl.session.runtime import offered_tools, system_prompt_for, with_current_advice
 from tests.fakeserver import FakeServer, text
-from tests.support import adapter, stream_all
+from tests.support import StubUI, adapter, stream_all
 from tools import build_tools
 from tools.registry import Registry
 
@@ -87,3 +94,57 @@ def test_a_users_prompt_with_the_prompts_own_words_moves_no_part(fake_server: Fa
     assert with_current_advice(LOCAL, registry, hosted) == hosted  # no advice of its own: none added
     assert sent_system(fake_server, TEXT_CALLS, History(hosted), registry) == (
         HOSTED_PROMPT + block + DATE + "\n\n" + TRICKY)
+
+
+def text_call_session(fake_server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> ChatSession:
+    """A session on a hosted model whose tool calls go as text, with the user's ``TRICKY`` prompt."""
+    for name in ("DATA", "STATE", "CONFIG"):
+        monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
+    config = tmp_path / "config.toml"
+    config.write_text('[providers.openai]\ntool_call_format = "text"\n', encoding="utf-8")
+    settings = load_settings({"base_url": fake_server.base_url, "approval": "auto", "weather": "sample",
+                              "todos_file": str(tmp_path / "todos.json"), "system_prompt": TRICKY},
+                             cwd=tmp_path, env={}, config_file=config)
+    session = ChatSession(settings, StubUI(), interactive=False)
+    session.open_journal()
+    return session
+
+
+def test_a_resumed_session_sends_the_system_text_it_sent_before_old_journals_too(
+        fake_server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The journal keeps the prompt's text and where its parts end; one written before it kept
+    where they end is read by the words they began with, so its tool block stays in place."""
+    first = text_call_session(fake_server, tmp_path, monkeypatch)
+    fake_server.script(text("hello"))
+    first.ask("hi")
+    sent = fake_server.chat_requests()[-1].body["messages"][0]["content"]
+    assert sent.startswith(HOSTED_PROMPT + "\n\n# Tools") and sent.endswith("</tool_call>" + first.history.system_prompt.session)
+    assert first.history.system_prompt.session.endswith("\n\n" + TRICKY)
+    path, session_id = first.journal.path, first.session_id
+    assert saved_prompt(load_checked(path).meta) == first.history.system_prompt
+    first.close()
+    for old in (False, True):
+        if old:  # as the journals written before the parts were recorded
+            meta, rest = path.read_bytes().split(b"\n", 1)
+            path.write_bytes(json.dumps({k: v for k, v in json.loads(meta).items() if k != "system_parts"}).encode()
+                             + b"\n" + rest)
+        again = text_call_session(fake_server, tmp_path, monkeypatch)
+        assert again.resume(session_id, show=False)
+        fake_server.script(text("again"))
+        again.ask("and now?")
+        assert fake_server.chat_requests()[-1].body["messages"][0]["content"] == sent, old
+        again.close()
+
+
+def test_an_old_journals_prompt_is_read_as_the_parts_it_was_made_of(tmp_path: Path) -> None:
+    """The embedded model's prompt in a journal from before: the advice is made again for the
+    tools offered and the tool block goes where it went, as then."""
+    registry = built_in(tmp_path)
+    for profile, extra in ((LOCAL, ""), (LOCAL, TRICKY), (HOSTED, TRICKY), (LOCAL, "\n\nToday is a test.")):
+        made = system_prompt_for(profile, registry, extra, DAY)
+        assert saved_prompt({"system_prompt": made.text}) == made
+        assert saved_prompt(prompt_meta(made)) == made
+    assert saved_prompt({"system_prompt": "You are terse."}) == SystemPrompt("You are terse.")
+    assert saved_prompt({"system_prompt": ""}) is None and saved_prompt({}) is None
+    damaged = {**prompt_meta(made), "system_parts": [10**6, True]}  # does not fit the text: read by its words
+    assert saved_prompt(damaged) == made

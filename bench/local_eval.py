@@ -33,7 +33,7 @@ from typing import Any
 
 from bench import ROOT, VENV_BIN, isolated_env, patched_environ, scratch
 from bench.tool_use import in_language, load
-from repl.session.seams import Unattended
+from repl.ui.plain import Unattended
 
 CASES = ROOT / "bench" / "cases"
 USER_TOOLS = CASES / "local_tools.py"

@@ -29,8 +29,8 @@ from repl.loop.events import (
 from repl.loop.history import History
 from repl.providers.base import Message
 from repl.session.core import Door, SessionCore
-from repl.session.seams import Unattended
 from repl.ui.escape import one_line
+from repl.ui.plain import Unattended
 from tools.registry import Registry
 
 # A comparison's run: the session core with side effects denied, no journal, no trace; the

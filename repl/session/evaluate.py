@@ -44,8 +44,8 @@ from repl.providers.base import Provider, ProviderError
 from repl.session.compare import Quiet
 from repl.session.core import Door, SessionCore
 from repl.session.runtime import wait_for_mcp
-from repl.session.seams import Unattended
 from repl.ui.escape import clean, json_display, one_line
+from repl.ui.plain import Unattended
 
 # The model's parts (registry, MCP servers, provider) are built once per model: this core
 # waits for the user's tools and the servers, the cases' cores share what it built.

@@ -42,23 +42,6 @@ class Surface(Protocol):
         ...
 
 
-class Unattended:
-    """The part of a surface with nobody at it (``ask``, a ``/compare`` run): no live area,
-    no question answered, no one to approve, nothing to show while waiting."""
-
-    def waiting(self, status: str | None) -> None:
-        pass
-
-    def stop_live(self) -> None:
-        pass
-
-    def confirm(self, question: str) -> bool:
-        return False
-
-    def asker(self) -> Asker | None:
-        return None
-
-
 class UI(Surface, Protocol):
     """What the REPL and its commands need of a terminal (``repl.ui.terminal.Terminal`` is one;
     tests use stubs)."""

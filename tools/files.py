@@ -225,7 +225,9 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
     """read_file, list_files and search_files confined to ``root``."""
     sandbox = Sandbox(root, max_bytes)
 
-    @tool(examples=("files", "文件"), hint="the file tools")
+    @tool(examples=("files", "文件"), hint="the file tools",
+          cues=("read", "open", "show me", "says", "contents", ".md", ".txt", ".csv", ".json", ".py", ".toml",
+                "看一下", "内容", "写了什么", "打开"))
     def read_file(path: str, offset: int = 0, limit: int = 200) -> dict:
         """Read lines of a text file inside the workspace.
 
@@ -250,7 +252,7 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
             result["note"] = cut
         return result
 
-    @tool
+    @tool(cues=("folder", "directory", "files here", "which files are", "目录", "文件夹", "哪些文件"))
     def list_files(path: str = ".", glob: str = "*") -> dict:
         """List files and folders in a workspace folder.
 
@@ -280,7 +282,7 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
             result["note"] = f"stopped after looking at {MAX_GLOB_SCAN:,} entries; narrow the path or glob"
         return result
 
-    @tool
+    @tool(cues=("which files", "files mention", "mention", "mentions", "contains", "grep", "哪个文件", "提到", "包含"))
     def search_files(pattern: str, path: str = ".") -> dict:
         """Find lines containing a text (case-insensitive, plain substring) in workspace files.
 

@@ -49,7 +49,9 @@ def make_note_tools(path: Path) -> list[Tool]:
     def preview_add(args: dict[str, Any]) -> dict[str, Any]:
         return {"before": None, "after": _new_note(load(), args["text"], args.get("tags"))}
 
-    @tool(side_effects=True, preview=preview_add, examples=("notes", "笔记"), hint="the note tools")
+    @tool(side_effects=True, preview=preview_add, examples=("notes", "笔记"), hint="the note tools",
+          cues=("note down", "jot", "write down", "write this down", "take a note", "remember that", "keep in mind",
+                "记一下", "记下来", "写下来", "记个笔记", "备忘"))
     def add_note(text: str, tags: list[str] | None = None) -> dict:
         """Save a short note for later. Use when the user asks to note or remember a fact
         (for tasks with a status or due date use add_todo instead).
@@ -65,14 +67,14 @@ def make_note_tools(path: Path) -> list[Tool]:
 
         return update_json(path, change, DEFAULT, _validate)
 
-    @tool
+    @tool(cues=("my notes", "all notes", "所有笔记", "笔记"))
     def list_notes() -> dict:
         """List all saved notes with their ids, text and tags. To find notes about
         a topic, search_notes is shorter."""
         notes = load()
         return {"count": len(notes), "notes": notes}
 
-    @tool
+    @tool(cues=("did i note", "in my notes", "noted", "wrote down", "记过", "记了", "笔记里", "备忘"))
     def search_notes(query: str) -> dict:
         """Find notes whose text or tags contain the query (case-insensitive substring).
 

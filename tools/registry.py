@@ -55,6 +55,10 @@ class Tool:
     examples: tuple[str, ...] = ()
     # How that advice names what to call: this tool, or a family of tools ("the note tools").
     hint: str = "call {name}"
+    # Words by meaning, in any language, that show a request wants this tool ("rain",
+    # "umbrella", "下雨"): a small model is offered only the tools a request's words point to
+    # (repl/loop/routing.py); none: the first sentence of the description stands in.
+    cues: tuple[str, ...] = ()
 
     def schema(self) -> ToolSchema:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -74,6 +78,7 @@ def tool(
     scope: dict[str, Any] | None = None,
     examples: tuple[str, ...] | list[str] | str = (),
     hint: str = "call {name}",
+    cues: tuple[str, ...] | list[str] | str = (),
 ) -> Any:
     """Turn a typed function into a :class:`Tool` (usable as ``@tool`` or ``@tool(...)``)."""
     # Annotations are strings; aliases defined inside a factory live in the caller's frame.
@@ -81,6 +86,9 @@ def tool(
     phrases = (examples,) if isinstance(examples, str) else examples
     if not isinstance(phrases, (tuple, list)) or not all(isinstance(phrase, str) for phrase in phrases):
         raise TypeError("examples must be a tuple of strings: what people say when they want the tool")
+    words = tuple(cue.strip() for cue in cues.split(",")) if isinstance(cues, str) else cues
+    if not isinstance(words, (tuple, list)) or not all(isinstance(cue, str) for cue in words):
+        raise TypeError("cues must be a tuple of strings: words that show a request wants the tool")
 
     def build(func: Callable[..., Any]) -> Tool:
         summary, arg_docs = parse_docstring(inspect.getdoc(func) or "")
@@ -105,6 +113,7 @@ def tool(
             cancellable=CANCEL_PARAMETER in inspect.signature(func).parameters,
             examples=tuple(phrases),
             hint=hint,
+            cues=tuple(cue for cue in words if cue),
         )
 
     return build(fn) if fn is not None else build
@@ -294,6 +303,10 @@ class Registry:
 
     def schemas(self) -> list[ToolSchema]:
         return [t.schema() for t in self._tools.values()]
+
+    def cues(self) -> dict[str, tuple[str, ...]]:
+        """Each tool's cues (words that show a request wants it), for those that declare some."""
+        return {name: t.cues for name, t in self._tools.items() if t.cues}
 
     def _unknown(self, name: str) -> ToolResult:
         available = ", ".join(self._tools) or "(none)"

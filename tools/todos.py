@@ -165,7 +165,9 @@ def make_todo_tools(path: Path) -> list[Tool]:
     def load() -> list[dict[str, Any]]:
         return read_json(path, DEFAULT, _validate)["todos"]
 
-    @tool(examples=("todos or tasks", "待办", "任务", "没完成"), hint="call {name} or another todo tool")
+    @tool(examples=("todos or tasks", "待办", "任务", "没完成"), hint="call {name} or another todo tool",
+          cues=("todos", "tasks", "to-do", "to do list", "still open", "unfinished", "pending", "left to do",
+                "待办", "任务", "没完成", "没做完", "还没做", "要做的事"))
     def list_todos(status: Status | None = None, priority: Priority | None = None,
                    offset: int = 0, limit: int = PAGE) -> dict:
         """List todo summaries (id, title, status, priority, due) and a count.
@@ -193,7 +195,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
                           next_offset=start + len(page))
         return result
 
-    @tool
+    @tool(cues=("details of", "more about", "展开", "详情", "详细"))
     def get_todo(todo_id: str | int) -> dict:
         """Get one todo with all its fields, including the detail text.
 
@@ -206,7 +208,9 @@ def make_todo_tools(path: Path) -> list[Tool]:
         todos = load()
         return {"todo": todos[_index(todos, todo_id)]}
 
-    @tool(side_effects=True, preview=_previewer(path, _add))
+    @tool(side_effects=True, preview=_previewer(path, _add),
+          cues=("remind me", "don't forget", "do not forget", "add a task", "add a todo", "new task",
+                "need to remember to", "提醒我", "别忘了", "记得要", "加个待办", "添加任务", "新任务", "优先级"))
     def add_todo(title: str, detail: str = "", priority: Priority = "medium",
                  due: str | None = None, tag: str | None = None) -> dict:
         """Add a new todo (status "todo"). Use only when the user asks to add or remember something.
@@ -224,7 +228,8 @@ def make_todo_tools(path: Path) -> list[Tool]:
         return _commit(path, _add, dict(title=title, detail=detail, priority=priority,
                                          due=due, tag=tag))
 
-    @tool(side_effects=True, preview=_previewer(path, _update))
+    @tool(side_effects=True, preview=_previewer(path, _update),
+          cues=("rename", "postpone", "move the due", "change the priority", "改成", "推迟", "改一下"))
     def update_todo(todo_id: str | int, title: str | None = None, detail: str | None = None,
                     priority: Priority | None = None, due: str | None = None,
                     tag: str | None = None, status: Status | None = None) -> dict:
@@ -244,7 +249,8 @@ def make_todo_tools(path: Path) -> list[Tool]:
         return _commit(path, _update, dict(todo_id=todo_id, title=title, detail=detail,
                                             priority=priority, due=due, tag=tag, status=status))
 
-    @tool(side_effects=True, preview=_previewer(path, _complete))
+    @tool(side_effects=True, preview=_previewer(path, _complete),
+          cues=("mark it done", "mark as done", "finished", "completed", "tick off", "做完了", "完成了", "搞定了"))
     def complete_todo(todo_id: str | int) -> dict:
         """Mark a todo as done. Use when the user says a task is finished.
 
@@ -253,7 +259,8 @@ def make_todo_tools(path: Path) -> list[Tool]:
         """
         return _commit(path, _complete, {"todo_id": todo_id})
 
-    @tool(destructive=True, preview=_previewer(path, _delete))
+    @tool(destructive=True, preview=_previewer(path, _delete),
+          cues=("delete", "remove the task", "drop the task", "删掉", "删除", "去掉"))
     def delete_todo(todo_id: str | int) -> dict:
         """Delete a todo for good. Only when the user asks to remove it; finished items
         should be completed with complete_todo, not deleted.

@@ -69,6 +69,7 @@ def tool(
     preview: Callable[..., Any] | str | None = None,
     parameters: dict[str, Any] | None = None,
     examples: tuple[str, ...] | list[str] = (),
+    cues: tuple[str, ...] | list[str] = (),
 ) -> Any:
     """Make a typed function a glassloop tool (``@tool`` or ``@tool(...)``).
 
@@ -78,7 +79,10 @@ def tool(
     would change, ``{"before": ..., "after": ...}`` or a ``(before, after)`` pair,
     for the approval dialog. ``timeout_s`` overrides the per-call timeout. ``examples``:
     a few short phrases people say when they want the tool (``("exchange rate", "汇率")``);
-    the small local model's prompt advises calling it for them.
+    the small local model's prompt advises calling it for them. ``cues``: words by meaning,
+    in any language, that show a request wants the tool (``("dollars", "euros", "汇率")``);
+    the small local model is offered only the tools a request's words point to (without
+    cues, the docstring's first sentence stands in).
     """
     scope = caller_locals()
 
@@ -92,7 +96,7 @@ def tool(
             built = make_tool(func, name=declared_name, description=description,
                               side_effects=side_effects, destructive=destructive, timeout_s=timeout_s,
                               parameters=parameters, preview=_preview(func, preview), scope=scope,
-                              examples=examples)
+                              examples=examples, cues=cues)
             declared = Declared(declared_name, *where, built)
         except Exception as exc:  # noqa: BLE001 - reported by the loader, one line
             declared = Declared(declared_name, *where, None, _one_line(exc))

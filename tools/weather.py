@@ -216,4 +216,8 @@ def make_weather_tool(
     if provider == "sample":
         description = ("Get sample weather for a few big cities (built-in demo values, "
                        "not a live forecast; say so when answering).")
-    return tool(get_weather, description=description, timeout_s=timeout_s * 2 + 1, examples=("weather", "天气"))
+    return tool(get_weather, description=description, timeout_s=timeout_s * 2 + 1, examples=("weather", "天气"),
+                cues=("weather", "forecast", "rain", "raining", "snow", "wind", "windy", "sunny", "cloudy", "storm",
+                      "temperature", "degrees", "hot", "cold", "warm", "umbrella", "jacket", "coat", "sunglasses",
+                      "outside", "outdoors", "picnic", "hike", "天气", "下雨", "下雪", "刮风", "风大", "晴", "阴天",
+                      "气温", "温度", "冷", "热", "带伞", "雨伞", "穿什么", "出门", "户外", "爬山", "野餐"))

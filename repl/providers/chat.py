@@ -12,7 +12,7 @@ them (not counted as a retry), and is remembered.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,6 +148,7 @@ class ChatProvider(SdkEndpoint):
             raise ValueError(f"tool_call_format must be 'native' or 'text', not {self.settings.tool_call_format!r}")
         self.dialect = dialect or Dialect.of(self.settings)
         self._text_tools: list[ToolSchema] = []  # the last tool list sent in text mode
+        self._cues: Callable[[], Mapping[str, Sequence[str]]] | None = None
         self.stream_options_supported = True  # set False once the server rejects them
 
     def _prepare(self, messages: list[Message],
@@ -162,9 +163,15 @@ class ChatProvider(SdkEndpoint):
         # With no names to recognise, anything call-shaped stays visible text.
         self._text_tools = tools or self._text_tools
         params = self._params(textcalls.to_text_messages(messages, self._text_tools, self.dialect), [])
-        if grammar := self.dialect.grammar_for(messages, tools):
+        cues = self._cues() if self._cues else None
+        if grammar := self.dialect.grammar_for(messages, tools, cues):
             params["grammar"] = grammar
         return params, _Assembly(text_filter=textcalls.TextCallFilter([t["name"] for t in tools]))
+
+    def route_by(self, cues: Callable[[], Mapping[str, Sequence[str]]]) -> None:
+        """Where the tools' cues are read, for a dialect that routes (``Dialect.route``): the
+        session's registry, whose tools change (user tools loaded, MCP servers ready)."""
+        self._cues = cues
 
     def wire_messages(self, messages: list[Message],
                       tools: list[ToolSchema] | None = None) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ the advice (Chinese 10 against 9).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -68,11 +68,15 @@ class Dialect:
     language_note: str = ""  # ... and what it adds after a question in Chinese
     compact_prompt: bool = False  # the short system prompt with advice on when to call a tool
     call_temperature: float | None = None  # the embedded server's cap on a call's temperature
+    # with the grammar: a question's first step may call only the tools its words point to
+    # (their cues), and must call one; the step after results answers in text (``grammar_for``)
+    route: bool = False
 
     @classmethod
     def of(cls, profile: ProviderSettings) -> Dialect:
         text, embedded = profile.tool_call_format == "text", profile.embedded
-        return cls(text_calls=text, grammar=text and embedded, small_talk_gate=profile.small_talk_gate,
+        return cls(text_calls=text, grammar=text and embedded, route=text and embedded,
+                   small_talk_gate=profile.small_talk_gate,
                    compact_results=profile.compact_results if text else 0,
                    after_results=AFTER_RESULTS if text else "", language_note=IN_CHINESE if text else "",
                    compact_prompt=embedded, call_temperature=profile.call_temperature if embedded else None)
@@ -88,12 +92,19 @@ class Dialect:
         advice (a hosted model's) is returned as it is."""
         return system.with_advice(advice(tools)) if self.compact_prompt else system
 
-    def grammar_for(self, messages: list[Message], tools: list[ToolSchema]) -> str | None:
+    def grammar_for(self, messages: list[Message], tools: list[ToolSchema],
+                    cues: Mapping[str, Sequence[str]] | None = None) -> str | None:
         """The GBNF grammar a text-mode request goes with (None: none): without tools (the final
         answer) text only; the first step of a small-talk turn text only too (the tool block
         stays, and with it the server's cached prefix); else a valid call to one of ``tools``, or
         text, whose optional arguments are those the turn's question mentions (grammar.mentioned):
-        the 0.5B model invented a due date and a tag for "add a todo: buy oat milk, high priority"."""
+        the 0.5B model invented a due date and a tag for "add a todo: buy oat milk, high priority".
+
+        With ``route``: the first step of a question whose words point to some tools (``cues``,
+        by tool name; see ``routed``) is a call to one of those, and a step after results is
+        text. The 0.5B model answered most Chinese requests in text without a call ("抱歉，我无法
+        提供实时的天气信息。"), sent most English ones to ``list_todos`` whatever they asked, and
+        after a result called one tool after another (docs/BENCHMARKS.md, local_eval)."""
         if not self.grammar:
             return None
         from repl.providers.grammar import (
@@ -106,12 +117,14 @@ class Dialect:
 
         question = _question(messages)
         chinese = bool(_HAN.search(question))
-        if not tools:
+        after_results = bool(messages) and messages[-1]["role"] == "tool"
+        if not tools or (self.route and after_results):
             grammar = ANSWER_GRAMMAR
         elif self.small_talk_gate and _small_talk_turn(messages):
             grammar = SMALL_TALK_ZH_GRAMMAR if chinese else SMALL_TALK_GRAMMAR
         else:
-            grammar = tool_grammar(tools, optional="mentioned", question=question)
+            chosen = routed(question, tools, cues) if self.route and cues is not None else []
+            grammar = tool_grammar(chosen or tools, optional="mentioned", question=question, text=not chosen)
         # the reply's prose in the question's language: the 0.5B model answered "add a todo: buy
         # oat milk" with "抱歉，我无法协助完成这个请求。", once a Chinese answer was in the history
         return grammar if chinese else without_han(grammar)
@@ -150,6 +163,43 @@ def _small_talk_turn(messages: list[Message]) -> bool:
 
 # tool calls as text on any chat server, with nothing else of the embedded model's
 TEXT_CALLS = Dialect(text_calls=True, after_results=AFTER_RESULTS, language_note=IN_CHINESE)
+
+
+# description words that say nothing about what a request is for
+_GENERIC = frozenset("""about after also among another based before being between both called could each
+ every from given have into more most only other over same some such than that their them then there these
+ they this those through under using very what when where which while will with within would your
+ specific something things thing current the and for all any are but can get has its not one out
+ own put set use new two may""".split())
+_CUE_WORD = re.compile(r"[a-z0-9][a-z0-9'-]*")
+
+
+def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequence[str]]) -> list[ToolSchema]:
+    """The tools ``question`` points to: those with the most cues found in it (none found:
+    none). A tool's cues are its own (``cues`` by name: ``@tool(cues=...)``), else the words of
+    three letters or more of its description's first sentence (an MCP tool's, a user's tool
+    without cues). A cue is found as a word (a plural alike), a phrase, a file extension
+    (".md") or, with Chinese characters, anywhere in the question."""
+    said = question.casefold()
+    words = set(_CUE_WORD.findall(said))
+
+    def found(cue: str) -> bool:
+        cue = cue.casefold().strip()
+        if not cue:
+            return False
+        if _HAN.search(cue) or cue.startswith(".") or " " in cue or "'" in cue:
+            return cue in said
+        return cue in words or f"{cue}s" in words or (cue.endswith("s") and cue[:-1] in words)
+
+    scored = []
+    for tool in tools:
+        own = cues.get(tool["name"])
+        if own is None:
+            first = str(tool.get("description") or "").split(". ")[0].casefold()
+            own = [w for w in _CUE_WORD.findall(first) if len(w) >= 3 and w not in _GENERIC]
+        scored.append((sum(1 for cue in dict.fromkeys(own) if found(cue)), tool))
+    best = max((score for score, _ in scored), default=0)
+    return [tool for score, tool in scored if best and score == best]
 
 
 def advice(tools: Sequence[Tool]) -> str:

@@ -55,8 +55,8 @@ SMALL_TALK_ZH_GRAMMAR = r"root ::= [\u3400-\u9fff] [^{}<>`]*" + "\n"
 # Chinese characters and punctuation, full-width forms: what an answer to a question without
 # any Chinese leaves out (without_han)
 _HAN_RANGES = r"\u3000-\u303f\u3400-\u9fff\uf900-\ufaff\uff00-\uffef"
-_FRAME = r"""
-root ::= calls | fenced | tagged | answer
+_ROOT = "root ::= calls | fenced | tagged | answer"
+_FRAME = _ROOT + r"""
 calls ::= call ("\n" call ("\n" call ("\n" call)?)?)?
 fenced ::= "```json\n" calls "\n```"
 tagged ::= tag-call ("\n" tag-call ("\n" tag-call ("\n" tag-call)?)?)?
@@ -66,7 +66,7 @@ _DROP = ("description", "default", "title", "examples", "$comment")
 
 
 def tool_grammar(tools: list[ToolSchema], *, optional: OptionalProps = "no-default",
-                 question: str = "") -> str:
+                 question: str = "", text: bool = True) -> str:
     """The GBNF grammar of a reply to a request offering ``tools`` (``{"name",
     "parameters"}`` as the registry lists them). Which of the properties a tool does not
     require its calls may hold: ``all``, those without a ``default`` (``no-default``),
@@ -74,10 +74,14 @@ def tool_grammar(tools: list[ToolSchema], *, optional: OptionalProps = "no-defau
     ``no-default``: with ``all`` the 0.5B model filled in defaults and invented text (a
     ``detail`` for every new todo, ``offset``/``limit``, a ``glob``); with ``none``
     ``update_todo`` could change nothing. ``mentioned`` keeps what the user gave ("high
-    priority") and leaves out what they did not (a due date, a tag): docs/LOCAL_MODEL.md."""
+    priority") and leaves out what they did not (a due date, a tag): docs/LOCAL_MODEL.md.
+    Without ``text`` the reply is calls only, in ``<tool_call>`` blocks, the form Qwen2.5 was
+    trained on (a step routed to some tools must call one; the other forms, bare or fenced
+    objects, came with more invented arguments on the development cases)."""
     if optional == "mentioned":
         tools, optional = [_mentioned_only(tool, question) for tool in tools], "all"
-    return _cached(json.dumps(tools), optional)  # key order kept: it is the order of the properties
+    grammar = _cached(json.dumps(tools), optional)  # key order kept: it is the order of the properties
+    return grammar if text else grammar.replace(_ROOT, "root ::= tagged", 1)
 
 
 _WORD = re.compile(r"[a-z][a-z']+|[0-9]+")

@@ -286,6 +286,8 @@ class SessionCore:
                 provider = make_provider(profile, settings, self.ui.waiting)
             finally:
                 self.ui.waiting(None)
+            if route_by := getattr(provider, "route_by", None):  # the embedded model's routing (dialect.routed)
+                route_by(lambda: self.registry.cues())
             if notice := getattr(provider, "notice", None):  # the local server's start
                 self._background_notice(notice)
             if warm:  # the SDK's import, while MCP servers start and user tools load

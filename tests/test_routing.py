@@ -1,0 +1,149 @@
+"""The embedded model's routing (``Dialect.route``, ``dialect.routed``): a question's first step
+may call only the tools its words point to (the tools' ``cues``, by meaning and in both
+languages; a tool without cues by its description), and must call one; the step after results
+answers in text. Checked on the grammar each request carries to the (stand-in) model server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from repl.providers.dialect import Dialect, routed
+from tests.fakeserver import text
+from tools.calculator import make_calculator_tool
+from tools.files import make_file_tools
+from tools.notes import make_note_tools
+from tools.registry import Registry, ToolSchema
+from tools.todos import make_todo_tools
+from tools.weather import make_weather_tool
+
+ROUTED = Dialect(text_calls=True, grammar=True, route=True, small_talk_gate=True)
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory) -> Registry:
+    folder = tmp_path_factory.mktemp("routing")
+    return Registry([*make_todo_tools(folder / "todos.json"), *make_note_tools(folder / "notes.json"),
+                     *make_file_tools(folder), make_calculator_tool(), make_weather_tool("sample")])
+
+
+def names(tools: list[ToolSchema]) -> list[str]:
+    return [tool["name"] for tool in tools]
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("Is it going to snow in Oslo tomorrow?", ["get_weather"]),
+    ("出门要不要带伞？我在杭州", ["get_weather"]),
+    ("Remind me to call the plumber", ["add_todo"]),
+    ("别忘了周五交房租", ["add_todo"]),
+    ("What is 15 percent of 86?", ["calculator"]),
+    ("帮我看一下 notes.txt 的内容", ["read_file"]),
+    ("Who painted the Mona Lisa?", []),
+    ("用一句话介绍一下长城。", []),
+])
+def test_a_question_is_routed_to_the_tools_its_words_point_to(registry, question, expected) -> None:
+    assert names(routed(question, registry.schemas(), registry.cues())) == expected
+
+
+def test_a_tool_without_cues_is_routed_by_its_description() -> None:
+    """An MCP tool (or a user's tool without cues): its description's first sentence."""
+    clock: ToolSchema = {"name": "clock__get_current_time", "description": "Get current time in a specific "
+                         "timezone. Use the IANA name.", "parameters": {"type": "object"}}
+    assert names(routed("What time is it in Lima?", [clock], {})) == ["clock__get_current_time"]
+    assert routed("Use the name of the river", [clock], {}) == []  # the second sentence does not count
+
+
+def test_a_user_tools_own_cues_route_to_it(tmp_path) -> None:
+    from tools.user_loader import load_sources, read_sources, tool_files
+
+    (tmp_path / "fx.py").write_text(
+        "from glassloop_tools import tool\n\n"
+        "@tool(cues=('dollars', 'euros', '汇率'))\n"
+        "def fx_rate(base: str, quote: str) -> dict:\n"
+        '    """The exchange rate between two currencies."""\n'
+        "    return {'rate': 0.9}\n", "utf-8")
+    [fx] = load_sources(read_sources(tool_files(tmp_path)), {}).tools
+    assert fx.cues == ("dollars", "euros", "汇率")
+    assert names(routed("美元对欧元的汇率是多少？", [fx.schema()], {fx.name: fx.cues})) == ["fx_rate"]
+
+
+def grammar_root(grammar: str) -> str:
+    return next(line for line in grammar.splitlines() if line.startswith("root ::="))
+
+
+def test_a_routed_first_step_must_call_one_of_the_routed_tools(registry) -> None:
+    messages: list[Any] = [{"role": "system", "content": "s"}, {"role": "user", "content": "上海明天会下雨吗？"}]
+    grammar = ROUTED.grammar_for(messages, registry.schemas(), registry.cues())
+    assert grammar is not None and grammar_root(grammar) == "root ::= tagged"  # calls only
+    assert '\\"get_weather\\"' in grammar and '\\"list_todos\\"' not in grammar
+    unrouted = ROUTED.grammar_for(messages, registry.schemas(), None)  # no cues known: as before
+    assert unrouted is not None and "answer" in grammar_root(unrouted) and '\\"list_todos\\"' in unrouted
+
+
+def test_a_question_no_tool_is_pointed_to_keeps_every_tool_and_text(registry) -> None:
+    messages: list[Any] = [{"role": "user", "content": "Who painted the Mona Lisa?"}]
+    grammar = ROUTED.grammar_for(messages, registry.schemas(), registry.cues())
+    assert grammar is not None and grammar_root(grammar) == "root ::= calls | fenced | tagged | answer"
+    assert all(f'\\"{name}\\"' in grammar for name in registry.names())
+
+
+def test_after_results_the_step_is_text_and_small_talk_stays_small_talk(registry) -> None:
+    call = {"id": "c1", "name": "get_weather", "arguments": '{"city": "Shanghai"}'}
+    after: list[Any] = [{"role": "user", "content": "上海明天会下雨吗？"},
+                        {"role": "assistant", "content": "", "tool_calls": [call]},
+                        {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "{}"}]
+    grammar = ROUTED.grammar_for(after, registry.schemas(), registry.cues())
+    assert grammar is not None and grammar_root(grammar) == "root ::= answer"
+    from repl.providers.grammar import SMALL_TALK_GRAMMAR, without_han
+
+    thanks: list[Any] = [{"role": "user", "content": "Thanks, good night!"}]
+    small = ROUTED.grammar_for(thanks, registry.schemas(), registry.cues())
+    assert small == without_han(SMALL_TALK_GRAMMAR)
+
+
+def test_a_session_on_the_embedded_model_routes_with_its_registrys_cues(fake_server, tmp_path, monkeypatch):
+    """Through the session core, as every door builds it: the request the model server gets for
+    a weather question in Chinese carries a grammar of calls to get_weather alone; the tool block
+    in the system text still lists every tool (the server's cached prefix is kept)."""
+    from repl.config.load import load_settings
+    from repl.session import runtime
+    from repl.session.chat import ChatSession
+    from tests.support import StubUI
+
+    for name in ("DATA", "STATE", "CONFIG"):
+        monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
+    server = SimpleNamespace(base_url=fake_server.base_url, notice=None, stop=lambda: None)
+    monkeypatch.setattr(runtime, "_start_local", lambda *args: server)
+    settings = load_settings({"provider": "local", "approval": "auto", "weather": "sample",
+                              "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={})
+    weather = json.dumps({"name": "get_weather", "arguments": {"city": "上海"}}, ensure_ascii=False)
+    fake_server.script(text(f"<tool_call>\n{weather}\n</tool_call>"), text("上海明天有小雨，记得带伞。"))
+    session = ChatSession(settings, StubUI(), interactive=False)
+    try:
+        assert session.run_turn("上海明天会下雨吗？").stopped_by == "answer"
+    finally:
+        session.close()
+    first, second = (request.body for request in fake_server.chat_requests())
+    assert "answer" not in grammar_root(first["grammar"]) and '\\"list_todos\\"' not in first["grammar"]
+    assert '"name": "list_todos"' in first["messages"][0]["content"]  # the tool block is whole
+    assert grammar_root(second["grammar"]) == "root ::= answer"
+    assert first["messages"][0]["content"] == second["messages"][0]["content"]
+
+
+def test_cues_must_be_strings() -> None:
+    from tools.registry import tool
+
+    with pytest.raises(TypeError, match="cues"):
+        tool(lambda: None, name="bad", cues=(1,))  # type: ignore[arg-type]
+    assert tool(lambda: None, name="ok", description="d", cues="rain, snow").cues == ("rain", "snow")
+
+
+def test_the_bench_user_tools_stay_without_cues() -> None:
+    """The evaluation's user tools (bench/cases/local_tools.py) are routed by their docstrings,
+    as a user's tool written without cues is: they must not grow cues of the evaluation's words."""
+    source = (Path(__file__).parents[1] / "bench" / "cases" / "local_tools.py").read_text("utf-8")
+    assert "cues" not in source

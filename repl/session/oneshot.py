@@ -46,7 +46,10 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
     try:
         core = SessionCore(settings, lines, interactive=False, door=door)
     except OSError as exc:  # the trace file asked for by name: no answer without it
-        lines.error(f"cannot write the trace file {trace_file}: {exc.strerror or exc}")
+        reason = exc.strerror or str(exc)
+        if exc.filename and Path(exc.filename) != trace_file:  # one of its folders
+            reason = f"cannot make the folder {exc.filename} ({reason})"
+        lines.error(f"cannot write the trace file {trace_file}: {reason}")
         return EXIT_USAGE
     for line in core.instructions.lines() if core.instructions else []:  # AGENTS.md read: said, as the REPL does
         lines.info(line)

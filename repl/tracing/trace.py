@@ -18,6 +18,7 @@ capped file beside the trace (``WireLog``, ``ID.wire``), not into it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import time
@@ -36,18 +37,27 @@ PRIVATE_FILE, PRIVATE_FOLDER = 0o600, 0o700  # they hold what the model read: th
 
 def private_folder(folder: Path) -> None:
     """``folder`` made, with any missing parents, each 0700 whatever the umask (as a shell keeps
-    its history); a folder that exists is left as it is."""
+    its history); a folder that exists is left as it is. OSError names the folder that could not
+    be made (``filename``), or says which part of the path is not a folder."""
     try:
-        os.mkdir(folder, PRIVATE_FOLDER)
+        _private_folder(folder)
     except FileNotFoundError:
         if folder.parent == folder:
             raise
         private_folder(folder.parent)
-        private_folder(folder)
-        return
-    except OSError:
+        _private_folder(folder)  # once more only: under /proc a parent that exists still gives "not found"
+
+
+def _private_folder(folder: Path) -> None:
+    try:
+        os.mkdir(folder, PRIVATE_FOLDER)
+    except OSError as exc:
         if folder.is_dir():
             return
+        if exc.errno in (errno.EEXIST, errno.ENOTDIR):  # not "File exists": which part is in the way
+            blocking = next((part for part in (*reversed(folder.parents), folder)
+                             if part.exists() and not part.is_dir()), folder)
+            raise NotADirectoryError(errno.ENOTDIR, f"{blocking} is not a folder") from None
         raise
     os.chmod(folder, PRIVATE_FOLDER)
 

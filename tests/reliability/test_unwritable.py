@@ -2,7 +2,8 @@
 ``/`` or to a name too long for the file system; a state dir, data dir, sessions dir or
 HOME that is a regular file (the tests run as root, so a mode bit would not stop a write:
 a file where a folder should be does); a sessions, traces, data or HOME folder that exists
-but takes no new file (mode 0500, or for root a sysfs folder), found out at the first turn.
+but takes no new file (mode 0500, or for root a sysfs folder), found out at the first turn;
+a folder that cannot be made at all (under ``/proc``) or a path through a file (``/dev/null/t.jsonl``).
 
 Never a traceback: one clear line, and the session goes on (or starts without the part
 that cannot be saved, saying so once).
@@ -217,6 +218,52 @@ def test_ask_state_dir_is_a_file_and_an_unwritable_trace_file(fake_server, home,
     assert len(result.stderr.strip().splitlines()) == 1
     assert result.stderr.startswith(f"error: cannot write the trace file {blocked}: ")
     assert len(fake_server.chat_requests()) == 1
+
+
+PROC_NONE = Path("/proc/glassloop-none")  # mkdir here fails "not found" though /proc exists
+
+
+def test_private_folder_that_cannot_be_made(tmp_path):
+    from repl.tracing.trace import private_folder
+
+    plain = a_file_at(tmp_path / "plain")
+    cases = [(PROC_NONE / "deeper", str(PROC_NONE), "No such file or directory"),
+             (Path("/dev/null"), None, "/dev/null is not a folder"),
+             (plain, None, f"{plain} is not a folder"),
+             (plain / "sub" / "deeper", None, f"{plain} is not a folder")]
+    for folder, filename, says in cases:
+        if folder.is_relative_to("/proc") and not Path("/proc").is_dir():
+            continue
+        with pytest.raises(OSError) as raised:  # bounded: no RecursionError
+            private_folder(folder)
+        assert (raised.value.filename, raised.value.strerror) == (filename, says), folder
+    private_folder(tmp_path / "made" / "here")
+    assert (tmp_path / "made" / "here").stat().st_mode & 0o777 == 0o700
+
+
+@pytest.mark.parametrize("where", ["proc", "dev_null"])
+def test_ask_trace_file_whose_folder_cannot_be_made(fake_server, home, tmp_path, where):
+    if where == "proc" and not Path("/proc").is_dir():
+        pytest.skip("no /proc here")
+    trace_file, says = {"proc": (PROC_NONE / "t.jsonl", f"cannot make the folder {PROC_NONE} (No such file or directory)"),
+                        "dev_null": (Path("/dev/null/t.jsonl"), "/dev/null is not a folder")}[where]
+    result = run(["ask", "hello", "--trace-file", str(trace_file), "--base-url", fake_server.base_url], home, tmp_path)
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr == f"error: cannot write the trace file {trace_file}: {says}\n"
+    assert fake_server.chat_requests() == []  # stopped before asking, as for any trace file it cannot get
+
+
+def test_ask_state_dir_that_cannot_be_made(fake_server, home, tmp_path):
+    if not Path("/proc").is_dir():
+        pytest.skip("no /proc here")
+    fake_server.script(text("answered anyway"))
+    result = run(["ask", "hello", "--base-url", fake_server.base_url], {**home, "XDG_STATE_HOME": str(PROC_NONE)},
+                 tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "answered anyway"
+    notes = [line for line in result.stderr.splitlines() if "not be saved" in line]
+    assert notes == [f"the trace will not be saved: cannot write {PROC_NONE}/glassloop/traces "
+                     "(No such file or directory)"], result.stderr
 
 
 def test_mcp_server_starts_when_its_log_folder_cannot_be_written(tmp_path):

@@ -8,6 +8,12 @@ at a low temperature. ``Dialect.of(profile)`` decides all of it from the profile
 session makes its system prompt with it, the chat adapter its requests, the runtime the
 server's knobs.
 
+The embedded dialect also routes (``routed``): a question whose words match some tools'
+``cues`` (words by meaning, both languages, ``@tool(cues=...)``; a tool without cues: its
+description's first sentence) gets a first step that must call one of those tools, and the
+step after results is text. The tool block stays whole (the server's cached prefix); only the
+grammar narrows.
+
 The advice is made from the tools offered: each tool's ``examples`` (what people say when
 they want it; an MCP tool's are its description's first sentence) become one clause,
 "for EXAMPLES call NAME", so a user's or an MCP tool is advised like a built-in one. The

@@ -147,3 +147,11 @@ def test_the_bench_user_tools_stay_without_cues() -> None:
     as a user's tool written without cues is: they must not grow cues of the evaluation's words."""
     source = (Path(__file__).parents[1] / "bench" / "cases" / "local_tools.py").read_text("utf-8")
     assert "cues" not in source
+
+
+def test_a_question_that_names_a_tool_is_routed_to_it(registry) -> None:
+    """"todo" is a cue of list_todos; a question naming add_todo goes to add_todo all the same
+    (the 0.5B model was made to call list_todos for "Call add_todo with ...")."""
+    question = 'Call add_todo with exactly these arguments: {"title": "buy milk"}'
+    assert names(routed(question, registry.schemas(), registry.cues())) == ["add_todo"]
+    assert names(routed("what does get_todo return?", registry.schemas(), registry.cues())) == ["get_todo"]

@@ -181,12 +181,15 @@ _CUE_WORD = re.compile(r"[a-z0-9][a-z0-9'-]*")
 
 
 def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequence[str]]) -> list[ToolSchema]:
-    """The tools ``question`` points to: those with the most cues found in it (none found:
-    none). A tool's cues are its own (``cues`` by name: ``@tool(cues=...)``), else the words of
+    """The tools ``question`` points to: those it names ("call add_todo with ..."), else those
+    with the most cues found in it (none found: none). A tool's cues are its own (``cues`` by name: ``@tool(cues=...)``), else the words of
     three letters or more of its description's first sentence (an MCP tool's, a user's tool
     without cues). A cue is found as a word (a plural alike), a phrase, a file extension
     (".md") or, with Chinese characters, anywhere in the question."""
     said = question.casefold()
+    named = [tool for tool in tools if re.search(rf"(?<![\w-]){re.escape(tool['name'].casefold())}(?![\w-])", said)]
+    if named:
+        return named
     words = set(_CUE_WORD.findall(said))
 
     def found(cue: str) -> bool:

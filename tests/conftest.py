@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -46,6 +47,47 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if group and not item.nodeid.endswith("@" + group) and hasattr(item, "_id"):
             item._id = NodeId.parse(f"{item.nodeid}@{group}")
     return result
+
+
+@pytest.fixture(scope="session")
+def embedded_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The embedded model's weights (~500 MB), assembled and checked once per run: the xdist
+    workers share one copy in the run's temporary root (``ensure_model`` locks against a race).
+    Read only."""
+    from repl.providers.weights import ensure_model
+
+    base = tmp_path_factory.getbasetemp()
+    return ensure_model((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "embedded-model")
+
+
+@pytest.fixture(scope="session")
+def embedded_prompt_state(embedded_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A cache dir (an ``XDG_CACHE_HOME``) holding the embedded model's saved prompt state for the
+    built-in tools, built once as the REPL builds it: nearly a minute of prompt evaluation that
+    real-model tests not about building it copy instead of repeating. Read only."""
+    from repl.config.load import load_settings
+    from repl.session.core import SessionCore
+    from tests.support import StubUI
+
+    cache, work = tmp_path_factory.mktemp("prompt-state"), tmp_path_factory.mktemp("prompt-state-build")
+    config = work / "config.toml"
+    config.write_text(f"[providers.local]\nmodel_path = {json.dumps(str(embedded_model))}\n", encoding="utf-8")
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("DATA", "STATE", "CONFIG"):
+            patch.setenv(f"XDG_{name}_HOME", str(work / name.lower()))
+        patch.setenv("XDG_CACHE_HOME", str(cache))
+        settings = load_settings({"provider": "local", "weather": "sample", "todos_file": str(work / "todos.json")},
+                                 cwd=work, env={}, config_file=config)
+        core = SessionCore(settings, StubUI(), interactive=False)  # the REPL's door
+        try:
+            core.start_background()
+            core.provider()
+            assert core.state_build is not None
+            core.state_build.join(900)
+        finally:
+            core.close()
+    assert list(cache.rglob("prefix-*.bin")), "no prompt state was saved"
+    return cache
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ server process.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from importlib import util
 from pathlib import Path
@@ -200,12 +201,13 @@ REAL_CASES = "".join(f'[[case]]\nmessage = "{message}"\ntool = "{tool}"\nlang = 
 @pytest.mark.xdist_group("llama")  # real inference uses every CPU: one test worker runs it all
 @pytest.mark.timeout(1500)
 def test_the_embedded_model_runs_twelve_cases_in_one_server_process(
-        tmp_path: Path, home: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, home: dict[str, str], monkeypatch: pytest.MonkeyPatch, embedded_model: Path,
+        embedded_prompt_state: Path) -> None:
     from repl.providers import local
-    from repl.providers.weights import ensure_model
 
-    for name in ("DATA", "STATE", "CONFIG", "CACHE"):  # the saved prompt state too: built by this run
+    for name in ("DATA", "STATE", "CONFIG", "CACHE"):
         monkeypatch.setenv(f"XDG_{name}_HOME", home[f"XDG_{name}_HOME"])
+    shutil.copytree(embedded_prompt_state, home["XDG_CACHE_HOME"], dirs_exist_ok=True)  # its build is not tested here
     started: list[int | None] = []
     start = local.LocalServer.start
 
@@ -216,7 +218,7 @@ def test_the_embedded_model_runs_twelve_cases_in_one_server_process(
 
     monkeypatch.setattr(local.LocalServer, "start", counted)
     config = tmp_path / "local.toml"
-    config.write_text(f'[providers.local]\nmodel_path = {json.dumps(str(ensure_model(tmp_path / "data")))}\n'
+    config.write_text(f'[providers.local]\nmodel_path = {json.dumps(str(embedded_model))}\n'
                       "[guards]\nmax_steps = 2\nturn_timeout_s = 600\n", encoding="utf-8")
     cases = tmp_path / "cases.toml"
     cases.write_text(REAL_CASES, encoding="utf-8")

@@ -19,7 +19,6 @@ import pytest
 
 from bench.tool_use import REFERENCES, cases, fixture, schema_valid
 from repl.providers.textcalls import parse_text_calls
-from repl.providers.weights import ensure_model
 
 pytestmark = pytest.mark.skipif(util.find_spec("llama_cpp") is None,
                                 reason="needs the 'local' extra: pip install 'glassloop[local]'")
@@ -58,10 +57,10 @@ class Grammar:
 
 
 @pytest.fixture(scope="module")
-def llama(tmp_path_factory):
+def llama(embedded_model):
     from llama_cpp import Llama
 
-    model = Llama(str(ensure_model(tmp_path_factory.mktemp("local-model"))), vocab_only=True, verbose=False)
+    model = Llama(str(embedded_model), vocab_only=True, verbose=False)
     yield model
     model.close()
 

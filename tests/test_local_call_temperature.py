@@ -18,7 +18,6 @@ import pytest
 from bench import isolated_env, patched_environ
 from bench.tool_use import fixture
 from repl.config.settings import ProviderSettings
-from repl.providers.weights import ensure_model
 from repl.session.runtime import system_prompt_for
 
 pytestmark = [
@@ -33,20 +32,19 @@ SEEDS = range(4)
 
 
 @pytest.mark.timeout(600)
-def test_calls_are_decoded_alike_under_any_seed_while_prose_is_sampled(tmp_path: Path) -> None:
+def test_calls_are_decoded_alike_under_any_seed_while_prose_is_sampled(tmp_path: Path, embedded_model: Path) -> None:
     import httpx
 
     from repl.providers import textcalls
     from repl.providers.grammar import tool_grammar
     from repl.providers.local import LocalServer
 
-    model = ensure_model(tmp_path / "data")
     registry = fixture(tmp_path / "tools")
     tools = [s for s in registry.schemas() if s["name"] in TOOLS]
     system = system_prompt_for(ProviderSettings(name="local"), registry)
     # the server's default cap (call_temperature=None shows the old sampling)
     with patched_environ(isolated_env(tmp_path / "xdg")), \
-            LocalServer(model, n_ctx=2048, log_path=tmp_path / "server.log", state_dir=tmp_path / "state") as server, \
+            LocalServer(embedded_model, n_ctx=2048, log_path=tmp_path / "server.log", state_dir=tmp_path / "state") as server, \
             httpx.Client(timeout=300, trust_env=False) as client:
         def replies(question: str, max_tokens: int) -> list[str]:
             messages = [*system.messages(), {"role": "user", "content": question}]

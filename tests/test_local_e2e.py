@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -17,7 +18,6 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from repl.providers.weights import ensure_model
 from tests.support import SEED_TODOS, alive
 
 pytestmark = [
@@ -35,8 +35,8 @@ ENGLISH_TODOS = [dict(t, title=title, detail=detail) for t, (title, detail) in z
 
 
 @pytest.fixture(scope="module")
-def model_file(tmp_path_factory) -> Path:
-    return ensure_model(tmp_path_factory.mktemp("local-model"))
+def model_file(embedded_model: Path) -> Path:
+    return embedded_model
 
 
 @pytest.fixture
@@ -97,8 +97,9 @@ def test_ask_answers_a_todo_question_through_the_todo_tools(local_home):
 
 
 @pytest.mark.timeout(1500)
-def test_repl_approval_writes_the_todo_and_leaves_no_server_behind(local_home):
+def test_repl_approval_writes_the_todo_and_leaves_no_server_behind(local_home, embedded_prompt_state):
     env, project = local_home
+    shutil.copytree(embedded_prompt_state, env["XDG_CACHE_HOME"], dirs_exist_ok=True)  # its build is not tested here
     env = {**env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm"}
     child = pexpect.spawn(sys.executable, ["-m", "repl.cli"], env=env, cwd=str(project),
                           encoding="utf-8", dimensions=(40, 120), timeout=600)

@@ -18,7 +18,6 @@ from bench import isolated_env, patched_environ
 from bench.tool_use import cases, fixture, local_provider, schema_valid
 from repl.config.settings import ProviderSettings
 from repl.providers.base import Completed, RequestSent
-from repl.providers.weights import ensure_model
 from repl.session.runtime import system_prompt_for
 
 pytestmark = [
@@ -32,15 +31,14 @@ QUESTIONS = [c for c in cases() if set(c.tools) & set(TOOLS) and c.id in ("todos
 
 
 @pytest.mark.timeout(600)
-def test_every_call_the_model_makes_under_the_grammar_is_schema_valid(tmp_path: Path) -> None:
-    model = ensure_model(tmp_path / "data")
+def test_every_call_the_model_makes_under_the_grammar_is_schema_valid(tmp_path: Path, embedded_model: Path) -> None:
     registry = fixture(tmp_path / "tools")
     tools = [s for s in registry.schemas() if s["name"] in TOOLS]
     system = system_prompt_for(ProviderSettings(name="local"), registry)
     schemas = {s["name"]: s["parameters"] for s in tools}
     calls, bodies = [], []
     with patched_environ(isolated_env(tmp_path / "xdg")):
-        provider = local_provider(0.9, model, tmp_path, grammar=True)
+        provider = local_provider(0.9, embedded_model, tmp_path, grammar=True)
     try:
         assert provider.dialect.grammar  # the embedded server's dialect has it on
         for case in QUESTIONS:
@@ -86,13 +84,13 @@ def _greedy_first_steps(model: Path, tmp_path: Path, grammar_first: bool) -> tup
 
 
 @pytest.mark.timeout(900)
-def test_the_grammar_checked_on_the_sampled_token_decodes_what_the_whole_vocabulary_check_does(tmp_path: Path) -> None:
+def test_the_grammar_checked_on_the_sampled_token_decodes_what_the_whole_vocabulary_check_does(
+        tmp_path: Path, embedded_model: Path) -> None:
     """The server checks the grammar on the sampled token only, and over the whole vocabulary
     only when that token is refused (llama.cpp's own order, much cheaper per token); greedy
     decoding then gives the very text llama-cpp-python's order gives."""
-    model = ensure_model(tmp_path / "data")
-    checked, log = _greedy_first_steps(model, tmp_path, grammar_first=False)
-    whole, old_log = _greedy_first_steps(model, tmp_path, grammar_first=True)
+    checked, log = _greedy_first_steps(embedded_model, tmp_path, grammar_first=False)
+    whole, old_log = _greedy_first_steps(embedded_model, tmp_path, grammar_first=True)
     assert "glassloop sampler: grammar checked on the sampled token" in log
     assert "glassloop sampler" not in old_log  # grammar_first: llama-cpp-python's order
     assert checked == whole

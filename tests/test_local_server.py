@@ -132,9 +132,9 @@ def test_two_processes_assembling_at_once_both_get_a_good_file(tmp_path: Path) -
 # ---------------------------------------------------------------- the real server
 
 
-@pytest.fixture(scope="session")
-def model_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return ensure_model(tmp_path_factory.mktemp("model-data"))
+@pytest.fixture
+def model_path(embedded_model: Path) -> Path:
+    return embedded_model
 
 
 @pytest.fixture(autouse=True)

@@ -25,7 +25,6 @@ import pytest
 from repl.config.load import Settings
 from repl.config.settings import ProviderSettings
 from repl.providers.textcalls import to_text_messages
-from repl.providers.weights import ensure_model
 from repl.session.runtime import system_prompt_for
 from tests.fakeserver import FakeServer, text
 from tools import build_tools
@@ -158,8 +157,8 @@ FIRST, SECOND = "What do pears cost?", "How much are two bags of cherries and on
 
 
 @pytest.fixture(scope="module")
-def model_file(tmp_path_factory) -> Path:
-    return ensure_model(tmp_path_factory.mktemp("local-model"))
+def model_file(embedded_model: Path) -> Path:
+    return embedded_model
 
 
 def _server(model: Path, state_dir: Path, log: Path) -> Any:

@@ -155,3 +155,7 @@ def test_a_question_that_names_a_tool_is_routed_to_it(registry) -> None:
     question = 'Call add_todo with exactly these arguments: {"title": "buy milk"}'
     assert names(routed(question, registry.schemas(), registry.cues())) == ["add_todo"]
     assert names(routed("what does get_todo return?", registry.schemas(), registry.cues())) == ["get_todo"]
+
+
+def test_a_cue_of_signs_is_found_anywhere(registry) -> None:
+    assert names(routed("What's 15% of 86?", registry.schemas(), registry.cues())) == ["calculator"]

@@ -50,9 +50,11 @@ _MAX_EXAMPLE_CHARS = 100
 # Wording measured to work (see docs/LOCAL_MODEL.md); words like "call another
 # tool if needed" made the model list calls to every tool instead, and a longer nudge
 # (name what they list, say so when empty, repeat nothing) made it call again and again
-# (docs/BENCHMARKS.md, local_eval).
+# (docs/BENCHMARKS.md, local_eval). "Use the tool results above to answer my question" had the
+# 0.5B model refuse after a request that was no question ("add a todo: ..." -> "Sorry, I
+# cannot assist with this request.") once the step after results could only be text.
 AFTER_RESULTS = (
-    "Use the tool results above to answer my question in plain words. "
+    "Tell me in plain words what the tool results above say. "
     "Do not repeat the tool call."
 )
 # After that English nudge the 0.5B model answered most Chinese questions in English;
@@ -185,7 +187,7 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
     with the most cues found in it (none found: none). A tool's cues are its own (``cues`` by name: ``@tool(cues=...)``), else the words of
     three letters or more of its description's first sentence (an MCP tool's, a user's tool
     without cues). A cue is found as a word (a plural alike), a phrase, a file extension
-    (".md") or, with Chinese characters, anywhere in the question."""
+    (".md", "%") or, with Chinese characters, anywhere in the question."""
     said = question.casefold()
     named = [tool for tool in tools if re.search(rf"(?<![\w-]){re.escape(tool['name'].casefold())}(?![\w-])", said)]
     if named:
@@ -196,7 +198,7 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
         cue = cue.casefold().strip()
         if not cue:
             return False
-        if _HAN.search(cue) or cue.startswith(".") or " " in cue or "'" in cue:
+        if _HAN.search(cue) or not _CUE_WORD.fullmatch(cue):  # a phrase, ".md", "%", Chinese
             return cue in said
         return cue in words or f"{cue}s" in words or (cue.endswith("s") and cue[:-1] in words)
 

@@ -184,10 +184,10 @@ _CUE_WORD = re.compile(r"[a-z0-9][a-z0-9'-]*")
 
 def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequence[str]]) -> list[ToolSchema]:
     """The tools ``question`` points to: those it names ("call add_todo with ..."), else those
-    with the most cues found in it (none found: none). A tool's cues are its own (``cues`` by name: ``@tool(cues=...)``), else the words of
-    three letters or more of its description's first sentence (an MCP tool's, a user's tool
-    without cues). A cue is found as a word (a plural alike), a phrase, a file extension
-    (".md", "%") or, with Chinese characters, anywhere in the question."""
+    with the most cues found in it (none found: none). A tool's cues are its own (``cues``, by
+    tool name: ``@tool(cues=...)``), else the words of three letters or more of its
+    description's first sentence (an MCP tool's, a user's tool without cues). A one-word cue
+    is found as a word (a plural alike); a phrase, signs (".md", "%") or Chinese anywhere."""
     said = question.casefold()
     named = [tool for tool in tools if re.search(rf"(?<![\w-]){re.escape(tool['name'].casefold())}(?![\w-])", said)]
     if named:

@@ -158,3 +158,11 @@ def test_fuzz_well_formed_trees(expression: str) -> None:
 @given(st.text(max_size=200))
 def test_fuzz_arbitrary_text(expression: str) -> None:
     _assert_well_behaved(expression)
+
+
+@pytest.mark.parametrize(("expression", "value"), [
+    ("15% of 86", 12.9), ("17.5 % OF 2480", 434.0), ("(15% of 86) + 1", 13.9), ("10 % 3", 1),
+])
+def test_a_percentage_of_a_number_is_written_as_people_write_it(expression, value) -> None:
+    """Both embedded models wrote "15% of 86" for "What's 15% of 86?"; "%" alone stays modulo."""
+    assert calculator(expression)["value"] == value

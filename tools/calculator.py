@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 import unicodedata
 from collections.abc import Callable
 from typing import Any
@@ -49,8 +50,13 @@ def _too_large(message: str) -> ToolError:
     return ToolError("too_large", message)
 
 
+_PERCENT_OF = re.compile(r"(\d+(?:\.\d+)?)\s*%\s*of\b", re.IGNORECASE)
+
+
 def _normalize(expression: str) -> str:
     text = unicodedata.normalize("NFKC", expression)  # full-width digits and brackets
+    if len(text) <= MAX_CHARS:  # (longer is refused by _parse; a long run of digits costs the regex n²)
+        text = _PERCENT_OF.sub(r"(\1 / 100) * ", text)  # "15% of 86", as people (and models) write it
     return text.replace("×", "*").replace("÷", "/").replace("−", "-").strip()
 
 

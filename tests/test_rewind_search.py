@@ -209,6 +209,8 @@ def test_glassloop_resume_reopens_a_branch(fake_server, home):
     assert first.returncode == 0 and "Traceback" not in first.stdout + first.stderr
     ref = first.stdout.split("kept as branch ")[1].split()[0]
     assert ref.endswith("@1")
+    assert "nothing saved" not in first.stdout  # the goodbye line names the branch instead
+    assert f"no turns left; the turns rewound are kept as branch {ref} (glassloop --resume {ref})" in first.stdout
     wide = {**home, "COLUMNS": "400"}
     again = chat_here(wide, fake_server.base_url, ["third question"], "--resume", ref)
     assert again.returncode == 0, again.stderr

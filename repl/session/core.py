@@ -233,6 +233,14 @@ class SessionCore:
         """Whether this session is on disk with a turn to resume."""
         return self.journal is not None and bool(self.history.turn_starts()) and self.journal.path.exists()
 
+    @property
+    def kept_branch(self) -> str | None:
+        """``ID@k``, the branch the last ``/rewind`` kept of this session's turns, while it has none
+        of its own left to resume (None otherwise)."""
+        if self.saved or not self.journal or not self.journal.branch or not self.journal.path.exists():
+            return None
+        return f"{self.session_id}@{self.journal.branch}"
+
     def turn_count(self) -> int:
         return sum(1 for t in self.ledger if t.restore is None and not t.undone)
 

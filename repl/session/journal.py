@@ -78,6 +78,7 @@ class Journal:
         self.path = path
         self.writer = JsonlWriter(path, redact, lazy=lazy, on_error=on_error)
         self.synced: list[Message] = []  # the history messages already in the file
+        self.branch = 0  # the number of the last branch /rewind kept in it this run (0: none)
         self._meta = {"kind": "meta", "time": round(time.time(), 3), **meta} if meta is not None else None
         if not lazy and self._meta is not None:
             self._write({})
@@ -107,6 +108,7 @@ class Journal:
             with open(self.path, "rb") as file:
                 number += sum(1 for line in file if line.startswith(_BRANCH_LINE))
         self._write({"kind": BRANCH, "branch": number, "at": at, "turn": turn, "time": round(time.time(), 3)})
+        self.branch = number
         return number
 
     def adopt(self, history: History, stored: list[Any] | None = None) -> None:

@@ -56,6 +56,8 @@ class SessionView(Protocol):
     def session_id(self) -> str: ...
     @property
     def saved(self) -> bool: ...
+    @property
+    def kept_branch(self) -> str | None: ...
     def turn_count(self) -> int: ...
 
 
@@ -339,6 +341,10 @@ class Terminal:
         return fit_fields([f for f in fields if f[0]], width)
 
     def goodbye(self, session: SessionView) -> None:
+        if branch := session.kept_branch:  # /rewind cut every turn: they are the branch
+            self.renderer.notice(f"no turns left; the turns rewound are kept as branch {branch} "
+                                 f"(glassloop --resume {branch})")
+            return
         if not session.saved:  # a session without a turn is not kept, nor one whose journal failed (it said so)
             self.renderer.notice("nothing saved" if session.turn_count() else "no turns: nothing saved")
             return

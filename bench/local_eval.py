@@ -33,6 +33,7 @@ from typing import Any
 
 from bench import ROOT, VENV_BIN, isolated_env, patched_environ, scratch
 from bench.tool_use import in_language, load
+from repl.providers.dialect import flat, repeats
 from repl.ui.plain import Unattended
 
 CASES = ROOT / "bench" / "cases"
@@ -141,17 +142,10 @@ def session(profile: str, *, dry_run: bool, fixture: bool = True) -> Iterator[tu
 
 # ------------------------------------------------------------------ judging one turn
 
-_SPACE = re.compile(r"[\s\W_]+")
-
-
-def flat(text: str) -> str:
-    return _SPACE.sub("", text).casefold()
-
-
 def echoed(answer: str, messages: list[str]) -> bool:
-    """The answer repeats a user message: equal to one, or holding one of 8+ characters whole."""
-    said = flat(answer)
-    return bool(said) and any(m and (said == m or (len(m) >= 8 and m in said)) for m in map(flat, messages))
+    """The answer repeats a user message (the product's definition, ``dialect.repeats``): flat
+    equal to one, or holding one of 8+ flat characters whole."""
+    return any(repeats(answer, message) for message in messages)
 
 
 # what a question about what is open or left to do means, in any words

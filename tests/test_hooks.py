@@ -1,5 +1,5 @@
 """The loop's hooks (``repl/loop/hooks.py``): a session's hook sees and changes a turn at
-the documented points, in order before the loop's own (``Repeats``, ``FinalAnswer``)."""
+the documented points, in order before the loop's own (``Repeats``, ``FinalAnswer``, ``AnswerAgain``)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from repl.loop.approval import Approver
 from repl.loop.events import EventLog, GuardTripped, ToolCallFinished
 from repl.loop.history import History, check
 from repl.loop.hooks import Hooks, Instead, ModelCall, StopTurn, TurnView
-from repl.providers.base import ToolCall
+from repl.providers.base import Completed, ToolCall
 from tests.fakeserver import call, text, tool_calls
 from tools import build_tools
 from tools.registry import Registry
@@ -134,3 +134,17 @@ def test_the_loops_own_repeat_hook_still_answers_identical_calls(scripted, regis
     finished = log.of(ToolCallFinished)
     assert finished[1].repeat_of == finished[0].call_id
     assert recorder.seen.count("after get_weather ok=True") == 1  # the repeat did not run
+
+
+def test_a_hook_asks_for_another_answer_instead_of_one(scripted, registry):
+    """``after_answer``: a note, and the answer leaves the history for one more call with it."""
+    class Shorter(Hooks):
+        def after_answer(self, turn: TurnView, completed: Completed) -> str | None:
+            return "Shorter, please." if len(completed.text) > 10 else None
+
+    scripted.script(text("A long and winding answer."), text("Short."))
+    finished, _, history = _run(scripted, registry, Shorter())
+    assert finished.stopped_by == "answer" and finished.answer == "Short." and finished.steps == 2
+    assert [m["content"] for m in history.messages] == ["go", "Short."]
+    again = scripted.chat_requests()[1].body
+    assert again["messages"][-1]["content"] == "go\n\nShorter, please." and "tools" in again

@@ -33,8 +33,9 @@ repeat still counts as a tool call and against ``repeat_limit``.
 Policy beyond moving the turn along is in hooks (``hooks.py``): the session's
 (``Runner.hooks``; step mode, ``repl.loop.stepping``, pauses before each model call
 and before a model's tool calls run, and the time paused moves the deadline on too),
-then the loop's own per turn: ``Repeats`` (identical calls) and ``FinalAnswer`` (the
-tool-free call after a guard).
+then the loop's own per turn: ``Repeats`` (identical calls), ``FinalAnswer`` (the
+tool-free call after a guard) and ``AnswerAgain`` (an answer the provider held back as an
+echo of the question: one more call, once a turn).
 """
 
 from __future__ import annotations
@@ -73,7 +74,15 @@ from repl.loop.events import (
     WireRecord,
 )
 from repl.loop.history import History
-from repl.loop.hooks import FinalAnswer, Hooks, Instead, ModelCall, StopTurn, display_args
+from repl.loop.hooks import (
+    AnswerAgain,
+    FinalAnswer,
+    Hooks,
+    Instead,
+    ModelCall,
+    StopTurn,
+    display_args,
+)
 from repl.loop.repeats import Repeats
 from repl.loop.unicode import split_high_surrogate, valid_text
 from repl.providers.base import (
@@ -241,7 +250,7 @@ class _Turn:
     deadline: float = math.inf  # time.monotonic() when the turn's time is up
 
     def __post_init__(self) -> None:
-        self.hooks = (*self.runner.hooks, Repeats(self.runner.limits.repeat_limit), FinalAnswer())
+        self.hooks = (*self.runner.hooks, Repeats(self.runner.limits.repeat_limit), FinalAnswer(), AnswerAgain())
 
     # ---- what a hook sees (``hooks.TurnView``) ----------------------------------
     @property
@@ -259,9 +268,9 @@ class _Turn:
     def request(self, tools: list[ToolSchema] | None, final_note: str) -> list[Message]:
         messages = self.history.for_request()
         if final_note and messages[-1]["role"] == "user":
-            messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{final_note}"}
+            messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{final_note}", "note": final_note}
         elif final_note:
-            messages.append({"role": "user", "content": final_note})
+            messages.append({"role": "user", "content": final_note, "note": final_note})
         return self._windowed(messages, tools)
 
     def paused(self, ask: Callable[[Any], Any], view: Any) -> Any:
@@ -310,6 +319,7 @@ class _Turn:
 
     def _loop(self) -> StopReason:
         runner = self.runner
+        note = ""  # a hook's note for this call (``after_answer``)
         while True:
             try:
                 self._check_limits()
@@ -320,8 +330,12 @@ class _Turn:
             self.steps += 1
             # Read each step: an MCP server that listed its tools after the first request
             # (``ask`` does not wait for a slow one) is offered from the next call of the turn.
-            completed = self._call_model(request_tools(runner.registry.schemas()))
+            completed = self._call_model(request_tools(runner.registry.schemas()), note)
+            note = ""
             if not completed.tool_calls:
+                note = self._after_answer(completed)
+                if note:
+                    continue
                 return "answer"
             if completed.finish_reason == "length":
                 self._cut_off(completed.tool_calls)
@@ -333,6 +347,18 @@ class _Turn:
                 self._run_tools(completed.tool_calls, decided)
             except _Guard as guard:
                 return self._final_answer(guard)
+
+    def _after_answer(self, completed: Completed) -> str:
+        """The first hook's note for one more call instead of this answer (taken back), or ""
+        when it stands: then an answer the provider held back as an echo is shown as it is."""
+        note = next((n for hook in self.hooks if (n := hook.after_answer(self, completed))), None)
+        if note:
+            self.history.take_back_answer()
+            self.answer = ""
+            return note
+        if completed.echoed and completed.text:
+            self.runner.emit(TextDelta(self.steps, completed.text))
+        return ""
 
     def _over_session_budget(self) -> bool:
         budget = self.runner.budget

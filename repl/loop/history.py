@@ -122,6 +122,14 @@ class History:
         self.messages[-1] = {**last, "content": valid_text(content)}
         return last["content"]
 
+    def take_back_answer(self) -> Message:
+        """The last message, an answer without calls, removed (the model is asked for another:
+        the loop's ``after_answer``); the question or the results before it stand unanswered."""
+        last = self.messages[-1] if self.messages else None
+        if last is None or last["role"] != "assistant" or last.get("tool_calls"):
+            raise ValueError("only an answer without calls can be taken back")
+        return self.messages.pop()
+
     def reset(self) -> None:
         self.messages.clear()
 

@@ -14,9 +14,12 @@ openai-agents' ``call_model_input_filter``:
   (``repeats.Repeats``).
 - ``after_guard``: a guard tripped; the note for one more, tool-free model call, or None for
   none. ``FinalAnswer`` is the default: the user still gets an answer.
+- ``after_answer``: a step's answer without calls; the note for one more model call instead
+  of it (the answer leaves the history), or None: it stands. ``AnswerAgain`` asks once a turn
+  for an answer the provider held back as a repeat of the question (``Completed.echoed``).
 
 A turn runs the session's hooks (``Runner.hooks``: step mode) and then the loop's own
-(``Repeats``, ``FinalAnswer``), each a fresh object per turn where it keeps state. The first
+(``Repeats``, ``FinalAnswer``, ``AnswerAgain``), each a fresh object per turn where it keeps state. The first
 hook to answer a call decides it. A hook sees the turn through ``TurnView`` only.
 """
 
@@ -29,7 +32,7 @@ from typing import Any, Protocol, TypeVar
 
 from repl.loop.events import Emit, StopReason
 from repl.loop.history import History
-from repl.providers.base import Message, Provider, ToolCall
+from repl.providers.base import Completed, Message, Provider, ToolCall
 from tools.registry import Registry, ToolSchema
 from tools.results import ToolResult
 
@@ -37,6 +40,9 @@ FINAL_NOTE = (
     "Stop calling tools now ({reason}). Answer the user with what you have, "
     "and say briefly what is missing."
 )
+# The embedded 0.5B model answered "好的，没问题。" with "好的，没问题。" and a weather result
+# with the question (issue #22); asked again with this, it answers.
+ECHO_NOTE = "Reply to my message above in your own words; do not repeat it."
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -44,8 +50,9 @@ V = TypeVar("V")
 
 @dataclass(frozen=True)
 class ModelCall:
-    """A model call about to be made: what it sends. ``final_note`` is set on the tool-free
-    call after a guard tripped (the note is already in ``messages``)."""
+    """A model call about to be made: what it sends. ``final_note`` is the note at the end of
+    the request (already in ``messages``): the tool-free call's after a guard tripped, or a
+    hook's after an answer (``after_answer``), with the step's tools."""
 
     step: int
     messages: list[Message]
@@ -112,12 +119,32 @@ class Hooks:
     def after_guard(self, turn: TurnView, reason: StopReason, detail: str) -> str | None:
         return None
 
+    def after_answer(self, turn: TurnView, completed: Completed) -> str | None:
+        """``completed``: an answer without calls, in the history. A note: it is taken back and
+        the model called once more with the note at the end of the request; None: it stands."""
+        return None
+
 
 class FinalAnswer(Hooks):
     """After a guard, one more model call with tools off, so the user still gets an answer."""
 
     def after_guard(self, turn: TurnView, reason: StopReason, detail: str) -> str | None:
         return FINAL_NOTE.format(reason=detail)
+
+
+class AnswerAgain(Hooks):
+    """An answer the provider held back as a repeat of the question (``Completed.echoed``, never
+    shown): the model is asked once more, once a turn; the request then carries the note, so the
+    answer to it is shown as it comes, an echo too."""
+
+    def __init__(self) -> None:
+        self.asked = False
+
+    def after_answer(self, turn: TurnView, completed: Completed) -> str | None:
+        if not completed.echoed or self.asked:
+            return None
+        self.asked = True
+        return ECHO_NOTE
 
 
 def display_args(arguments: str) -> Any:

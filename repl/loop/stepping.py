@@ -131,7 +131,7 @@ class Stepping(Hooks):
         history, step = turn.history, call.step
         while True:
             view = self.view(step, turn.provider, call.messages, call.tools, history.messages[-1],
-                             final=bool(call.final_note))
+                             final=bool(call.final_note) and not call.tools)
             choice = turn.paused(stepper.before_model_call, view)
             if isinstance(choice, Stop):
                 turn.emit(UserStep(step, "stopped_by_user", detail="before the model call"))

@@ -66,6 +66,7 @@ class Message(TypedDict, total=False):
     prompt: SystemPrompt  # a system message's parts (its content is their text); no wire sends it
     tool_call_id: str  # a tool result's: the call it answers ...
     name: str  # ... and its tool
+    note: str  # a request's last message: the loop's note for this call only, at its content's end (never stored)
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,8 @@ class Completed:
     latency_s: float
     retries: int = 0
     response: dict[str, Any] | None = None  # as assembled from the stream, for /trace --raw
+    # the answer only repeated the question: held back, never shown (the embedded model's echo guard)
+    echoed: bool = False
 
 
 Part = TextPart | ReasoningPart | Retrying | RequestSent | AttemptFailed | Completed

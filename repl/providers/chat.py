@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from repl.config.settings import ProviderSettings
 from repl.providers.base import (
@@ -29,6 +29,9 @@ from repl.providers.base import (
 from repl.providers.dialect import Dialect
 from repl.providers.endpoint import Assembly, SdkEndpoint
 from tools.registry import ToolSchema
+
+if TYPE_CHECKING:
+    from repl.providers.textcalls import EchoHold
 
 
 def to_wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
@@ -78,6 +81,7 @@ class _Assembly(Assembly):
     calls: dict[int, _PendingCall] = field(default_factory=dict)
     text_filter: Any = None  # text tool calls: ``textcalls.TextCallFilter`` over the content
     text_calls: list[ToolCall] = field(default_factory=list)  # parsed by the text filter
+    hold: EchoHold | None = None  # the embedded model's answer held back while it may repeat the question
 
     def content(self) -> str:
         return "".join(self.raw)
@@ -95,10 +99,22 @@ class _Assembly(Assembly):
     def end(self) -> Iterator[Part]:
         if self.text_filter is not None:
             rest, calls = self.text_filter.finish()
-            if rest:
-                self.shown.append(rest)
-                yield TextPart(rest)
             self.text_calls = list(calls)
+            yield from self.show(rest)
+        if self.hold is not None:
+            rest, echo = self.hold.finish()
+            if self.tool_calls():  # text before a call is no answer: shown as it was
+                rest, echo = rest + echo, ""
+            self.echo = echo
+            yield from self.show(rest)
+
+    def show(self, text: str) -> Iterator[Part]:
+        """Reply text as the text filter let it out, shown unless the echo hold keeps it back."""
+        if self.hold is not None:
+            text = self.hold.feed(text)
+        if text:
+            self.shown.append(text)
+            yield TextPart(text)
 
     def add_fragment(self, frag: Any, path: str) -> None:
         call_id = wire_field(frag, "id", "a string", path)
@@ -166,7 +182,9 @@ class ChatProvider(SdkEndpoint):
         cues = self._cues() if self._cues else None
         if grammar := self.dialect.grammar_for(messages, tools, cues):
             params["grammar"] = grammar
-        return params, _Assembly(text_filter=textcalls.TextCallFilter([t["name"] for t in tools]))
+        question = self.dialect.echo_question(messages)
+        return params, _Assembly(text_filter=textcalls.TextCallFilter([t["name"] for t in tools]),
+                                 hold=textcalls.EchoHold(question) if question else None)
 
     def route_by(self, cues: Callable[[], Mapping[str, Sequence[str]]]) -> None:
         """Where the tools' cues are read, for a dialect that routes (``Dialect.route``): the
@@ -233,10 +251,7 @@ class ChatProvider(SdkEndpoint):
             content = wire_field(delta, "content", "a string", f"{path}.delta")
             if content:
                 acc.raw.append(content)
-                shown = acc.text_filter.feed(content) if acc.text_filter else content
-                if shown:
-                    acc.shown.append(shown)
-                    yield TextPart(shown)
+                yield from acc.show(acc.text_filter.feed(content) if acc.text_filter else content)
             frags = wire_field(delta, "tool_calls", "a list", f"{path}.delta") or []
             for i, frag in enumerate(frags):
                 acc.add_fragment(frag, f"{path}.delta.tool_calls[{i}]")

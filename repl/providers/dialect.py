@@ -123,6 +123,7 @@ class Dialect:
             without_han,
         )
 
+        messages = _unnoted(messages)
         question = _question(messages)
         chinese = bool(_HAN.search(question))
         after_results = bool(messages) and messages[-1]["role"] == "tool"
@@ -140,11 +141,34 @@ class Dialect:
     def nudge(self, messages: list[Message]) -> str:
         """What follows a step's tool results in text mode ("" when the history does not end
         with results): without it the 0.5B model mostly echoes its call and invents a result."""
+        messages = _unnoted(messages)
         if not self.after_results or not messages or messages[-1]["role"] != "tool":
             return ""
         question = _question(messages)
         chinese = bool(_HAN.search(question)) and not _KANA.search(question)
         return self.after_results + (self.language_note if chinese else "")
+
+    def echo_question(self, messages: list[Message]) -> str:
+        """The question an answer to ``messages`` is held back against while it may repeat it
+        (``textcalls.EchoHold``): with the grammar, the turn's question when it has words and the
+        request carries no note (a retry after an echo is shown as it comes); else "". The 0.5B
+        model answered "好的，没问题。" with "好的，没问题。", and a weather result with the question."""
+        if not self.grammar or (messages and messages[-1].get("note")):
+            return ""
+        question = _question(messages)
+        return question if flat(question) else ""
+
+
+def _unnoted(messages: list[Message]) -> list[Message]:
+    """``messages`` without the note the loop added to this request (``Message.note``): what
+    the grammar and the nudge are chosen from is the turn as the history has it."""
+    last = messages[-1] if messages else None
+    note = last.get("note") if last else None
+    if last is None or not note:
+        return messages
+    if last["content"] == note:  # a note of its own after results
+        return messages[:-1]
+    return [*messages[:-1], Message(role=last["role"], content=last["content"].removesuffix(f"\n\n{note}"))]
 
 
 def _question(messages: list[Message]) -> str:
@@ -167,6 +191,23 @@ def _small_talk_turn(messages: list[Message]) -> bool:
     asked = before is not None and (before.get("role") != "assistant" or before.get("tool_calls")
                                     or str(before.get("content") or "").rstrip().endswith(("?", "？")))
     return not asked and is_confirmation(last["content"])
+
+
+_UNSAID = re.compile(r"[\W_]+")  # what an echo is compared without: spaces, punctuation, underscores
+WHOLE = 8  # a message of this many flat characters or more repeated inside an answer is an echo
+
+
+def flat(text: str) -> str:
+    """``text`` as an echo is compared: without spaces, punctuation and underscores, casefolded."""
+    return _UNSAID.sub("", text).casefold()
+
+
+def repeats(answer: str, message: str) -> bool:
+    """``answer`` repeats ``message`` (flat): equal to it, or holding it whole when it has
+    ``WHOLE`` flat characters or more. The one definition of an echo: the chat adapter's hold
+    (``textcalls.EchoHold``) and the evaluation's judge (bench/local_eval.py)."""
+    said, asked = flat(answer), flat(message)
+    return bool(said) and bool(asked) and (said == asked or (len(asked) >= WHOLE and asked in said))
 
 
 # tool calls as text on any chat server, with nothing else of the embedded model's

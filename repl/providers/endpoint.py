@@ -67,6 +67,7 @@ class Assembly:
     events: int = 0  # stream events read
     first_event: float = 0.0  # time.monotonic() when the first and the last arrived
     last_event: float = 0.0
+    echo: str = ""  # the answer, when it only repeated the question: held back, never shown
 
     @property
     def text(self) -> str:
@@ -174,8 +175,9 @@ class SdkEndpoint:
         response["http"] = {**http, "events": acc.events,
                             "first_event_s": round(acc.first_event - sent, 3) if acc.events else None,
                             "last_event_s": round(acc.last_event - sent, 3) if acc.events else None}
-        yield Completed(text=acc.text, tool_calls=calls, usage=usage, finish_reason=acc.finish(calls),
-                        latency_s=time.monotonic() - started, retries=http["attempt"] - 1, response=response)
+        yield Completed(text=acc.echo or acc.text, tool_calls=calls, usage=usage, finish_reason=acc.finish(calls),
+                        latency_s=time.monotonic() - started, retries=http["attempt"] - 1, response=response,
+                        echoed=bool(acc.echo))
 
     def request_body(self, messages: list[Message], tools: list[ToolSchema] | None) -> dict[str, Any]:
         """The body ``stream`` would send for ``messages`` now (step mode shows it whole)."""

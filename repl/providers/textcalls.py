@@ -34,7 +34,7 @@ from typing import Any
 
 from repl.providers.base import CallRecord, Message, SystemPrompt, ToolCall
 from repl.providers.compact import compact_result
-from repl.providers.dialect import TEXT_CALLS, Dialect
+from repl.providers.dialect import TEXT_CALLS, WHOLE, Dialect, flat, repeats
 from tools.registry import JsonScan, ToolSchema
 
 OPEN_TAG = "<tool_call>"
@@ -111,7 +111,10 @@ def to_text_messages(
     """
     out: list[dict[str, Any]] = []
     previous = None
-    for message in messages:
+    last = messages[-1] if messages else None
+    # the loop's note after results (a message of its own) comes after the nudge
+    alone = last if last is not None and last.get("note") and last["content"] == last["note"] else None
+    for message in messages[:-1] if alone else messages:
         role, content = message["role"], message.get("content") or ""
         if role == "assistant":
             out.append({"role": "assistant", "content": _assistant_text(message)})
@@ -140,6 +143,8 @@ def to_text_messages(
         out.insert(0, {"role": "system", "content": prompt.around(tools_system_block(tools))})
     if nudge := dialect.nudge(messages):
         _add_user_text(out, nudge)
+    if alone:
+        _add_user_text(out, alone["content"])
     return out
 
 
@@ -447,6 +452,43 @@ class TextCallFilter:
         backticks = len(buf) - len(buf.rstrip("`"))
         end = len(buf) - (0 if final else min(backticks, len(buf) - pos))
         return (buf[pos:end], end) if end > pos else None
+
+
+class EchoHold:
+    """Holds back a streamed answer while it may be ``question`` repeated (``dialect.repeats``):
+    while its flat form (``dialect.flat``) is a start of the question's, or, for a question of
+    ``WHOLE`` flat characters or more, starts with all of it. What diverges is let out with what
+    was held, in order, and nothing is held again; each piece is flattened once (linear).
+    ``finish`` tells what is left: the text to show, or the answer held back as an echo."""
+
+    def __init__(self, question: str) -> None:
+        self._question = question
+        self._flat = flat(question)
+        self._matched = 0  # flat characters of the question the answer has said so far
+        self._held: list[str] | None = []  # None: let out, nothing is held any more
+
+    def feed(self, text: str) -> str:
+        if self._held is None:
+            return text
+        self._held.append(text)
+        if self._follows(flat(text)):
+            return ""
+        held, self._held = "".join(self._held), None
+        return held
+
+    def _follows(self, said: str) -> bool:
+        part = said[:len(self._flat) - self._matched]
+        if not self._flat.startswith(part, self._matched):
+            return False
+        if len(said) > len(part) and len(self._flat) < WHOLE:
+            return False  # a short question said, and more: an answer that begins with it
+        self._matched += len(part)
+        return True
+
+    def finish(self) -> tuple[str, str]:
+        """(the held text to show, the answer held back as an echo of the question): one is ""."""
+        held, self._held = "".join(self._held or ()), None
+        return ("", held) if repeats(held, self._question) else (held, "")
 
 
 def parse_text_calls(text: str, tool_names: Iterable[str]) -> tuple[str, list[ToolCall]]:

@@ -1,0 +1,189 @@
+"""The embedded model's echo guard (issue #22, "answers that answer"): an answer that only
+repeats the user's message is held back (never shown) and asked for once more with a note; an
+answer that merely starts like the question is shown whole, in order. Hosted models are
+unchanged. Driven through the session core against the scripted server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from repl.loop.events import ModelRequest, ModelUsage, TextDelta
+from repl.loop.history import check
+from repl.providers.dialect import AFTER_RESULTS, IN_CHINESE, Dialect
+from tests.fakeserver import FakeServer, text
+
+EMBEDDED = Dialect(text_calls=True, grammar=True, route=True, small_talk_gate=True,
+                   after_results=AFTER_RESULTS, language_note=IN_CHINESE)
+
+
+@pytest.fixture
+def core_on(fake_server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Any]]:
+    """``core_on(provider)``: a session core (the REPL's door) on the embedded profile
+    ("local", its server stood in for by ``fake_server``) or on a hosted one (``fake_server``'s
+    URL), approvals auto."""
+    from repl.config.load import load_settings
+    from repl.session import runtime
+    from repl.session.core import SessionCore
+    from tests.support import StubUI
+
+    for name in ("DATA", "STATE", "CONFIG"):
+        monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
+    server = SimpleNamespace(base_url=fake_server.base_url, notice=None, stop=lambda: None)
+    monkeypatch.setattr(runtime, "_start_local", lambda *args: server)
+    cores: list[Any] = []
+
+    def make(provider: str = "local") -> Any:
+        where = {"provider": "local"} if provider == "local" else {"base_url": fake_server.base_url}
+        settings = load_settings({**where, "approval": "auto", "weather": "sample",
+                                  "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={})
+        cores.append(SessionCore(settings, StubUI(), interactive=False))
+        return cores[-1]
+
+    yield make
+    for core in cores:
+        core.close()
+
+
+def shown(core: Any) -> list[str]:
+    return [event.text for event in core.ui.events if isinstance(event, TextDelta)]
+
+
+def answers(core: Any) -> list[str]:
+    return [m["content"] for m in core.history.messages if m["role"] == "assistant" and not m.get("tool_calls")]
+
+
+def echo_note() -> str:
+    from repl.loop.hooks import ECHO_NOTE
+
+    return ECHO_NOTE
+
+
+def last_user_text(body: dict[str, Any]) -> str:
+    return next(m["content"] for m in reversed(body["messages"]) if m["role"] == "user")
+
+
+def test_an_echoed_small_talk_answer_is_asked_for_again(core_on, fake_server) -> None:
+    core = core_on()
+    fake_server.script(text("好的，没问题。", chunk_size=2), text("好的！还有什么需要帮忙的吗？", chunk_size=3))
+    done = core.run_turn("好的，没问题。")
+    assert done.stopped_by == "answer" and done.answer == "好的！还有什么需要帮忙的吗？"
+    assert "".join(shown(core)) == "好的！还有什么需要帮忙的吗？"  # the echo never reached the screen
+    assert answers(core) == ["好的！还有什么需要帮忙的吗？"] and check(core.history.messages) == []
+    assert [m["role"] for m in core.history.messages] == ["user", "assistant"]
+    first, second = (request.body for request in fake_server.chat_requests())
+    assert len(fake_server.chat_requests()) == 2 and fake_server.unscripted == 0
+    note = echo_note()
+    assert note not in last_user_text(first) and last_user_text(second).endswith(note)
+    # the retry is still the first step of a small-talk turn: the same text-only grammar
+    from repl.providers.grammar import SMALL_TALK_ZH_GRAMMAR
+
+    assert first["grammar"] == second["grammar"] == SMALL_TALK_ZH_GRAMMAR
+    # both calls are model calls as any two are (the trace and /usage show the retry)
+    assert [e.step for e in core.ui.events if isinstance(e, ModelRequest)] == [1, 2]
+    assert len([e for e in core.ui.events if isinstance(e, ModelUsage)]) == 2
+    assert done.steps == 2
+
+
+def test_an_echo_after_a_tool_result_is_asked_for_again(core_on, fake_server) -> None:
+    core = core_on()
+    question = "深圳今天出门要带伞吗？"
+    weather = json.dumps({"name": "get_weather", "arguments": {"city": "深圳"}}, ensure_ascii=False)
+    fake_server.script(text(f"<tool_call>\n{weather}\n</tool_call>"), text(question, chunk_size=4),
+                       text("深圳今天有小雨，出门记得带伞。"))
+    done = core.run_turn(question)
+    assert done.answer == "深圳今天有小雨，出门记得带伞。" and "".join(shown(core)) == done.answer
+    assert [m["role"] for m in core.history.messages] == ["user", "assistant", "tool", "assistant"]
+    assert answers(core) == [done.answer] and check(core.history.messages) == []
+    _, echoed, retry = (request.body for request in fake_server.chat_requests())
+    note = echo_note()
+    after, again = last_user_text(echoed), last_user_text(retry)
+    assert after.startswith("<tool_response>") and "请用中文回答。" in after and note not in after
+    assert again.startswith(after) and again.endswith(note)  # the results, the nudge, then the note
+    # after results the step is text, in the question's language, for the retry too
+    assert "root ::= answer" in retry["grammar"] and retry["grammar"] == echoed["grammar"]
+    assert len(fake_server.chat_requests()) == 3
+
+
+def test_an_answer_that_starts_like_the_question_is_shown_whole_in_order(core_on, fake_server) -> None:
+    core = core_on()
+    answer = "北京今天天气晴朗，最高二十五度。"
+    fake_server.script(text(answer, chunk_size=2), text("北京今天", chunk_size=2))
+    done = core.run_turn("北京今天天气怎么样？")
+    assert done.answer == answer and "".join(shown(core)) == answer
+    assert shown(core)[:2] == ["北京今天天气晴朗", "，最"]  # the held start let out, then as it streams
+    assert len(fake_server.chat_requests()) == 1
+    core.ui.events.clear()
+    again = core.run_turn("北京今天天气怎么样？")  # only the start of the question: no echo
+    assert again.answer == "北京今天" and "".join(shown(core)) == "北京今天"
+    assert len(fake_server.chat_requests()) == 2
+
+
+def test_a_hosted_model_is_never_held_nor_asked_again(core_on, fake_server) -> None:
+    core = core_on("hosted")
+    fake_server.script(text("谢谢，再见！", chunk_size=2))
+    done = core.run_turn("谢谢，再见！")
+    assert done.answer == "谢谢，再见！" and shown(core)[0] == "谢谢"  # streamed as it came
+    assert len(fake_server.chat_requests()) == 1 and fake_server.unscripted == 0
+
+
+def test_a_second_echo_is_shown_as_it_is(core_on, fake_server) -> None:
+    core = core_on()
+    fake_server.script(text("谢谢，再见！"), text("谢谢，再见！"))
+    done = core.run_turn("谢谢，再见！")
+    assert done.answer == "谢谢，再见！" and "".join(shown(core)) == "谢谢，再见！"
+    assert answers(core) == ["谢谢，再见！"] and check(core.history.messages) == []
+    assert len(fake_server.chat_requests()) == 2 and fake_server.unscripted == 0
+
+
+def test_a_note_does_not_change_what_the_grammar_is_chosen_from() -> None:
+    """The note the loop adds for one request (``Message.note``) is neither the question (its
+    language, the small-talk gate, the optional arguments) nor a step after results."""
+    from repl.providers.grammar import SMALL_TALK_ZH_GRAMMAR
+
+    note = echo_note()
+    schemas = [{"name": "get_weather", "description": "The weather.", "parameters": {"type": "object"}}]
+    noted: list[Any] = [{"role": "user", "content": f"谢谢，再见！\n\n{note}", "note": note}]
+    assert EMBEDDED.grammar_for(noted, schemas, {}) == SMALL_TALK_ZH_GRAMMAR  # type: ignore[arg-type]
+    call = {"id": "c1", "name": "get_weather", "arguments": "{}"}
+    after: list[Any] = [{"role": "user", "content": "深圳今天出门要带伞吗？"},
+                        {"role": "assistant", "content": "", "tool_calls": [call]},
+                        {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "{}"}]
+    plain = EMBEDDED.grammar_for(after, schemas, {})  # type: ignore[arg-type]
+    with_note = [*after, {"role": "user", "content": note, "note": note}]
+    assert EMBEDDED.grammar_for(with_note, schemas, {}) == plain  # type: ignore[arg-type]
+    assert EMBEDDED.nudge(with_note) == EMBEDDED.nudge(after) != ""
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 50])
+def test_the_hold_releases_in_order_whatever_the_chunks(size: int) -> None:
+    from repl.providers.textcalls import EchoHold
+
+    def run(answer: str, question: str) -> tuple[str, str]:
+        hold, out = EchoHold(question), []
+        for start in range(0, len(answer), size):
+            out.append(hold.feed(answer[start:start + size]))
+        rest, echo = hold.finish()
+        return "".join(out) + rest, echo
+
+    assert run("北京今天天气晴朗", "北京今天天气怎么样？") == ("北京今天天气晴朗", "")
+    assert run("“北京今天天气怎么样？”", "北京今天天气怎么样？")[1] == "“北京今天天气怎么样？”"
+    assert run("Thanks! Anything else?", "Thanks")[1] == ""  # a short question said again, and more
+    long = "今天还有哪些没完成？把优先级最高的一项展开说明。"
+    assert run(long + "好的。", long)[1] == long + "好的。"  # 8+ characters repeated whole, then more
+
+
+def test_one_definition_of_an_echo() -> None:
+    """The benchmark's judge (bench/local_eval.py) is the product's predicate."""
+    from bench import local_eval
+    from repl.providers.dialect import flat, repeats
+
+    assert local_eval.flat is flat
+    assert flat("Ok, 好的_！ ß") == "ok好的ss"
+    assert repeats("好的，没问题！", "好的，没问题。") and not repeats("好的", "好的，没问题。")
+    assert local_eval.echoed("好的，没问题！", ["hi", "好的，没问题。"])

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +17,7 @@ import pytest
 from repl.providers.chat import ChatProvider
 from tests.fakeserver import FakeServer
 from tests.scripted_provider import ScriptedProvider
-from tests.support import SEED_TODOS, isolated_env
+from tests.support import FIRST_QUESTION, SEED_TODOS, FirstAsk, isolated_env, local_model_home
 from tests.terminal import Repl, SizedRepl
 from tools import build_tools
 from tools.registry import Registry
@@ -61,32 +63,23 @@ def embedded_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def embedded_prompt_state(embedded_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A cache dir (an ``XDG_CACHE_HOME``) holding the embedded model's saved prompt state for the
-    built-in tools, built once as the REPL builds it: nearly a minute of prompt evaluation that
-    real-model tests not about building it copy instead of repeating. Read only."""
-    from repl.config.load import load_settings
-    from repl.session.core import SessionCore
-    from tests.support import StubUI
+def embedded_first_ask(embedded_model: Path, tmp_path_factory: pytest.TempPathFactory) -> FirstAsk:
+    """The embedded model's first ``ask`` on a new machine, once per run: it builds and saves the
+    prompt state for the built-in tools (nearly a minute of prompt evaluation), which
+    ``test_local_e2e`` checks and the other real-model tests copy instead of building it again.
+    Read only."""
+    env, project = local_model_home(tmp_path_factory.mktemp("first-ask"), embedded_model)
+    result = subprocess.run([sys.executable, "-m", "repl.cli", "ask", FIRST_QUESTION, "--json"], env=env,
+                            cwd=project, capture_output=True, text=True, timeout=1200, stdin=subprocess.DEVNULL)
+    return FirstAsk(env, project, result)
 
-    cache, work = tmp_path_factory.mktemp("prompt-state"), tmp_path_factory.mktemp("prompt-state-build")
-    config = work / "config.toml"
-    config.write_text(f"[providers.local]\nmodel_path = {json.dumps(str(embedded_model))}\n", encoding="utf-8")
-    with pytest.MonkeyPatch.context() as patch:
-        for name in ("DATA", "STATE", "CONFIG"):
-            patch.setenv(f"XDG_{name}_HOME", str(work / name.lower()))
-        patch.setenv("XDG_CACHE_HOME", str(cache))
-        settings = load_settings({"provider": "local", "weather": "sample", "todos_file": str(work / "todos.json")},
-                                 cwd=work, env={}, config_file=config)
-        core = SessionCore(settings, StubUI(), interactive=False)  # the REPL's door
-        try:
-            core.start_background()
-            core.provider()
-            assert core.state_build is not None
-            core.state_build.join(900)
-        finally:
-            core.close()
-    assert list(cache.rglob("prefix-*.bin")), "no prompt state was saved"
+
+@pytest.fixture(scope="session")
+def embedded_prompt_state(embedded_first_ask: FirstAsk) -> Path:
+    """A cache dir (an ``XDG_CACHE_HOME``) holding the embedded model's saved prompt state for the
+    built-in tools, as the first ``ask`` saved it. Read only."""
+    cache = Path(embedded_first_ask.env["XDG_CACHE_HOME"])
+    assert list(cache.rglob("prefix-*.bin")), ("no prompt state was saved", embedded_first_ask.result.stderr[-2000:])
     return cache
 
 

@@ -15,6 +15,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,44 @@ SEED_TODOS = [
     {"id": "todo-002", "title": "写周报", "status": "todo", "priority": "high", "detail": "整理本周完成的接口联调、遗留问题和下周计划。"},
     {"id": "todo-003", "title": "回复邮件", "status": "todo", "priority": "medium", "detail": "回复项目会议纪要，确认接口字段和上线时间。"},
 ]
+
+
+ENGLISH_TODOS = [dict(t, title=title, detail=detail) for t, (title, detail) in zip(SEED_TODOS, [
+    ("Buy groceries", "Eggs, greens and milk on the way home."),
+    ("Write the weekly report", "Summarise this week's integration work, open issues and next week's plan."),
+    ("Reply to email", "Answer the meeting notes and confirm the API fields."),
+], strict=True)]
+
+
+def local_model_home(root: Path, model: Path) -> tuple[dict[str, str], Path]:
+    """A home where ``glassloop`` picks the embedded model by itself (no key, no base URL; the
+    weights at ``model``), with English todos; and its project folder."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "GLASSLOOP_"))}
+    for name in ("DATA", "STATE", "CONFIG", "CACHE"):
+        env[f"XDG_{name}_HOME"] = str(root / name.lower())
+    todos = root / "todos.json"
+    todos.write_text(json.dumps(ENGLISH_TODOS), encoding="utf-8")
+    env["GLASSLOOP_TODOS_FILE"] = str(todos)
+    project = root / "project"
+    project.mkdir()
+    user_config = root / "config" / "glassloop" / "config.toml"  # a project file would need trust
+    user_config.parent.mkdir(parents=True)
+    user_config.write_text(
+        f'[providers.local]\nmodel_path = "{model}"\n[guards]\nmax_steps = 3\nturn_timeout_s = 900\n',
+        encoding="utf-8")
+    return env, project
+
+
+FIRST_QUESTION = "Which todos are not done yet? Explain the highest-priority one."
+
+
+@dataclass(frozen=True)
+class FirstAsk:
+    """``glassloop ask FIRST_QUESTION --json`` on a new machine: its home, project and run."""
+
+    env: dict[str, str]
+    project: Path
+    result: subprocess.CompletedProcess[str]
 
 
 def isolated_env(tmp_path: Path) -> dict[str, str]:

@@ -7,7 +7,6 @@ never on the model's wording.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 import pexpect
 import pytest
 
-from tests.support import SEED_TODOS, alive
+from tests.support import ENGLISH_TODOS, FirstAsk, alive, local_model_home
 
 pytestmark = [
     pytest.mark.skipif(util.find_spec("llama_cpp") is None,
@@ -26,36 +25,11 @@ pytestmark = [
     pytest.mark.xdist_group("llama"),  # real inference uses every CPU: one test worker runs it all
 ]
 
-QUESTION = "Which todos are not done yet? Explain the highest-priority one."
-ENGLISH_TODOS = [dict(t, title=title, detail=detail) for t, (title, detail) in zip(SEED_TODOS, [
-    ("Buy groceries", "Eggs, greens and milk on the way home."),
-    ("Write the weekly report", "Summarise this week's integration work, open issues and next week's plan."),
-    ("Reply to email", "Answer the meeting notes and confirm the API fields."),
-], strict=True)]
-
-
-@pytest.fixture(scope="module")
-def model_file(embedded_model: Path) -> Path:
-    return embedded_model
-
 
 @pytest.fixture
-def local_home(tmp_path: Path, model_file: Path) -> tuple[dict[str, str], Path]:
+def local_home(tmp_path: Path, embedded_model: Path) -> tuple[dict[str, str], Path]:
     """No key, no base URL: provider auto picks the local model (weights from the fixture)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "GLASSLOOP_"))}
-    for name in ("DATA", "STATE", "CONFIG", "CACHE"):
-        env[f"XDG_{name}_HOME"] = str(tmp_path / name.lower())
-    todos = tmp_path / "todos.json"
-    todos.write_text(json.dumps(ENGLISH_TODOS), encoding="utf-8")
-    env["GLASSLOOP_TODOS_FILE"] = str(todos)
-    project = tmp_path / "project"
-    project.mkdir()
-    user_config = tmp_path / "config" / "glassloop" / "config.toml"  # a project file would need trust
-    user_config.parent.mkdir(parents=True)
-    user_config.write_text(
-        f'[providers.local]\nmodel_path = "{model_file}"\n[guards]\nmax_steps = 3\nturn_timeout_s = 900\n',
-        encoding="utf-8")
-    return env, project
+    return local_model_home(tmp_path, embedded_model)
 
 
 def _children_of(pid: int) -> list[int]:
@@ -72,10 +46,8 @@ def _children_of(pid: int) -> list[int]:
 
 
 @pytest.mark.timeout(1500)
-def test_ask_answers_a_todo_question_through_the_todo_tools(local_home):
-    env, project = local_home
-    result = subprocess.run([sys.executable, "-m", "repl.cli", "ask", QUESTION, "--json"],
-                            env=env, cwd=project, capture_output=True, text=True, timeout=1200)
+def test_ask_answers_a_todo_question_through_the_todo_tools(embedded_first_ask: FirstAsk, tmp_path: Path) -> None:
+    result = embedded_first_ask.result  # the first glassloop on this machine: no saved prompt state
     assert result.returncode == 0, result.stderr
     payload = json.loads(result.stdout)
     calls = [e["name"] for e in payload["trace"] if e["type"] == "tool_call_started"]
@@ -85,6 +57,11 @@ def test_ask_answers_a_todo_question_through_the_todo_tools(local_home):
     assert payload["usage"]["output_tokens"] > 0
     assert "Traceback" not in result.stderr
     assert result.stderr.count("building its saved prompt state") == 1  # the one line of a first start
+    # the fixture's home is shared: the second glassloop runs in a copy of it
+    root = Path(embedded_first_ask.env["XDG_CACHE_HOME"]).parent
+    shutil.copytree(root, tmp_path / "home")
+    env = {name: value.replace(str(root), str(tmp_path / "home")) for name, value in embedded_first_ask.env.items()}
+    project = tmp_path / "home" / embedded_first_ask.project.relative_to(root)
     # a second glassloop restores the prompt state the first one saved
     log = Path(env["XDG_STATE_HOME"]) / "glassloop" / "local-server.log"
     again = subprocess.run([sys.executable, "-m", "repl.cli", "ask", "What is 2+2?", "--json"],

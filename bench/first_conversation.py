@@ -94,7 +94,7 @@ def judge(turn: Turn, did: dict[str, Any], schemas: dict[str, dict[str, Any]], s
                                                   and not _EMPTY_WORDS.search(answer))
     return {"message": turn.message, "lang": turn.lang, "expected": turn.tool,
             "called": [c["name"] for c in did["calls"]], "first": first, "answer": answer,
-            "results": did["results"], "seconds": did["seconds"],
+            "results": did["results"], "seconds": did["seconds"], "asked_again": did.get("asked_again", 0),
             "echo": echoed(answer, said), "in_language": in_language(answer, turn.lang),
             "tool_ok": tool_ok, "faithful": faithful, "checks": checks, "invented_answer": invented_answer}
 
@@ -116,6 +116,7 @@ def converse(profile: str = "local") -> dict[str, Any]:
                                                ("UNFAITHFUL", judged["faithful"] and not judged["faithful"]["ok"]),
                                                ("INVENTED", judged["invented_answer"])) if bad]
             problems += [f"NOT-{name}" for name, ok in judged["checks"].items() if not ok]
+            problems += ["AGAIN"] * bool(judged["asked_again"])
             print(f"  {number:2} {turn.lang} {' '.join(problems) or 'ok':<20} {judged['seconds'] or 0:5.1f} s "
                   f"{' '.join(judged['called']) or '-'} "
                   f"{json.dumps(judged['first']['arguments'] if judged['first'] else '', ensure_ascii=False)[:70]}"
@@ -128,6 +129,7 @@ def summary(turns: list[dict[str, Any]]) -> dict[str, Any]:
     calls = [t["faithful"]["ok"] for t in turns if t["faithful"] is not None]
     checks = [ok for t in turns for ok in t["checks"].values()]
     return {"turns_n": len(turns), "echoes": sum(t["echo"] for t in turns),
+            "asked_again": sum(t["asked_again"] for t in turns),
             "invented_answers": sum(t["invented_answer"] for t in turns),
             "in_language": sum(t["in_language"] for t in turns),
             "right_tool": sum(t["tool_ok"] for t in turns),

@@ -188,7 +188,10 @@ def judge_turn(events: list[Any], schemas: dict[str, dict[str, Any]]) -> dict[st
     return {"calls": calls, "results": results, "answer": finished.answer if finished else "",
             "stopped_by": finished.stopped_by if finished else "error",
             "seconds": round(finished.duration_s, 2) if finished else None,
-            "first_step_s": round(usage[0].latency_s, 2) if usage else None}
+            "first_step_s": round(usage[0].latency_s, 2) if usage else None,
+            # model calls beyond one per tool step and the answer: an answer asked for again
+            # (held back as an echo of the question, ``hooks.AnswerAgain``) or a guard's last call
+            "asked_again": max(0, len(usage) - len({c["step"] for c in calls}) - 1)}
 
 
 def listed(results: list[dict[str, Any]]) -> list[str] | None:
@@ -256,6 +259,7 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
         "controls_no_call_pct": pct([r["ok"] for r in controls]),
         "answer_language_pct": pct([r["answer_in_language"] for r in results]),
         "echoes": sum(r["echo"] for r in results),
+        "asked_again": sum(r["asked_again"] for r in results),
         "list_answers_named_pct": pct([r["names_items"] for r in results if r["names_items"] is not None]),
         "seconds_median": round(statistics.median(seconds), 2) if seconds else None,
     }
@@ -302,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = [run_cases(path, args.profile) for _ in range(args.runs)]
     summary = {key: spread(runs, key) for key in ("right_pct", "right_en_pct", "right_zh_pct", "right_tool_pct",
                                                    "faithful_pct", "controls_no_call_pct", "answer_language_pct",
-                                                   "echoes", "list_answers_named_pct", "seconds_median")}
+                                                   "echoes", "asked_again", "list_answers_named_pct", "seconds_median")}
     for run in runs:
         print(json.dumps({k: v for k, v in run.items() if k != "results"}, ensure_ascii=False))
     print(json.dumps(summary))

@@ -106,7 +106,7 @@ def test_an_echo_after_a_tool_result_is_asked_for_again(core_on, fake_server) ->
     assert after.startswith("<tool_response>") and "请用中文回答。" in after and note not in after
     assert again.startswith(after) and again.endswith(note)  # the results, the nudge, then the note
     # after results the step is text, in the question's language, for the retry too
-    assert "root ::= answer" in retry["grammar"] and retry["grammar"] == echoed["grammar"]
+    assert retry["grammar"].startswith('root ::= "根据工具结果，" answer-piece') and retry["grammar"] == echoed["grammar"]
     assert len(fake_server.chat_requests()) == 3
 
 

@@ -97,7 +97,9 @@ def test_after_results_the_step_is_text_and_small_talk_stays_small_talk(registry
                         {"role": "assistant", "content": "", "tool_calls": [call]},
                         {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "{}"}]
     grammar = ROUTED.grammar_for(after, registry.schemas(), registry.cues())
-    assert grammar is not None and grammar_root(grammar) == "root ::= answer"
+    assert grammar is not None and grammar_root(grammar) == 'root ::= "根据工具结果，" answer-piece answer-piece*'
+    english = [{"role": "user", "content": "Will it rain in Shanghai tomorrow?"}, *after[1:]]
+    assert grammar_root(ROUTED.grammar_for(english, registry.schemas(), registry.cues()) or "") == "root ::= answer"
     from repl.providers.grammar import SMALL_TALK_GRAMMAR, without_han
 
     thanks: list[Any] = [{"role": "user", "content": "Thanks, good night!"}]
@@ -130,7 +132,7 @@ def test_a_session_on_the_embedded_model_routes_with_its_registrys_cues(fake_ser
     first, second = (request.body for request in fake_server.chat_requests())
     assert "answer" not in grammar_root(first["grammar"]) and '\\"list_todos\\"' not in first["grammar"]
     assert '"name": "list_todos"' in first["messages"][0]["content"]  # the tool block is whole
-    assert grammar_root(second["grammar"]) == "root ::= answer"
+    assert grammar_root(second["grammar"]) == 'root ::= "根据工具结果，" answer-piece answer-piece*'  # text, led in
     assert first["messages"][0]["content"] == second["messages"][0]["content"]
 
 

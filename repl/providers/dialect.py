@@ -60,6 +60,11 @@ AFTER_RESULTS = (
 # After that English nudge the 0.5B model answered most Chinese questions in English;
 # for a question in Chinese (Han characters, no Japanese kana) the nudge ends with this.
 IN_CHINESE = " 请用中文回答。"
+# ... and the answer to it begins with these words ("according to the tool results,"): told only
+# to answer in Chinese, the 0.5B model refused after results ("抱歉，我无法协助完成这个请求。") or
+# repeated the question; led in, it said what they hold (development half: Chinese answers in
+# Chinese 100%, lists named 40% -> 60%; docs/BENCHMARKS.md)
+CHINESE_LEAD = "根据工具结果，"
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _KANA = re.compile(r"[\u3040-\u30ff]")
 
@@ -112,13 +117,15 @@ class Dialect:
         by tool name; see ``routed``) is a call to one of those, and a step after results is
         text. The 0.5B model answered most Chinese requests in text without a call ("抱歉，我无法
         提供实时的天气信息。"), sent most English ones to ``list_todos`` whatever they asked, and
-        after a result called one tool after another (docs/BENCHMARKS.md, local_eval)."""
+        after a result called one tool after another (docs/BENCHMARKS.md, local_eval). The answer
+        after results to a question in Chinese begins with ``CHINESE_LEAD``."""
         if not self.grammar:
             return None
         from repl.providers.grammar import (
             ANSWER_GRAMMAR,
             SMALL_TALK_GRAMMAR,
             SMALL_TALK_ZH_GRAMMAR,
+            led_answer,
             tool_grammar,
             without_han,
         )
@@ -128,7 +135,9 @@ class Dialect:
         chinese = bool(_HAN.search(question))
         after_results = bool(messages) and messages[-1]["role"] == "tool"
         if not tools or (self.route and after_results):
-            grammar = ANSWER_GRAMMAR
+            # a question in Chinese (as the nudge has it): the answer after results is led in
+            led = after_results and chinese and not _KANA.search(question)
+            grammar = led_answer(CHINESE_LEAD) if led else ANSWER_GRAMMAR
         elif self.small_talk_gate and _small_talk_turn(messages):
             grammar = SMALL_TALK_ZH_GRAMMAR if chinese else SMALL_TALK_GRAMMAR
         else:

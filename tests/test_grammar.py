@@ -305,3 +305,25 @@ def test_the_answer_to_a_question_without_chinese_has_none(llama, registry) -> N
     finally:
         for grammar in (answer, talk, tools, chinese):
             grammar.close()
+
+
+def test_a_grammar_not_beginning_with_a_character_refuses_it_first_and_only_first() -> None:
+    """Asked again after an echo, the reply may not begin like it: in either case, in the
+    answer's start, a small-talk reply's or a Chinese one's (a range split around it)."""
+    from repl.providers.grammar import (
+        ANSWER_GRAMMAR,
+        SMALL_TALK_GRAMMAR,
+        SMALL_TALK_ZH_GRAMMAR,
+        not_beginning_with,
+        tool_grammar,
+    )
+
+    answer = not_beginning_with(ANSWER_GRAMMAR, "G")
+    assert "answer-start ::= [^{<`\\x00-\\x20\\u0047\\u0067] | answer-brace" in answer
+    assert answer.replace("\\u0047\\u0067", "") == ANSWER_GRAMMAR  # nothing else changed
+    assert not_beginning_with(SMALL_TALK_GRAMMAR, "好").startswith("root ::= [^{}<>`\\x00-\\x20\\u597d] ")
+    zh = not_beginning_with(SMALL_TALK_ZH_GRAMMAR, "好")
+    assert zh.startswith("root ::= [\\u3400-\\u597c\\u597e-\\u9fff] [^{}<>`]*")
+    calls = tool_grammar([{"name": "t", "parameters": {"type": "object", "properties": {}}}])
+    assert "\\u0047\\u0067]" in not_beginning_with(calls, "g")  # the text a call step may write
+    assert not_beginning_with(SMALL_TALK_ZH_GRAMMAR, "G") == SMALL_TALK_ZH_GRAMMAR  # not in its range

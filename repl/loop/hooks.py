@@ -41,8 +41,11 @@ FINAL_NOTE = (
     "and say briefly what is missing."
 )
 # The embedded 0.5B model answered "好的，没问题。" with "好的，没问题。" and a weather result
-# with the question (issue #22); asked again with this, it answers.
+# with the question (issue #22). Asked again after results, it is asked for an answer; after
+# small talk, for a kind word back: asked only not to repeat itself, it refused ("I'm sorry, but
+# I can't assist with that.") on the development half.
 ECHO_NOTE = "Reply to my message above in your own words; do not repeat it."
+ECHO_NOTE_TALK = "Say something kind back to me in a few words of your own."
 
 T = TypeVar("T")
 V = TypeVar("V")
@@ -144,7 +147,8 @@ class AnswerAgain(Hooks):
         if not completed.echoed or self.asked:
             return None
         self.asked = True
-        return ECHO_NOTE
+        before = turn.history.messages[-2:-1]  # what the held-back answer answered
+        return ECHO_NOTE if before and before[0]["role"] == "tool" else ECHO_NOTE_TALK
 
 
 def display_args(arguments: str) -> Any:

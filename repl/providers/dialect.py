@@ -126,10 +126,12 @@ class Dialect:
             SMALL_TALK_GRAMMAR,
             SMALL_TALK_ZH_GRAMMAR,
             led_answer,
+            not_beginning_with,
             tool_grammar,
             without_han,
         )
 
+        echoed = (messages[-1].get("echoed") or "").lstrip() if messages else ""
         messages = _unnoted(messages)
         question = _question(messages)
         chinese = bool(_HAN.search(question))
@@ -145,7 +147,9 @@ class Dialect:
             grammar = tool_grammar(chosen or tools, optional="mentioned", question=question, text=not chosen)
         # the reply's prose in the question's language: the 0.5B model answered "add a todo: buy
         # oat milk" with "抱歉，我无法协助完成这个请求。", once a Chinese answer was in the history
-        return grammar if chinese else without_han(grammar)
+        grammar = grammar if chinese else without_han(grammar)
+        # asked again after an echo: the 0.5B model, near-greedy, wrote the same words again
+        return not_beginning_with(grammar, echoed[0]) if echoed else grammar
 
     def nudge(self, messages: list[Message]) -> str:
         """What follows a step's tool results in text mode ("" when the history does not end

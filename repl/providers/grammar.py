@@ -100,6 +100,29 @@ _STOP = frozenset("""the and for with this that from into only when what which l
  there here about some just want need said say says wrote write""".split())
 
 
+def not_beginning_with(grammar: str, char: str) -> str:
+    """``grammar`` with its prose unable to begin with ``char`` (either case): the first
+    character class of the answer's start or of a small-talk reply leaves it out."""
+    banned = "".join(sorted({char, char.lower(), char.upper()}))
+    out = []
+    for line in grammar.split("\n"):
+        if line.startswith(("answer-start ::= [^", "root ::= [^")):
+            end = line.index("]", line.index("[^") + 2)
+            line = line[:end] + "".join(map(_class_char, banned)) + line[end:]
+        elif match := re.match(r"root ::= \[\\u([0-9a-f]{4})-\\u([0-9a-f]{4})\]", line):
+            low, high = int(match[1], 16), int(match[2], 16)
+            if low <= ord(char) <= high:  # a range of Han: the two ranges either side of it
+                ranges = "".join(f"{_class_char(chr(a))}-{_class_char(chr(b))}"
+                                 for a, b in ((low, ord(char) - 1), (ord(char) + 1, high)) if a <= b)
+                line = f"root ::= [{ranges}]" + line[match.end():]
+        out.append(line)
+    return "\n".join(out)
+
+
+def _class_char(char: str) -> str:
+    return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
+
+
 def without_han(grammar: str) -> str:
     """``grammar`` with its prose (the answer's rules, a small-talk reply) free of Chinese
     characters: the reply to a question that has none. A call's arguments are left alone."""

@@ -62,8 +62,8 @@ AFTER_RESULTS = (
 IN_CHINESE = " 请用中文回答。"
 # ... and the answer to it begins with these words ("according to the tool results,"): told only
 # to answer in Chinese, the 0.5B model refused after results ("抱歉，我无法协助完成这个请求。") or
-# repeated the question; led in, it said what they hold (development half: Chinese answers in
-# Chinese 100%, lists named 40% -> 60%; docs/BENCHMARKS.md)
+# repeated the question; led in, it said what they hold (development half: answers in the
+# question's language 93.8% -> 100%, refusals after a result 4 -> 0; docs/BENCHMARKS.md)
 CHINESE_LEAD = "根据工具结果，"
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _KANA = re.compile(r"[\u3040-\u30ff]")

@@ -45,11 +45,6 @@ answer-brace ::= "{" [ \t\r\n]{0,8} [^"{} \t\r\n<]
 # A reply to a request without tools (the loop's final answer): text only, so the model
 # cannot echo a call as its answer.
 ANSWER_GRAMMAR = "root ::= answer\n" + _ANSWER.lstrip()
-
-
-def led_answer(lead: str) -> str:
-    """The answer grammar with the reply's first words fixed to ``lead`` (then prose)."""
-    return f"root ::= {json.dumps(lead, ensure_ascii=False)} answer-piece answer-piece*\n" + _ANSWER.lstrip()
 # A reply to small talk (a greeting, thanks, a goodbye: ``smalltalk.py``): prose without
 # braces, tags or code. Given the answer grammar, the 0.5B model wrote the call it wanted to
 # make as a fenced pseudo-object instead (```xml {name: "list_todos", …}) for 3 of 10.
@@ -68,6 +63,11 @@ tagged ::= tag-call ("\n" tag-call ("\n" tag-call ("\n" tag-call)?)?)?
 tag-call ::= "<tool_call>\n" call "\n</tool_call>"
 """
 _DROP = ("description", "default", "title", "examples", "$comment")
+
+
+def led_answer(lead: str) -> str:
+    """The answer grammar with the reply's first words fixed to ``lead`` (then prose)."""
+    return f"root ::= {json.dumps(lead, ensure_ascii=False)} answer-piece answer-piece*\n" + _ANSWER.lstrip()
 
 
 def tool_grammar(tools: list[ToolSchema], *, optional: OptionalProps = "no-default",

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from repl.loop.events import ModelRequest, ModelUsage, TextDelta
+from repl.loop.events import ModelRequest, ModelUsage, Notice, TextDelta
 from repl.loop.history import check
 from repl.providers.dialect import AFTER_RESULTS, IN_CHINESE, Dialect
 from tests.fakeserver import FakeServer, text
@@ -88,6 +88,8 @@ def test_an_echoed_small_talk_answer_is_asked_for_again(core_on, fake_server) ->
     assert second["grammar"] == not_beginning_with(SMALL_TALK_ZH_GRAMMAR, "好") != SMALL_TALK_ZH_GRAMMAR
     # both calls are model calls as any two are (the trace and /usage show the retry)
     assert [e.step for e in core.ui.events if isinstance(e, ModelRequest)] == [1, 2]
+    assert [e.message for e in core.ui.events if isinstance(e, Notice)] == [
+        "step 1: the answer only repeated your message and was not shown; asked once more"]
     assert len([e for e in core.ui.events if isinstance(e, ModelUsage)]) == 2
     assert done.steps == 2
 

@@ -359,6 +359,9 @@ class _Turn:
             self.history.take_back_answer()
             self.answer = ""
             self.taken_back = completed.text if completed.echoed else ""
+            if completed.echoed:  # two model calls for one answer: the screen says why
+                self.runner.emit(Notice(f"step {self.steps}: the answer only repeated your message "
+                                        "and was not shown; asked once more"))
             return note
         if completed.echoed and completed.text:
             self.runner.emit(TextDelta(self.steps, completed.text))

@@ -51,7 +51,11 @@ class Repl:
     def close(self) -> None:
         if self.child.isalive():
             self.child.sendcontrol("d")
-            self.child.expect(pexpect.EOF)
+            # a Ctrl-D that came while a turn was still ending was typed ahead of the prompt and
+            # dropped (never an answer to it): once the prompt takes input, it is typed again
+            if self.child.expect([pexpect.EOF, re.escape(READY)]) == 1:
+                self.child.sendcontrol("d")
+                self.child.expect(pexpect.EOF)
         self.transcript.append(self.child.before or "")
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import RESULTS, row, target
-from bench.local_eval import echoed, flat, invented, judge_turn, session
+from bench.local_eval import echoed, flat, invented, judge_turn, require_offered, session
 from bench.tool_use import in_language, load
 
 _TEMPERATURE = re.compile(r"-?\d+(\.\d+)?\s*(°|度|degrees?|℃)", re.IGNORECASE)
@@ -107,6 +107,7 @@ def converse(profile: str = "local") -> dict[str, Any]:
         for number, turn in enumerate(SCRIPT, 1):
             surface.events.clear()
             said.append(turn.message)
+            require_offered([name for name in turn.tool.split("|") if name], core.registry.names(), turn.message)
             core.run_turn(turn.message)
             schemas = {s["name"]: s.get("parameters") or {} for s in core.registry.schemas()}
             judged = judge(turn, judge_turn(surface.events, schemas), schemas, said)

@@ -170,6 +170,14 @@ def invented(arguments: dict[str, Any], schema: dict[str, Any], message: str, ex
     return out
 
 
+def require_offered(expected: list[str], offered: list[str], message: str) -> None:
+    """A case whose tool is not registered when its turn begins (an MCP server not started, a user
+    tool not loaded) could not be answered right: the run is failed, not scored (a slow server
+    would otherwise make a run faster and its figures lower without saying so)."""
+    if missing := [name for name in expected if name not in offered]:
+        raise RuntimeError(f"{message!r}: {', '.join(missing)} not offered when the turn began: a failed run")
+
+
 def judge_turn(events: list[Any], schemas: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """What one turn did: its calls (step, name, arguments, valid), the answer, timings."""
     from repl.loop.events import ModelUsage, ToolCallFinished, ToolCallStarted, TurnFinished
@@ -276,6 +284,8 @@ def run_cases(path: Path, profile: str = "local") -> dict[str, Any]:
             core.history = History(core.history.system_prompt)
             core.turns.clear()
             surface.events.clear()
+            tool = case.get("tool") or []
+            require_offered([tool] if isinstance(tool, str) else tool, core.registry.names(), case["message"])
             core.run_turn(case["message"])
             schemas = {s["name"]: s.get("parameters") or {} for s in core.registry.schemas()}
             result = judge_case(case, judge_turn(surface.events, schemas), schemas)

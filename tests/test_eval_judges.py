@@ -100,3 +100,16 @@ def test_an_answer_without_the_tool_is_not_grounded() -> None:
     sunny = judge(weather, {"calls": [], "results": [], "answer": "北京今天天气晴朗，温度约为20°C。", "seconds": 1.0}, {},
                   [weather.message])
     assert sunny["checks"] == {"grounded": False} and sunny["invented_answer"]
+
+
+def test_a_case_whose_tool_is_not_offered_fails_the_run() -> None:
+    """A run that could not offer a case's tool (an MCP server not started) is a failed run, not
+    a lower and faster figure."""
+    import pytest
+
+    from bench.local_eval import require_offered
+
+    require_offered(["clock__get_current_time"], ["get_weather", "clock__get_current_time"], "几点了？")
+    require_offered([], [], "hello")  # a control needs no tool
+    with pytest.raises(RuntimeError, match="clock__get_current_time not offered"):
+        require_offered(["clock__get_current_time"], ["get_weather"], "几点了？")

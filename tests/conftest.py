@@ -31,6 +31,14 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than the CPUs. Most tests wait on a program they started (a
+    ``glassloop`` process, a pseudo-terminal, a server), so one worker per CPU left the machine
+    idle a fifth of the run (on two cores, 1,720 tests: 594 s with two workers, 564 s with three)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return cpus + 1
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
     """``--dist loadgroup`` sends the tests of one ``xdist_group`` to one worker by a ``@group``

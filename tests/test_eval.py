@@ -2,7 +2,7 @@
 
 Against the scripted server: the table, the JSON and the exit status of a six-case file (a
 user tool, an MCP tool, a case without a tool, one in Chinese), side effects dry-run and
-nothing stored; ``-j 4`` against a slow server. Against the embedded model: twelve cases, one
+nothing stored; ``-j 4`` against a slow server. Against the embedded model: six cases, one
 server process.
 """
 
@@ -190,17 +190,16 @@ def test_jobs_run_cases_at_once_against_a_server(fake_server: FakeServer, home: 
 
 
 REAL_CASES = "".join(f'[[case]]\nmessage = "{message}"\ntool = "{tool}"\nlang = "{lang}"\n\n' for message, tool, lang in [
-    ("Hi!", "", "en"), ("Thanks, bye.", "", "en"), ("Good morning!", "", "en"), ("Good night!", "", "en"),
-    ("你好！", "", "zh"), ("谢谢！", "", "zh"), ("早上好！", "", "zh"), ("晚安！", "", "zh"),
+    ("Hi!", "", "en"), ("Thanks, bye.", "", "en"), ("谢谢！", "", "zh"),
     ("Which todos are not done yet?", "list_todos", "en"), ("What is 12 times 34?", "calculator", "en"),
-    ("今天还有哪些没完成？", "list_todos", "zh"), ("北京今天天气怎么样？", "get_weather", "zh")])
+    ("北京今天天气怎么样？", "get_weather", "zh")])
 
 
 @pytest.mark.skipif(util.find_spec("llama_cpp") is None,
                     reason="needs the 'local' extra: pip install 'glassloop[local]'")
 @pytest.mark.xdist_group("llama")  # real inference uses every CPU: one test worker runs it all
 @pytest.mark.timeout(1500)
-def test_the_embedded_model_runs_twelve_cases_in_one_server_process(
+def test_the_embedded_model_runs_six_cases_in_one_server_process(
         tmp_path: Path, home: dict[str, str], monkeypatch: pytest.MonkeyPatch, embedded_model: Path,
         embedded_prompt_state: Path) -> None:
     from repl.providers import local
@@ -226,8 +225,8 @@ def test_the_embedded_model_runs_twelve_cases_in_one_server_process(
                              cwd=tmp_path, env={}, config_file=config)
     run = run_model(settings, load_cases(cases), jobs=4)  # the embedded model: one case at a time
 
-    assert not run.error and len(run.outcomes) == 12
-    assert [o.error for o in run.outcomes] == [""] * 12
+    assert not run.error and len(run.outcomes) == 6
+    assert [o.error for o in run.outcomes] == [""] * 6
     assert all(o.input_tokens > 0 and o.stopped_by in ("answer", "max_steps") for o in run.outcomes)
     assert len(started) == 1, started  # one server process served every case
     assert started[0] is not None and not alive(started[0])  # stopped with the run

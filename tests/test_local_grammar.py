@@ -57,8 +57,8 @@ def test_every_call_the_model_makes_under_the_grammar_is_schema_valid(tmp_path: 
 
 
 def _greedy_first_steps(model: Path, tmp_path: Path, grammar_first: bool) -> tuple[list[str], str]:
-    """The replies of a server to the first step of QUESTIONS (temperature 0, the tool grammar),
-    and its log."""
+    """The replies of a server to the first step of four of QUESTIONS (temperature 0, the tool
+    grammar), and its log."""
     import httpx
 
     from repl.providers import textcalls
@@ -69,12 +69,15 @@ def _greedy_first_steps(model: Path, tmp_path: Path, grammar_first: bool) -> tup
     tools = [s for s in registry.schemas() if s["name"] in TOOLS]
     system = system_prompt_for(ProviderSettings(name="local"), registry)
     log = tmp_path / f"server-{grammar_first}.log"
+    # a fenced and a bare call, both languages, and a text answer: each way decodes them all
+    questions = [c for c in QUESTIONS if (c.id, c.lang) in (("todos-open", "en"), ("remind", "zh"),
+                                                             ("percent", "zh"), ("hello", "zh"))]
     with patched_environ(isolated_env(tmp_path / "xdg")), \
             LocalServer(model, n_ctx=2048, log_path=log, state_dir=tmp_path / "state",
                         grammar_first=grammar_first) as server:
         replies = []
         with httpx.Client(timeout=300, trust_env=False) as client:
-            for case in QUESTIONS:
+            for case in questions:
                 messages = [*system.messages(), {"role": "user", "content": case.message}]
                 body = {"model": "local", "messages": textcalls.to_text_messages(messages, tools),
                         "temperature": 0.0, "max_tokens": 60, "grammar": tool_grammar(tools)}
@@ -93,6 +96,6 @@ def test_the_grammar_checked_on_the_sampled_token_decodes_what_the_whole_vocabul
     whole, old_log = _greedy_first_steps(embedded_model, tmp_path, grammar_first=True)
     assert "glassloop sampler: grammar checked on the sampled token" in log
     assert "glassloop sampler" not in old_log  # grammar_first: llama-cpp-python's order
-    assert checked == whole
+    assert len(checked) == 4 and checked == whole
     assert any(reply.lstrip().startswith(("{", "```json")) for reply in checked)  # calls were decoded
     assert any(not reply.lstrip().startswith(("{", "```")) for reply in checked)  # and a text answer

@@ -57,6 +57,37 @@ def test_a_tool_without_cues_is_routed_by_its_description() -> None:
     assert routed("Use the name of the river", [clock], {}) == []  # the second sentence does not count
 
 
+CLOCK: ToolSchema = {"name": "clock__get_current_time", "description": "Get current time in a specific timezone.",
+                     "parameters": {"type": "object"}}
+FX: ToolSchema = {"name": "fx", "description": "Convert an amount between currencies at today's rate.",
+                  "parameters": {"type": "object"}}
+GROCERIES: ToolSchema = {"name": "groceries", "description": "Add a product to the shopping list.",
+                         "parameters": {"type": "object"}}
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("东京这会儿几点了？", "clock__get_current_time"),
+    ("Is it five o'clock in Sydney yet?", "clock__get_current_time"),
+    ("What's 20 pounds in yen?", "fx"),
+    ("一百美元能换多少人民币？", "fx"),
+    ("周末去超市采购，把牛奶记上", "groceries"),
+])
+def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_meaning(registry, question, expected) -> None:
+    """Its description's words are English and formal; the gloss adds what people say, in both
+    languages: a Chinese question found none of them, and "pounds in yen" went to the calculator."""
+    tools = [*registry.schemas(), CLOCK, FX, GROCERIES]
+    assert names(routed(question, tools, registry.cues())) == [expected]
+
+
+def test_the_gloss_widens_only_tools_without_cues_of_their_own(registry) -> None:
+    """A built-in tool's own cues are its whole list; a topic the gloss does not know keeps its words."""
+    from repl.providers.gloss import widened
+
+    assert names(routed("伦敦天气怎么样？", [*registry.schemas(), CLOCK], registry.cues())) == ["get_weather"]
+    assert widened(["timezones", "sprocket"])[:2] == ["timezones", "time zone"]
+    assert widened(["sprocket"]) == ["sprocket"]
+
+
 def test_a_user_tools_own_cues_route_to_it(tmp_path) -> None:
     from tools.user_loader import load_sources, read_sources, tool_files
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from repl.config.settings import ProviderSettings
 from repl.providers.base import Message, SystemPrompt
+from repl.providers.gloss import widened
 from tools.registry import ToolSchema
 
 if TYPE_CHECKING:
@@ -240,7 +241,8 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
     """The tools ``question`` points to: those it names ("call add_todo with ..."), else those
     with the most cues found in it (none found: none). A tool's cues are its own (``cues``, by
     tool name: ``@tool(cues=...)``), else the words of three letters or more of its
-    description's first sentence (an MCP tool's, a user's tool without cues). A one-word cue
+    description's first sentence (an MCP tool's, a user's tool without cues), each with the
+    everyday words of its meaning in both languages (``gloss.widened``). A one-word cue
     is found as a word (a plural alike); a phrase, signs (".md", "%") or Chinese anywhere."""
     said = question.casefold()
     named = [tool for tool in tools if re.search(rf"(?<![\w-]){re.escape(tool['name'].casefold())}(?![\w-])", said)]
@@ -261,7 +263,7 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
         own = cues.get(tool["name"])
         if own is None:
             first = str(tool.get("description") or "").split(". ")[0].casefold()
-            own = [w for w in _CUE_WORD.findall(first) if len(w) >= 3 and w not in _GENERIC]
+            own = widened(w for w in _CUE_WORD.findall(first) if len(w) >= 3 and w not in _GENERIC)
         scored.append((sum(1 for cue in dict.fromkeys(own) if found(cue)), tool))
     best = max((score for score, _ in scored), default=0)
     return [tool for score, tool in scored if best and score == best]

@@ -1,0 +1,113 @@
+"""Words people say for what a tool's description names, by meaning, in English and Chinese.
+
+A tool without cues of its own (an MCP tool, a user's tool written without ``cues=``) is routed
+by the words of its description's first sentence (``dialect.routed``). Those words are English
+and formal: "Get current time in a specific timezone" is found in "What time is it in Lima?"
+but not in "利马现在几点？", and "Convert an amount of money from one currency to another" not in
+"50 dollars in euros". ``widened`` adds, for each such word this table knows, the everyday words
+of the same meaning. It is a small general dictionary of what tools are commonly about, not a
+list of any evaluation's requests; a tool whose topic it lacks is routed by its own words alone,
+and its author can give it cues.
+
+A Chinese word here is found anywhere in a question (Chinese has no spaces), so each is two
+characters or more and means the topic on its own ("买" alone would be found in "买单").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+# description word (singular, lower case) -> words of the same meaning people use
+GLOSS: dict[str, tuple[str, ...]] = {
+    # time and dates
+    "time": ("o'clock", "what time", "几点", "时间", "钟点"),
+    "clock": ("o'clock", "几点", "时钟"),
+    "timezone": ("time zone", "时区", "几点"),
+    "date": ("what day", "today's date", "日期", "几号", "星期几", "哪一天"),
+    "calendar": ("schedule", "agenda", "日历", "日程", "安排"),
+    "event": ("appointment", "日程", "活动"),
+    "meeting": ("call with", "会议", "开会"),
+    "alarm": ("wake me", "闹钟", "叫醒"),
+    "timer": ("countdown", "计时", "倒计时"),
+    "reminder": ("remind", "提醒"),
+    # money
+    "currency": ("dollar", "euro", "yen", "pound", "yuan", "rmb", "peso", "franc", "rupee",
+                 "美元", "美金", "欧元", "日元", "英镑", "人民币", "港币", "汇率", "外币", "货币"),
+    "money": ("dollar", "euro", "cash", "多少钱", "块钱"),
+    "exchange": ("汇率", "兑换", "换成"),
+    "convert": ("in euros", "in dollars", "换算", "转换", "换成", "兑换", "折合"),
+    "price": ("cost", "costs", "how much", "价格", "价钱", "多少钱"),
+    "stock": ("share price", "股票", "股价"),
+    "payment": ("pay", "付款", "支付"),
+    "budget": ("spending", "预算", "开销"),
+    # shopping and food
+    "shopping": ("groceries", "grocery", "supermarket", "store", "购物", "超市", "要买", "采购"),
+    "buy": ("purchase", "要买", "买些", "买点", "购买"),
+    "recipe": ("cook", "how to make", "菜谱", "食谱", "做法"),
+    "restaurant": ("eat out", "餐厅", "饭店", "餐馆"),
+    # places and travel
+    "distance": ("how far", "距离", "多远"),
+    "route": ("directions", "how do i get", "路线", "怎么走"),
+    "map": ("地图",),
+    "flight": ("fly", "plane", "航班", "机票", "飞机"),
+    "hotel": ("酒店", "宾馆", "住宿"),
+    "train": ("railway", "火车", "高铁"),
+    "traffic": ("commute", "交通", "堵车"),
+    # weather and the home
+    "weather": ("forecast", "rain", "snow", "sunny", "天气", "下雨", "下雪", "气温"),
+    "temperature": ("how hot", "how cold", "degrees", "温度", "气温", "多少度"),
+    "light": ("lamp", "灯"),
+    "thermostat": ("heating", "暖气", "空调"),
+    # words and knowledge
+    "translate": ("in english", "in chinese", "in french", "翻译", "怎么说"),
+    "definition": ("what does", "meaning", "意思", "定义", "什么意思"),
+    "define": ("meaning", "意思", "定义"),
+    "dictionary": ("meaning", "词典", "字典"),
+    "search": ("look up", "搜索", "查找", "搜一下", "查一下"),
+    "news": ("headlines", "新闻", "头条"),
+    "wikipedia": ("维基",),
+    # messages and people
+    "email": ("mail", "inbox", "邮件", "邮箱"),
+    "message": ("sms", "消息", "短信"),
+    "contact": ("phone number", "联系人", "电话号码"),
+    "phone": ("phone number", "电话", "手机"),
+    # files, notes, tasks
+    "file": ("document", "文件", "文档"),
+    "folder": ("directory", "文件夹", "目录"),
+    "note": ("memo", "笔记", "备忘"),
+    "task": ("to-do", "todo", "任务", "待办"),
+    "password": ("passcode", "密码"),
+    "photo": ("picture", "image", "照片", "图片"),
+    "image": ("picture", "photo", "图片", "图像"),
+    # media
+    "music": ("song", "音乐", "歌曲", "放首歌"),
+    "song": ("music", "歌曲", "音乐"),
+    "video": ("movie", "film", "视频", "电影"),
+    "book": ("novel", "书籍", "小说"),
+    "podcast": ("episode", "播客"),
+    # numbers
+    "calculate": ("compute", "how much is", "计算", "算一下", "等于多少"),
+    "unit": ("kilometers", "miles", "pounds", "kilograms", "单位", "公里", "英里", "公斤"),
+    "random": ("pick one", "dice", "随机", "抽签"),
+    "population": ("how many people", "人口"),
+}
+
+
+def widened(words: Iterable[str]) -> list[str]:
+    """``words`` (a description's words, lower case) and, after each the table knows (a plural
+    alike: "currencies", "timezones"), its everyday words of the same meaning; each once."""
+    out: dict[str, None] = {}
+    for word in words:
+        out[word] = None
+        for cue in GLOSS.get(_singular(word), ()):
+            out[cue] = None
+    return list(out)
+
+
+def _singular(word: str) -> str:
+    if word in GLOSS:
+        return word
+    for suffix, instead in (("ies", "y"), ("es", ""), ("s", "")):
+        if word.endswith(suffix) and (stem := word[: -len(suffix)] + instead) in GLOSS:
+            return stem
+    return word

@@ -148,3 +148,12 @@ def test_missing_and_folder(reg: Registry) -> None:
     assert error_type(reg.call("read_file", {"path": "nope.txt"})) == "not_found"
     assert error_type(reg.call("read_file", {"path": "docs"})) == "not_a_file"
     assert error_type(reg.call("list_files", {"path": "nope"})) == "not_found"
+
+
+def test_the_schemas_name_no_folder_a_model_could_take_for_the_root(reg: Registry) -> None:
+    """Told paths were "relative to the workspace root", the 0.5B model asked for
+    "/workspace/plan.md" (outside the root, refused) when the user said plan.md."""
+    import json
+
+    schemas = json.dumps([s for s in reg.schemas() if s["name"] in ("read_file", "list_files", "search_files")])
+    assert "workspace" not in schemas and "relative to the current folder" in schemas

@@ -229,12 +229,12 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
           cues=("read", "open", "show me", "says", "contents", ".md", ".txt", ".csv", ".json", ".py", ".toml",
                 "看一下", "内容", "写了什么", "打开"))
     def read_file(path: str, offset: int = 0, limit: int = 200) -> dict:
-        """Read lines of a text file inside the workspace.
+        """Read lines of a text file in the current folder or below.
 
         Use list_files or search_files first if you do not know the exact path.
 
         Args:
-            path: File path relative to the workspace root, as the user names it.
+            path: File path as the user names it, relative to the current folder.
             offset: Number of lines to skip from the start (0 = first line).
             limit: Maximum number of lines to return (1-2000).
         """
@@ -254,10 +254,10 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
 
     @tool(cues=("folder", "directory", "files here", "which files are", "目录", "文件夹", "哪些文件"))
     def list_files(path: str = ".", glob: str = "*") -> dict:
-        """List files and folders in a workspace folder.
+        """List files and folders in the current folder or one below it.
 
         Args:
-            path: Folder relative to the workspace root.
+            path: Folder relative to the current folder.
             glob: Pattern such as "*.md" or "**/*.py" (recursive).
         """
         if "\x00" in glob or Path(glob).is_absolute() or ".." in Path(glob).parts:
@@ -284,11 +284,11 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
 
     @tool(cues=("which files", "files mention", "mention", "mentions", "contains", "grep", "哪个文件", "提到", "包含"))
     def search_files(pattern: str, path: str = ".") -> dict:
-        """Find lines containing a text (case-insensitive, plain substring) in workspace files.
+        """Find lines containing a text (case-insensitive, plain substring) in files of the current folder.
 
         Args:
             pattern: Text to look for (not a regular expression).
-            path: Folder or file to search, relative to the workspace root.
+            path: Folder or file to search, relative to the current folder.
         """
         needle = pattern.casefold()
         if not needle.strip():

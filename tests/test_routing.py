@@ -102,6 +102,40 @@ def test_a_user_tools_own_cues_route_to_it(tmp_path) -> None:
     assert names(routed("美元对欧元的汇率是多少？", [fx.schema()], {fx.name: fx.cues})) == ["fx_rate"]
 
 
+def turn_after_weather(question: str) -> list[Any]:
+    call = {"id": "c1", "name": "get_weather", "arguments": '{"city": "Rome"}'}
+    return [{"role": "system", "content": "s"}, {"role": "user", "content": "Is it warm in Rome?"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": '{"ok": true}'},
+            {"role": "assistant", "content": "Yes, 24 degrees."}, {"role": "user", "content": question}]
+
+
+@pytest.mark.parametrize("question", ["And in Paris?", "What about tomorrow?", "那上海呢？"])
+def test_a_follow_up_that_names_no_tool_goes_to_the_tools_the_turn_before_called(registry, question) -> None:
+    """Left free, the 1.5B model answered "And in Paris?" after a weather question with an
+    invented temperature and no call."""
+    grammar = ROUTED.grammar_for(turn_after_weather(question), registry.schemas(), registry.cues())
+    assert grammar is not None and grammar_root(grammar) == "root ::= tagged"  # calls only
+    assert '\\"get_weather\\"' in grammar and '\\"list_todos\\"' not in grammar
+
+
+@pytest.mark.parametrize("question", ["And you?", "你呢？", "Who wrote Hamlet?",
+                                      "And one more thing: how long is the Great Wall of China, roughly?"])
+def test_a_question_about_the_assistant_or_a_new_topic_is_not_a_follow_up(registry, question) -> None:
+    from repl.providers.dialect import followed
+
+    assert followed(turn_after_weather(question), registry.schemas()) == []
+
+
+def test_a_follow_up_of_a_turn_without_a_call_is_not_routed(registry) -> None:
+    from repl.providers.dialect import followed
+
+    messages: list[Any] = [{"role": "user", "content": "Hi!"}, {"role": "assistant", "content": "Hello!"},
+                           {"role": "user", "content": "And in Paris?"}]
+    assert followed(messages, registry.schemas()) == []
+    assert followed(turn_after_weather("And in Paris?"), registry.schemas())  # the same after a call
+
+
 def grammar_root(grammar: str) -> str:
     return next(line for line in grammar.splitlines() if line.startswith("root ::="))
 

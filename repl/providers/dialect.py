@@ -118,8 +118,10 @@ class Dialect:
         by tool name; see ``routed``) is a call to one of those, and a step after results is
         text. The 0.5B model answered most Chinese requests in text without a call ("抱歉，我无法
         提供实时的天气信息。"), sent most English ones to ``list_todos`` whatever they asked, and
-        after a result called one tool after another (docs/BENCHMARKS.md, local_eval). The answer
-        after results to a question in Chinese begins with ``CHINESE_LEAD``."""
+        after a result called one tool after another (docs/BENCHMARKS.md, local_eval). A short
+        follow-up that points to no tool ("And in Paris?") is routed to the tools the turn before
+        called (``followed``). The answer after results to a question in Chinese begins with
+        ``CHINESE_LEAD``."""
         if not self.grammar:
             return None
         from repl.providers.grammar import (
@@ -145,6 +147,7 @@ class Dialect:
             grammar = SMALL_TALK_ZH_GRAMMAR if chinese else SMALL_TALK_GRAMMAR
         else:
             chosen = routed(question, tools, cues) if self.route and cues is not None else []
+            chosen = chosen or (followed(messages, tools) if self.route else [])
             grammar = tool_grammar(chosen or tools, optional="mentioned", question=question, text=not chosen)
         # the reply's prose in the question's language: the 0.5B model answered "add a todo: buy
         # oat milk" with "抱歉，我无法协助完成这个请求。", once a Chinese answer was in the history
@@ -267,6 +270,30 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
         scored.append((sum(1 for cue in dict.fromkeys(own) if found(cue)), tool))
     best = max((score for score, _ in scored), default=0)
     return [tool for score, tool in scored if best and score == best]
+
+
+# a question that only changes a detail of the one before: "And in Paris?", "What about
+# tomorrow?", "那上海呢？" (not one about the assistant: "and you?", "你呢？")
+_FOLLOW_UP = re.compile(r"^\W*(and|what about|how about)\b|呢\W*$", re.IGNORECASE)
+_ABOUT_YOU = re.compile(r"\byou\b|你", re.IGNORECASE)
+_FOLLOW_UP_CHARS = 60
+
+
+def followed(messages: list[Message], tools: Sequence[ToolSchema]) -> list[ToolSchema]:
+    """The tools the turn before called, when the turn's question is a short follow-up of it
+    that names no tool's words (``routed`` found none); else none. Free to answer "And in
+    Paris?" after a weather question, the 1.5B model wrote "The tool results say that Paris has
+    a temperature of 17 degrees" without a call."""
+    question = _question(messages)
+    if (not messages or messages[-1]["role"] != "user" or len(question) > _FOLLOW_UP_CHARS
+            or not _FOLLOW_UP.search(question) or _ABOUT_YOU.search(question)):
+        return []
+    called: set[str] = set()
+    for message in reversed(messages[:-1]):
+        if message["role"] == "user":
+            break
+        called.update(call["name"] for call in message.get("tool_calls") or ())
+    return [tool for tool in tools if tool["name"] in called]
 
 
 def advice(tools: Sequence[Tool]) -> str:

@@ -56,7 +56,7 @@ GLOSS: dict[str, tuple[str, ...]] = {
     # weather and the home
     "weather": ("forecast", "rain", "snow", "sunny", "天气", "下雨", "下雪", "气温"),
     "temperature": ("how hot", "how cold", "degrees", "温度", "气温", "多少度"),
-    "light": ("lamp", "灯"),
+    "light": ("lamp", "电灯", "开灯", "关灯"),
     "thermostat": ("heating", "暖气", "空调"),
     # words and knowledge
     "translate": ("in english", "in chinese", "in french", "翻译", "怎么说"),

@@ -88,6 +88,16 @@ def test_the_gloss_widens_only_tools_without_cues_of_their_own(registry) -> None
     assert widened(["sprocket"]) == ["sprocket"]
 
 
+def test_every_chinese_word_of_the_gloss_means_its_topic_on_its_own() -> None:
+    """Found anywhere in a question, a single character would match inside other words ("灯" in "灯笼")."""
+    import re
+
+    from repl.providers.gloss import GLOSS
+
+    chinese = [word for words in GLOSS.values() for word in words if re.search(r"[\u4e00-\u9fff]", word)]
+    assert chinese and all(len(word) >= 2 for word in chinese)
+
+
 def test_a_user_tools_own_cues_route_to_it(tmp_path) -> None:
     from tools.user_loader import load_sources, read_sources, tool_files
 

@@ -33,9 +33,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """``-n auto``: one worker more than the CPUs. Most tests wait on a program they started (a
-    ``glassloop`` process, a pseudo-terminal, a server), so one worker per CPU left two cores
-    about a fifth idle (1,720 tests, two pairs of runs: 594 s with two workers against 564 s with
-    three, and 597 s against 590 s)."""
+    ``glassloop`` process, a pseudo-terminal, a server), and a worker per CPU left the cores
+    partly idle (two cores, two pairs of runs of the whole suite: 594 s with two workers against
+    564 s with three, and 597 s against 590 s)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return cpus + 1
 

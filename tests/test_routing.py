@@ -83,7 +83,8 @@ def test_the_gloss_widens_only_tools_without_cues_of_their_own(registry) -> None
     """A built-in tool's own cues are its whole list; a topic the gloss does not know keeps its words."""
     from repl.providers.gloss import widened
 
-    assert names(routed("伦敦天气怎么样？", [*registry.schemas(), CLOCK], registry.cues())) == ["get_weather"]
+    assert names(routed("一百美元能换多少人民币？", [FX], {})) == ["fx"]  # by its description, widened
+    assert routed("一百美元能换多少人民币？", [FX], {"fx": ("exchange rate",)}) == []  # its own cues, as given
     assert widened(["timezones", "sprocket"])[:2] == ["timezones", "time zone"]
     assert widened(["sprocket"]) == ["sprocket"]
 
@@ -144,6 +145,8 @@ def test_a_follow_up_of_a_turn_without_a_call_is_not_routed(registry) -> None:
                            {"role": "user", "content": "And in Paris?"}]
     assert followed(messages, registry.schemas()) == []
     assert followed(turn_after_weather("And in Paris?"), registry.schemas())  # the same after a call
+    unrouted = ROUTED.grammar_for(turn_after_weather("And in Paris?"), registry.schemas(), None)
+    assert unrouted is not None and "answer" in grammar_root(unrouted)  # no cues known: no routing at all
 
 
 def grammar_root(grammar: str) -> str:

@@ -146,8 +146,8 @@ class Dialect:
         elif self.small_talk_gate and _small_talk_turn(messages):
             grammar = SMALL_TALK_ZH_GRAMMAR if chinese else SMALL_TALK_GRAMMAR
         else:
-            chosen = routed(question, tools, cues) if self.route and cues is not None else []
-            chosen = chosen or (followed(messages, tools) if self.route else [])
+            chosen = (routed(question, tools, cues) or followed(messages, tools)) \
+                if self.route and cues is not None else []
             grammar = tool_grammar(chosen or tools, optional="mentioned", question=question, text=not chosen)
         # the reply's prose in the question's language: the 0.5B model answered "add a todo: buy
         # oat milk" with "抱歉，我无法协助完成这个请求。", once a Chinese answer was in the history

@@ -18,6 +18,11 @@ def call(expression: str) -> dict:
     return REG.call("calculator", {"expression": expression})
 
 
+# The bombs are answered in 0.2 ms (median) to 65 ms (the slowest, idle); one evaluated takes
+# minutes (9**9**9). The bound only tells those apart: 0.1 s failed once in a loaded suite.
+HANG_S = 2.0
+
+
 def timed(expression: str) -> tuple[dict, float]:
     """The result and the fastest of up to three tries: on a shared machine (or beside other
     test workers) one pause is noise, a slow input is slow every time."""
@@ -94,7 +99,7 @@ def test_refused(expression: str, error_type: str) -> None:
 @pytest.mark.parametrize("bomb", CALCULATOR_BOMBS, ids=[b[:30] for b in CALCULATOR_BOMBS])
 def test_bombs_answer_fast(bomb: str) -> None:
     result, elapsed = timed(bomb)
-    assert elapsed < 0.1, f"{elapsed:.3f}s"
+    assert elapsed < HANG_S, f"{elapsed:.3f}s"
     if result["ok"]:  # a few are legitimately computable, but must stay in budget
         value = result["value"]
         assert not isinstance(value, int) or value.bit_length() <= MAX_BITS
@@ -134,7 +139,7 @@ def _expression_tree() -> st.SearchStrategy[str]:
 
 def _assert_well_behaved(expression: str) -> None:
     result, elapsed = timed(expression)
-    assert elapsed < 0.1, f"{elapsed:.3f}s"
+    assert elapsed < HANG_S, f"{elapsed:.3f}s"
     assert isinstance(result["ok"], bool)
     if not result["ok"]:
         assert result["error"]["type"] in {

@@ -216,14 +216,15 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def local_provider(temperature: float, model: Path, work: Path, grammar: bool = True,
-                   profile: str = "local", gate: bool = True, calls: str | None = None) -> Any:
+                   profile: str = "local", gate: bool = True, calls: str | None = None,
+                   n_ctx: int | None = None) -> Any:
     from repl.config.load import load_settings
     from repl.session.runtime import make_provider
 
     config = work / "bench.toml"
     config.write_text(f"[providers.{profile}]\nmodel_path = {json.dumps(str(model))}\n"
                       f"temperature = {temperature}\nsmall_talk_gate = {str(gate).lower()}\n"
-                      f"{call_temperature_line(calls)}", "utf-8")
+                      f"{call_temperature_line(calls)}" + (f"n_ctx = {n_ctx}\n" if n_ctx else ""), "utf-8")
     settings = load_settings({"provider": profile}, cwd=work, env=os.environ, config_file=config)
     provider = make_provider(settings.active, settings)
     # the embedded server's dialect has the grammar on; off only to measure without it

@@ -17,7 +17,14 @@ import pytest
 from repl.providers.chat import ChatProvider
 from tests.fakeserver import FakeServer
 from tests.scripted_provider import ScriptedProvider
-from tests.support import FIRST_QUESTION, SEED_TODOS, FirstAsk, isolated_env, local_model_home
+from tests.support import (
+    FIRST_QUESTION,
+    FIVE_TOOLS,
+    SEED_TODOS,
+    FirstAsk,
+    isolated_env,
+    local_model_home,
+)
 from tests.terminal import Repl, SizedRepl
 from tools import build_tools
 from tools.registry import Registry
@@ -90,6 +97,30 @@ def embedded_prompt_state(embedded_first_ask: FirstAsk) -> Path:
     cache = Path(embedded_first_ask.env["XDG_CACHE_HOME"])
     assert list(cache.rglob("prefix-*.bin")), ("no prompt state was saved", embedded_first_ask.result.stderr[-2000:])
     return cache
+
+
+@pytest.fixture(scope="session")
+def five_tool_prompt_state(embedded_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A state dir holding the embedded server's saved prompt state (``n_ctx`` 2048) for the
+    system prompt over ``FIVE_TOOLS``, built once per run: the grammar and sampling tests copy
+    it, where each built its own (~1,300 tokens of prompt evaluation, 15 s idle and three times
+    that under a suite's load). A loaded state decodes exactly as a cold one
+    (``test_local_state``). Read only."""
+    from bench.tool_use import fixture
+    from repl.config.settings import ProviderSettings
+    from repl.providers.local import LocalServer
+    from repl.providers.textcalls import to_text_messages
+    from repl.session.runtime import system_prompt_for
+
+    folder = tmp_path_factory.mktemp("five-tools")
+    registry = fixture(folder / "tools")
+    tools = [s for s in registry.schemas() if s["name"] in FIVE_TOOLS]
+    messages = [*system_prompt_for(ProviderSettings(name="local"), registry).messages(),
+                {"role": "user", "content": "hi"}]
+    with LocalServer(embedded_model, n_ctx=2048, log_path=folder / "server.log", state_dir=folder / "state") as server:
+        assert server.build_state(to_text_messages(messages, tools)), (folder / "server.log").read_text()[-2000:]
+    assert list((folder / "state").glob("prefix-*.bin")), (folder / "server.log").read_text()[-2000:]
+    return folder / "state"
 
 
 @pytest.fixture

@@ -81,6 +81,8 @@ def local_model_home(root: Path, model: Path) -> tuple[dict[str, str], Path]:
 
 
 FIRST_QUESTION = "Which todos are not done yet? Explain the highest-priority one."
+# the real-model grammar and sampling tests' tools: a short prompt (conftest's five_tool_prompt_state)
+FIVE_TOOLS = ("list_todos", "get_todo", "add_todo", "calculator", "get_weather")
 
 
 @dataclass(frozen=True)

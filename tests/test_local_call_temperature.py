@@ -10,6 +10,7 @@ the same required arguments), while a prose answer still varies. Sampled at 1.0 
 from __future__ import annotations
 
 import json
+import shutil
 from importlib import util
 from pathlib import Path
 
@@ -19,20 +20,22 @@ from bench import isolated_env, patched_environ
 from bench.tool_use import fixture
 from repl.config.settings import ProviderSettings
 from repl.session.runtime import system_prompt_for
+from tests.support import FIVE_TOOLS
 
 pytestmark = [
     pytest.mark.skipif(util.find_spec("llama_cpp") is None,
                        reason="needs the 'local' extra: pip install 'glassloop[local]'"),
     pytest.mark.xdist_group("llama"),  # real inference uses every CPU: one test worker runs it all
 ]
-TOOLS = ("list_todos", "get_todo", "add_todo", "get_weather")
+TOOLS = FIVE_TOOLS  # the prompt whose saved state the grammar tests share
 CALLS = ("Is it raining in Berlin at the moment?", "我还有哪些待办没做完？")
 PROSE = "Write one short sentence about autumn leaves."
 SEEDS = range(4)
 
 
 @pytest.mark.timeout(600)
-def test_calls_are_decoded_alike_under_any_seed_while_prose_is_sampled(tmp_path: Path, embedded_model: Path) -> None:
+def test_calls_are_decoded_alike_under_any_seed_while_prose_is_sampled(
+        tmp_path: Path, embedded_model: Path, five_tool_prompt_state: Path) -> None:
     import httpx
 
     from repl.providers import textcalls
@@ -44,7 +47,7 @@ def test_calls_are_decoded_alike_under_any_seed_while_prose_is_sampled(tmp_path:
     system = system_prompt_for(ProviderSettings(name="local"), registry)
     # the server's default cap (call_temperature=None shows the old sampling)
     with patched_environ(isolated_env(tmp_path / "xdg")), \
-            LocalServer(embedded_model, n_ctx=2048, log_path=tmp_path / "server.log", state_dir=tmp_path / "state") as server, \
+            LocalServer(embedded_model, n_ctx=2048, log_path=tmp_path / "server.log", state_dir=shutil.copytree(five_tool_prompt_state, tmp_path / "state")) as server, \
             httpx.Client(timeout=300, trust_env=False) as client:
         def replies(question: str, max_tokens: int) -> list[str]:
             messages = [*system.messages(), {"role": "user", "content": question}]

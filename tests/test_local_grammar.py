@@ -9,6 +9,7 @@ Five tools keep the prompt short (the whole test takes well under a minute idle)
 
 from __future__ import annotations
 
+import shutil
 from importlib import util
 from pathlib import Path
 
@@ -19,26 +20,29 @@ from bench.tool_use import cases, fixture, local_provider, schema_valid
 from repl.config.settings import ProviderSettings
 from repl.providers.base import Completed, RequestSent
 from repl.session.runtime import system_prompt_for
+from tests.support import FIVE_TOOLS
 
 pytestmark = [
     pytest.mark.skipif(util.find_spec("llama_cpp") is None,
                        reason="needs the 'local' extra: pip install 'glassloop[local]'"),
     pytest.mark.xdist_group("llama"),  # real inference uses every CPU: one test worker runs it all
 ]
-TOOLS = ("list_todos", "get_todo", "add_todo", "calculator", "get_weather")
+TOOLS = FIVE_TOOLS
 QUESTIONS = [c for c in cases() if set(c.tools) & set(TOOLS) and c.id in ("todos-open", "percent", "remind")
              or c.id == "hello" and c.lang == "zh"]
 
 
 @pytest.mark.timeout(600)
-def test_every_call_the_model_makes_under_the_grammar_is_schema_valid(tmp_path: Path, embedded_model: Path) -> None:
+def test_every_call_the_model_makes_under_the_grammar_is_schema_valid(
+        tmp_path: Path, embedded_model: Path, five_tool_prompt_state: Path) -> None:
+    shutil.copytree(five_tool_prompt_state, tmp_path / "xdg" / "cache" / "glassloop" / "local-model")
     registry = fixture(tmp_path / "tools")
     tools = [s for s in registry.schemas() if s["name"] in TOOLS]
     system = system_prompt_for(ProviderSettings(name="local"), registry)
     schemas = {s["name"]: s["parameters"] for s in tools}
     calls, bodies = [], []
     with patched_environ(isolated_env(tmp_path / "xdg")):
-        provider = local_provider(0.9, embedded_model, tmp_path, grammar=True)
+        provider = local_provider(0.9, embedded_model, tmp_path, grammar=True, n_ctx=2048)
     try:
         assert provider.dialect.grammar  # the embedded server's dialect has it on
         for case in QUESTIONS:
@@ -56,7 +60,7 @@ def test_every_call_the_model_makes_under_the_grammar_is_schema_valid(tmp_path: 
     assert invalid == []
 
 
-def _greedy_first_steps(model: Path, tmp_path: Path, grammar_first: bool) -> tuple[list[str], str]:
+def _greedy_first_steps(model: Path, tmp_path: Path, state: Path, grammar_first: bool) -> tuple[list[str], str]:
     """The replies of a server to the first step of four of QUESTIONS (temperature 0, the tool
     grammar), and its log."""
     import httpx
@@ -73,7 +77,7 @@ def _greedy_first_steps(model: Path, tmp_path: Path, grammar_first: bool) -> tup
     questions = [c for c in QUESTIONS if (c.id, c.lang) in (("todos-open", "en"), ("remind", "zh"),
                                                              ("percent", "zh"), ("hello", "zh"))]
     with patched_environ(isolated_env(tmp_path / "xdg")), \
-            LocalServer(model, n_ctx=2048, log_path=log, state_dir=tmp_path / "state",
+            LocalServer(model, n_ctx=2048, log_path=log, state_dir=state,
                         grammar_first=grammar_first) as server:
         replies = []
         with httpx.Client(timeout=300, trust_env=False) as client:
@@ -88,12 +92,13 @@ def _greedy_first_steps(model: Path, tmp_path: Path, grammar_first: bool) -> tup
 
 @pytest.mark.timeout(900)
 def test_the_grammar_checked_on_the_sampled_token_decodes_what_the_whole_vocabulary_check_does(
-        tmp_path: Path, embedded_model: Path) -> None:
+        tmp_path: Path, embedded_model: Path, five_tool_prompt_state: Path) -> None:
     """The server checks the grammar on the sampled token only, and over the whole vocabulary
     only when that token is refused (llama.cpp's own order, much cheaper per token); greedy
     decoding then gives the very text llama-cpp-python's order gives."""
-    checked, log = _greedy_first_steps(embedded_model, tmp_path, grammar_first=False)
-    whole, old_log = _greedy_first_steps(embedded_model, tmp_path, grammar_first=True)
+    state = shutil.copytree(five_tool_prompt_state, tmp_path / "state")
+    checked, log = _greedy_first_steps(embedded_model, tmp_path, state, grammar_first=False)
+    whole, old_log = _greedy_first_steps(embedded_model, tmp_path, state, grammar_first=True)
     assert "glassloop sampler: grammar checked on the sampled token" in log
     assert "glassloop sampler" not in old_log  # grammar_first: llama-cpp-python's order
     assert len(checked) == 4 and checked == whole

@@ -2,8 +2,8 @@
 
 Against the scripted server: the table, the JSON and the exit status of a six-case file (a
 user tool, an MCP tool, a case without a tool, one in Chinese), side effects dry-run and
-nothing stored; ``-j 4`` against a slow server. Against the embedded model: six cases, one
-server process.
+nothing stored; ``-j 4`` against a slow server. Against the embedded model: four cases (small
+talk in both languages, a call in each), one server process.
 """
 
 from __future__ import annotations
@@ -190,8 +190,7 @@ def test_jobs_run_cases_at_once_against_a_server(fake_server: FakeServer, home: 
 
 
 REAL_CASES = "".join(f'[[case]]\nmessage = "{message}"\ntool = "{tool}"\nlang = "{lang}"\n\n' for message, tool, lang in [
-    ("Hi!", "", "en"), ("Thanks, bye.", "", "en"), ("谢谢！", "", "zh"),
-    ("Which todos are not done yet?", "list_todos", "en"), ("What is 12 times 34?", "calculator", "en"),
+    ("Hi!", "", "en"), ("谢谢！", "", "zh"), ("What is 12 times 34?", "calculator", "en"),
     ("北京今天天气怎么样？", "get_weather", "zh")])
 
 
@@ -199,7 +198,7 @@ REAL_CASES = "".join(f'[[case]]\nmessage = "{message}"\ntool = "{tool}"\nlang = 
                     reason="needs the 'local' extra: pip install 'glassloop[local]'")
 @pytest.mark.xdist_group("llama")  # real inference uses every CPU: one test worker runs it all
 @pytest.mark.timeout(1500)
-def test_the_embedded_model_runs_six_cases_in_one_server_process(
+def test_the_embedded_model_runs_every_case_in_one_server_process(
         tmp_path: Path, home: dict[str, str], monkeypatch: pytest.MonkeyPatch, embedded_model: Path,
         embedded_prompt_state: Path) -> None:
     from repl.providers import local
@@ -225,8 +224,8 @@ def test_the_embedded_model_runs_six_cases_in_one_server_process(
                              cwd=tmp_path, env={}, config_file=config)
     run = run_model(settings, load_cases(cases), jobs=4)  # the embedded model: one case at a time
 
-    assert not run.error and len(run.outcomes) == 6
-    assert [o.error for o in run.outcomes] == [""] * 6
+    assert not run.error and len(run.outcomes) == 4
+    assert [o.error for o in run.outcomes] == [""] * 4
     assert all(o.input_tokens > 0 and o.stopped_by in ("answer", "max_steps") for o in run.outcomes)
     assert len(started) == 1, started  # one server process served every case
     assert started[0] is not None and not alive(started[0])  # stopped with the run

@@ -125,14 +125,16 @@ def glassloop_here(*args: str, env: dict[str, str], cwd: Path | None = None,
     from typer.testing import CliRunner
 
     from repl.cli import app
+    from tools.user_api import set_store_folder, store_folder
 
     environment: dict[str, str | None] = {name: None for name in os.environ if name not in env}
-    before = Path.cwd()
+    before, stores = Path.cwd(), store_folder()
     os.chdir(cwd or before)
     try:
         result = CliRunner().invoke(app, list(args), input=stdin, env={**environment, **env})
     finally:
         os.chdir(before)
+        set_store_folder(stores)  # a session's user tools keep their stores in its data folder
     stderr = result.stderr
     if result.exc_info is not None and not isinstance(result.exc_info[1], SystemExit):
         stderr += "".join(traceback.format_exception(*result.exc_info))

@@ -1,4 +1,6 @@
-"""The real ``glassloop`` command in a subprocess, against the scripted server."""
+"""The real ``glassloop`` command line against the scripted server: run in this process
+(``glassloop_here``), in a subprocess where the process is the subject (how it exits, what
+``main`` makes of a usage error)."""
 
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ def test_ask_json_runs_list_get_answer(fake_server, home, tmp_path):
                        tool_calls(call("get_todo", {"todo_id": "todo-002"})),
                        text("写周报优先级最高。"))
     trace_file = tmp_path / "t.jsonl"
-    result = glassloop("ask", "今天还有哪些没完成？把优先级最高的一项展开说明。", "--json",
-                       "--base-url", fake_server.base_url, "--trace-file", str(trace_file), env=home)
+    result = glassloop_here("ask", "今天还有哪些没完成？把优先级最高的一项展开说明。", "--json",
+                            "--base-url", fake_server.base_url, "--trace-file", str(trace_file), env=home)
     assert result.returncode == 0, result.stderr
     payload = json.loads(result.stdout)
     assert payload["answer"] == "写周报优先级最高。"
@@ -37,28 +39,28 @@ def test_ask_json_runs_list_get_answer(fake_server, home, tmp_path):
         if path.is_file():
             assert SECRET not in path.read_text(encoding="utf-8", errors="replace"), path
     assert SECRET not in result.stdout + result.stderr
-    shown = glassloop("trace", str(trace_file), "--events", env=home)
+    shown = glassloop_here("trace", str(trace_file), "--events", env=home)
     assert "call list_todos" in shown.stdout and "stopped_by answer" in shown.stdout
-    drawn = glassloop("trace", str(trace_file), env=home)  # the default: every turn's timeline
+    drawn = glassloop_here("trace", str(trace_file), env=home)  # the default: every turn's timeline
     assert "list_todos" in drawn.stdout and "get_todo" in drawn.stdout and "stopped_by answer" in drawn.stdout
 
 
 def test_ask_denies_side_effects_without_yes(fake_server, home):
     fake_server.script(tool_calls(call("add_todo", {"title": "x"})), text("I could not add it."))
     before = Path(home["GLASSLOOP_TODOS_FILE"]).read_bytes()
-    result = glassloop("ask", "add x", "--base-url", fake_server.base_url, env=home)
+    result = glassloop_here("ask", "add x", "--base-url", fake_server.base_url, env=home)
     assert result.returncode == 0
     assert "denied add_todo" in result.stderr and "--yes" in result.stderr
     assert Path(home["GLASSLOOP_TODOS_FILE"]).read_bytes() == before
     fake_server.script(tool_calls(call("add_todo", {"title": "x"})), text("Added."))
-    result = glassloop("ask", "add x", "--yes", "--base-url", fake_server.base_url, env=home)
+    result = glassloop_here("ask", "add x", "--yes", "--base-url", fake_server.base_url, env=home)
     assert result.returncode == 0 and "Added." in result.stdout
     assert '"x"' in Path(home["GLASSLOOP_TODOS_FILE"]).read_text(encoding="utf-8")
 
 
 def test_ask_reads_stdin(fake_server, home):
     fake_server.script(text("piped ok"))
-    result = glassloop("ask", "--base-url", fake_server.base_url, env=home, stdin="hello from a pipe\n")
+    result = glassloop_here("ask", "--base-url", fake_server.base_url, env=home, stdin="hello from a pipe\n")
     assert result.stdout.strip() == "piped ok"
     assert fake_server.chat_requests()[0].body["messages"][-1]["content"] == "hello from a pipe"
 
@@ -66,7 +68,7 @@ def test_ask_reads_stdin(fake_server, home):
 @pytest.mark.parametrize("status, words", [(401, "OPENAI_API_KEY"), (404, "not found"), (500, "server")])
 def test_provider_failures_are_one_line(fake_server, home, status, words):
     fake_server.script(*[fault_status(status)] * 4)
-    result = glassloop("ask", "hi", "--base-url", fake_server.base_url, env=home)
+    result = glassloop_here("ask", "hi", "--base-url", fake_server.base_url, env=home)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
@@ -75,7 +77,7 @@ def test_provider_failures_are_one_line(fake_server, home, status, words):
 
 
 def test_unreachable_server(home):
-    result = glassloop("ask", "hi", "--base-url", "http://127.0.0.1:9/v1", env=home)
+    result = glassloop_here("ask", "hi", "--base-url", "http://127.0.0.1:9/v1", env=home)
     assert result.returncode == 1
     assert "Traceback" not in result.stderr
     assert "127.0.0.1:9" in result.stderr
@@ -91,14 +93,14 @@ def test_bad_config_exits_2_with_one_line(home, tmp_path, content, words):
     project = tmp_path / "proj"
     project.mkdir()
     (project / "glassloop.toml").write_text(content, encoding="utf-8")
-    result = glassloop("config", env=home, cwd=project)
+    result = glassloop_here("config", env=home, cwd=project)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "glassloop.toml" in lines[0] and words in lines[0]
 
 
 def test_config_shows_sources_and_redacts_keys(home, tmp_path):
-    result = glassloop("config", "--model", "gpt-test", env=home, cwd=tmp_path)
+    result = glassloop_here("config", "--model", "gpt-test", env=home, cwd=tmp_path)
     assert result.returncode == 0
     assert SECRET not in result.stdout
     model_line = next(line for line in result.stdout.splitlines() if line.startswith("providers.openai.model"))
@@ -106,8 +108,8 @@ def test_config_shows_sources_and_redacts_keys(home, tmp_path):
 
 
 def test_version_and_help(home):
-    assert glassloop("--version", env=home).stdout.startswith("glassloop ")
-    help_text = glassloop("ask", "--help", env=home).stdout
+    assert glassloop_here("--version", env=home).stdout.startswith("glassloop ")
+    help_text = glassloop_here("ask", "--help", env=home).stdout
     assert "--json" in help_text and "Exit codes" in help_text
 
 
@@ -200,8 +202,8 @@ def test_flags_after_the_question_choose_the_endpoint_and_stay_out_of_the_messag
     """``glassloop "question" --base-url URL --model m``: the flags are parsed wherever they stand."""
     fake_server.script(text("from the chosen server"))
     env = {**home, "OPENAI_BASE_URL": ELSEWHERE}
-    result = glassloop(*door, "what is open?", "--base-url", fake_server.base_url, "--model", "chosen-model",
-                       env=env, stdin="")
+    result = glassloop_here(*door, "what is open?", "--base-url", fake_server.base_url, "--model", "chosen-model",
+                            env=env, stdin="")
     assert result.returncode == 0, result.stderr
     assert "from the chosen server" in result.stdout
     [sent] = fake_server.chat_requests()
@@ -212,15 +214,16 @@ def test_flags_after_the_question_choose_the_endpoint_and_stay_out_of_the_messag
 @pytest.mark.parametrize("door", [[], ["ask"]])
 def test_a_question_that_starts_with_a_dash_goes_after_two_dashes(fake_server, home, door):
     fake_server.script(text("minus one is less"))
-    result = glassloop(*door, "--base-url", fake_server.base_url, "--", "-1 or 1: which is less?", env=home, stdin="")
+    result = glassloop_here(*door, "--base-url", fake_server.base_url, "--", "-1 or 1: which is less?",
+                            env=home, stdin="")
     assert result.returncode == 0, result.stderr
     [sent] = fake_server.chat_requests()
     assert [m["content"] for m in sent.body["messages"] if m["role"] == "user"] == ["-1 or 1: which is less?"]
 
 
 def test_an_unknown_option_among_the_words_of_a_question_is_one_line(fake_server, home):
-    result = glassloop("what", "does", "-v", "mean", "--base-url", fake_server.base_url,
-                       env={**home, "OPENAI_BASE_URL": ELSEWHERE}, stdin="")
+    result = glassloop_here("what", "does", "-v", "mean", "--base-url", fake_server.base_url,
+                            env={**home, "OPENAI_BASE_URL": ELSEWHERE}, stdin="")
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "-v" in lines[0] and "--" in lines[0]
@@ -243,10 +246,10 @@ def test_a_config_of_two_top_level_lines_chooses_the_endpoint_and_the_model(fake
     mine = tmp_path / "mine.toml"
     mine.write_text(f'model = "first-model"\nbase_url = "{fake_server.base_url}"\n', encoding="utf-8")
     fake_server.script(text("from the configured server"))
-    result = glassloop("ask", "hi", "--config", str(mine), env=home)
+    result = glassloop_here("ask", "hi", "--config", str(mine), env=home)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "from the configured server"
     assert fake_server.chat_requests()[0].body["model"] == "first-model"
-    shown = glassloop("config", "--config", str(mine), env=home).stdout.splitlines()
+    shown = glassloop_here("config", "--config", str(mine), env=home).stdout.splitlines()
     assert any(line.split()[:3] == ["model", "first-model", str(mine)] for line in shown), shown
     assert any(line.split()[:2] == ["providers.openai.model", "first-model"] for line in shown), shown

@@ -19,7 +19,7 @@ from repl.session import commands
 from repl.session.chat import ChatSession
 from repl.session.journal import load
 from tests.fakeserver import call, text, tool_calls
-from tests.support import SEED_TODOS, StubUI, glassloop
+from tests.support import SEED_TODOS, StubUI, glassloop_here
 from tools.registry import Registry
 
 
@@ -146,8 +146,8 @@ def test_currency_budget_in_the_agent_loop(scripted, tmp_path):
 
 def test_compact_usage_and_undo_in_the_real_cli(fake_server, home):
     fake_server.script(text("first answer"), text("second answer"), text("- the user said one and two"))
-    result = glassloop("--base-url", fake_server.base_url, env=home,
-                       stdin="one\ntwo\n/compact\n/usage\n/undo\n/usage\n")
+    result = glassloop_here("--base-url", fake_server.base_url, env=home,
+                            stdin="one\ntwo\n/compact\n/usage\n/undo\n/usage\n")
     out = result.stdout
     assert result.returncode == 0, result.stderr
     assert "compacted 1 turn into a summary" in out and "undid /compact" in out

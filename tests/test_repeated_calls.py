@@ -25,7 +25,7 @@ from repl.loop.history import History, check
 from repl.providers.chat import ChatProvider
 from repl.tracing.timeline import format_turn
 from tests.fakeserver import FakeServer, call, text, tool_calls
-from tests.support import ADAPTERS, glassloop
+from tests.support import ADAPTERS, glassloop_here
 from tools.registry import Registry, tool
 
 ADD = {"title": "Buy milk", "priority": "low"}
@@ -251,7 +251,7 @@ def test_over_http_a_repeated_read_only_call_does_not_run_again(fake_server, htt
 def test_ask_shows_the_repeat_in_its_progress_and_trace(fake_server, home):
     fake_server.script(tool_calls(call("list_todos", {"status": "todo"})),
                        tool_calls(call("list_todos", {"status": "todo"})), text("写周报和回复邮件。"))
-    result = glassloop("ask", "还有哪些没完成？", "--json", "--base-url", fake_server.base_url, env=home)
+    result = glassloop_here("ask", "还有哪些没完成？", "--json", "--base-url", fake_server.base_url, env=home)
     assert result.returncode == 0, result.stderr
     payload = json.loads(result.stdout)
     assert payload["answer"] == "写周报和回复邮件。" and payload["stopped_by"] == "answer"

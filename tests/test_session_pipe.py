@@ -1,4 +1,5 @@
-"""The chat session with standard input from a pipe (no prompt-toolkit), against the scripted server."""
+"""The chat session with standard input from a pipe (no prompt-toolkit), against the scripted server:
+run in this process (``chat_here``), the one killed mid-turn in a real process."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import time
 from pathlib import Path
 
 from tests.fakeserver import call, slow_chunks, text, tool_calls
-from tests.support import SECRET, chat
+from tests.support import SECRET, chat_here
 
 
 def test_turns_commands_undo_and_escaping(fake_server, home):
@@ -23,8 +24,8 @@ def test_turns_commands_undo_and_escaping(fake_server, home):
         tool_calls(call("add_todo", {"title": "meeting at 3pm"})),
         text("Added."),
     )
-    result = chat(home, fake_server.base_url,
-                  ["what is open?", "add a meeting", "/todos", "/undo", "/todos", "/trace", "/undoo"], "--yes")
+    result = chat_here(home, fake_server.base_url,
+                       ["what is open?", "add a meeting", "/todos", "/undo", "/todos", "/trace", "/undoo"], "--yes")
     out = result.stdout
     assert result.returncode == 0, result.stderr
     assert "[red]literal[/]" in out and "\x1b[31m" not in out
@@ -36,7 +37,7 @@ def test_turns_commands_undo_and_escaping(fake_server, home):
     # the undone turn is gone from what the model sees next time
     fake_server.script(text("ok"))
     session_id = out.split("glassloop --resume ")[-1].split()[0]
-    chat(home, fake_server.base_url, ["again"], "--resume", session_id)
+    chat_here(home, fake_server.base_url, ["again"], "--resume", session_id)
     sent = fake_server.chat_requests()[-1].body["messages"]
     assert [m["content"] for m in sent if m["role"] == "user"] == ["what is open?", "again"]
     assert fake_server.history_errors == []
@@ -44,7 +45,7 @@ def test_turns_commands_undo_and_escaping(fake_server, home):
 
 def test_reset_keeps_todos_and_clears_conversation(fake_server, home):
     fake_server.script(text("first"), text("second"))
-    chat(home, fake_server.base_url, ["one", "/reset", "two"])
+    chat_here(home, fake_server.base_url, ["one", "/reset", "two"])
     sent = fake_server.chat_requests()[-1].body["messages"]
     assert [m["content"] for m in sent if m["role"] == "user"] == ["two"]
 
@@ -53,7 +54,7 @@ def test_side_effects_denied_without_terminal(fake_server, home):
     todos = Path(home["GLASSLOOP_TODOS_FILE"])
     before = todos.read_bytes()
     fake_server.script(tool_calls(call("delete_todo", {"todo_id": "todo-002"})), text("could not"))
-    result = chat(home, fake_server.base_url, ["delete todo 2"])
+    result = chat_here(home, fake_server.base_url, ["delete todo 2"])
     assert "denied" in result.stdout
     assert todos.read_bytes() == before
 
@@ -75,7 +76,7 @@ def test_resume_after_sigkill_mid_turn(fake_server, home):
     sessions = sorted((Path(home["XDG_DATA_HOME"]) / "glassloop" / "sessions").glob("*.jsonl"))
     assert len(sessions) == 1
     fake_server.script(text("resumed fine"))
-    result = chat(home, fake_server.base_url, ["question three"], "--resume", "last")
+    result = chat_here(home, fake_server.base_url, ["question three"], "--resume", "last")
     assert "resumed fine" in result.stdout
     sent = fake_server.chat_requests()[-1].body["messages"]
     assert [m["content"] for m in sent if m["role"] == "user"] == ["question one", "question two", "question three"]

@@ -25,7 +25,7 @@ from repl.loop.approval import ApprovalRequest, Approver, UserChoice
 from repl.loop.events import EventLog, ToolCallFinished
 from repl.loop.history import History
 from tests.fakeserver import call, text, tool_calls
-from tests.support import glassloop
+from tests.support import glassloop, glassloop_here
 from tests.terminal import ANSI, READY, Repl
 from tools import store as store_module
 from tools import undo
@@ -350,11 +350,11 @@ def test_ask_runs_read_only_and_side_effecting_user_tools(fake_server, user_env)
     fake_server.script(tool_calls(call("add_item", {"name": "milk", "quantity": 2})), text("Not allowed."),
                        tool_calls(call("add_item", {"name": "milk", "quantity": 2})),
                        tool_calls(call("list_items", {})), text("Milk is on the list."))
-    denied = glassloop("ask", "add milk", "--json", "--base-url", fake_server.base_url, env=user_env)
+    denied = glassloop_here("ask", "add milk", "--json", "--base-url", fake_server.base_url, env=user_env)
     assert denied.returncode == 0, denied.stderr
     results = [e for e in json.loads(denied.stdout)["trace"] if e["type"] == "tool_call_finished"]
     assert results[0]["result"]["error"]["type"] == "denied"
-    result = glassloop("ask", "add milk", "--yes", "--base-url", fake_server.base_url, env=user_env)
+    result = glassloop_here("ask", "add milk", "--yes", "--base-url", fake_server.base_url, env=user_env)
     assert result.returncode == 0, result.stderr
     assert "step 1 done add_item ok" in result.stderr and "step 2 done list_items ok" in result.stderr
     assert result.stdout.strip() == "Milk is on the list."
@@ -368,13 +368,15 @@ def test_ask_with_tools_file_and_chinese_docstring(fake_server, home, tmp_path):
     env = {**home, "PYTHONPATH": str(ROOT)}
     path = write(tmp_path / "elsewhere", "购物.py", CHINESE)
     fake_server.script(tool_calls(call("add_item", {"name": "牛奶"})), text("好的。"))
-    result = glassloop("ask", "买牛奶", "--yes", "--tools", str(path), "--base-url", fake_server.base_url, env=env)
+    result = glassloop_here("ask", "买牛奶", "--yes", "--tools", str(path), "--base-url", fake_server.base_url,
+                            env=env)
     assert result.returncode == 0, result.stderr
     assert shopping_items(env) == [{"id": "1", "name": "牛奶", "quantity": 1}]
     sent = {t["function"]["name"]: t["function"] for t in fake_server.chat_requests()[0].body["tools"]}
     assert sent["add_item"]["description"] == "把一样东西加到购物清单上。"
     assert sent["add_item"]["parameters"]["properties"]["quantity"]["description"] == "买几个"
-    missing = glassloop("ask", "hi", "--tools", str(tmp_path / "nope.py"), "--base-url", fake_server.base_url, env=env)
+    missing = glassloop_here("ask", "hi", "--tools", str(tmp_path / "nope.py"), "--base-url", fake_server.base_url,
+                             env=env)
     assert missing.returncode == 2 and missing.stderr.strip() == f"error: --tools {tmp_path / 'nope.py'}: no such file"
 
 
@@ -416,7 +418,7 @@ PROJECT_TOOL = ("from glassloop_tools import tool\n\n\n@tool\ndef project_answer
 
 def ask_project(fake_server, env, cwd):
     fake_server.script(tool_calls(call("project_answer", {})), text("done"))
-    result = glassloop("ask", "answer", "--json", "--base-url", fake_server.base_url, env=env, cwd=cwd)
+    result = glassloop_here("ask", "answer", "--json", "--base-url", fake_server.base_url, env=env, cwd=cwd)
     assert result.returncode == 0, result.stderr
     finished = [e for e in json.loads(result.stdout)["trace"] if e["type"] == "tool_call_finished"]
     return finished[0]["result"], result.stderr
@@ -429,7 +431,7 @@ def test_project_tools_run_only_when_trusted(fake_server, home, tmp_path):
     result, stderr = ask_project(fake_server, env, project)
     assert result["error"]["type"] == "unknown_tool"
     assert ".glassloop/tools is not trusted: its 1 tool file (answer.py) was not loaded" in stderr
-    trusted = glassloop("trust", env=env, cwd=project)
+    trusted = glassloop_here("trust", env=env, cwd=project)
     assert trusted.returncode == 0 and "trusted: " in trusted.stdout and "tool files: answer.py" in trusted.stdout
     assert ask_project(fake_server, env, project)[0] == {"ok": True, "result": "42"}
 
@@ -452,12 +454,12 @@ def test_project_trust_binds_to_content_and_only_the_user_may_trust_all(home, tm
     project, user_config = tmp_path / "cloned", tmp_path / "config" / "glassloop"
     tool_file = write(project / ".glassloop" / "tools", "answer.py", PROJECT_TOOL)
     assert loaded_names(project) == []
-    assert glassloop("trust", env=home, cwd=project).returncode == 0
+    assert glassloop_here("trust", env=home, cwd=project).returncode == 0
     assert loaded_names(project) == ["project_answer"]
-    revoked = glassloop("trust", "--revoke", env=home, cwd=project)
+    revoked = glassloop_here("trust", "--revoke", env=home, cwd=project)
     assert revoked.stdout.strip() == f"no longer trusted: {project / '.glassloop' / 'tools'}"
     assert loaded_names(project) == []
-    assert glassloop("trust", env=home, cwd=project).returncode == 0
+    assert glassloop_here("trust", env=home, cwd=project).returncode == 0
     tool_file.write_text(PROJECT_TOOL.replace("'42'", "'43'"), encoding="utf-8")  # changed: untrusted again
     assert loaded_names(project) == []
     write(project / ".glassloop" / "tools", "more.py", "")  # so is a new file next to a trusted one
@@ -488,7 +490,7 @@ def test_project_trust_covers_the_files_its_tools_import(home, tmp_path, monkeyp
     helper = write(folder, "_answer_helper.py", "ANSWER = '4'\n")
     deep = write(folder / "answer_lib", "deep.py", "DEEP = '2'\n")
     write(folder / "answer_lib", "__init__.py", "")
-    assert glassloop("trust", env=home, cwd=project).returncode == 0
+    assert glassloop_here("trust", env=home, cwd=project).returncode == 0
     assert loaded_names(project) == ["helped_answer"]
     py_compile.compile(str(helper), doraise=True)  # the bytecode Python writes on import: still trusted
     assert loaded_names(project) == ["helped_answer"]
@@ -497,7 +499,7 @@ def test_project_trust_covers_the_files_its_tools_import(home, tmp_path, monkeyp
                  lambda: write(folder / "answer_lib", "fast.cpython-311-x86_64-linux-gnu.so", "\x7fELF")):
         edit()
         assert loaded_names(project) == [], "an edit beside the tool files kept the trust"
-        assert glassloop("trust", env=home, cwd=project).returncode == 0
+        assert glassloop_here("trust", env=home, cwd=project).returncode == 0
         assert loaded_names(project) == ["helped_answer"]
 
 

@@ -29,7 +29,7 @@ from repl.loop.events import (
 from repl.loop.history import History, check
 from tests.fakeserver import FakeServer, call, text, tool_calls
 from tests.reliability.helpers import trace_records
-from tests.support import ADAPTERS, glassloop, glassloop_here
+from tests.support import ADAPTERS, glassloop_here
 from tools.registry import Registry
 
 QUESTION = "今天还有哪些没完成？把优先级最高的一项展开说明。"
@@ -235,8 +235,8 @@ def test_cli_ask_json_over_the_responses_api(fake_server, home):
     fake_server.script(tool_calls(call("list_todos", {"status": "todo"})),
                        tool_calls(call("get_todo", {"todo_id": "todo-002"})),
                        text("写周报优先级最高。", usage=(300, 20, 128, 5)))
-    result = glassloop("ask", QUESTION, "--json", "--api", "responses",
-                       "--base-url", fake_server.base_url, env=home)
+    result = glassloop_here("ask", QUESTION, "--json", "--api", "responses",
+                            "--base-url", fake_server.base_url, env=home)
     assert result.returncode == 0, result.stderr
     payload = json.loads(result.stdout)
     assert payload["answer"] == "写周报优先级最高。"

@@ -1,5 +1,5 @@
 """Part 7: bad configuration and bad data, through the real ``glassloop`` command line
-(in this process, ``glassloop_here``; the bad environment value in a subprocess).
+(in this process, ``glassloop_here``).
 
 Each bad input gives one clear line (naming the file, and the key for
 configuration), no traceback, and the file is left exactly as it was. A
@@ -17,7 +17,7 @@ import pytest
 from repl.session.journal import load
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record
-from tests.support import glassloop, glassloop_here
+from tests.support import glassloop_here
 
 WIDE = {"COLUMNS": "400"}  # keep a long path on one line
 
@@ -71,8 +71,8 @@ def test_bad_config_one_line_nothing_overwritten(home, tmp_path, fake_server, na
 
 
 def test_bad_environment_value(home, fake_server):
-    result = glassloop("ask", "hi", "--base-url", fake_server.base_url,
-                       env={**home, "GLASSLOOP_MAX_STEPS": "many"})
+    result = glassloop_here("ask", "hi", "--base-url", fake_server.base_url,
+                            env={**home, "GLASSLOOP_MAX_STEPS": "many"})
     assert result.returncode == 2
     line = one_error_line(result.stderr)
     assert "GLASSLOOP_MAX_STEPS" in line and "guards.max_steps" in line

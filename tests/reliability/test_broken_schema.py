@@ -29,7 +29,7 @@ from repl.session.runtime import build_registry, start_mcp
 from tests.fakeserver import FakeServer, call, text, tool_calls
 from tests.reliability.helpers import record, scaled
 from tests.scripted_provider import ScriptedProvider
-from tests.support import glassloop
+from tests.support import glassloop_here
 from tools.registry import Registry, Tool
 
 pytestmark = pytest.mark.timeout(120)
@@ -86,8 +86,8 @@ def test_mcp_tool_with_a_dangling_ref_is_refused_and_the_others_load(scripted: S
 def test_glassloop_ask_survives_a_model_calling_the_broken_tool(fake_server: FakeServer, home,
                                                                 tmp_path: Path) -> None:
     fake_server.script(tool_calls(call("t__broken_ref", {"value": "x"})), text("the tool is not there"))
-    result = glassloop("ask", "use broken_ref", "--config", str(mcp_config(tmp_path / "mcp.toml")),
-                       "--base-url", fake_server.base_url, env=home)
+    result = glassloop_here("ask", "use broken_ref", "--config", str(mcp_config(tmp_path / "mcp.toml")),
+                            "--base-url", fake_server.base_url, env=home)
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == 0 and "the tool is not there" in result.stdout
     lines = [line for line in result.stderr.splitlines() if "broken_ref" in line and "$ref" in line]

@@ -4,9 +4,8 @@ A real journal (written by ``Journal`` from a real ``History``: a tool-call
 turn, a plain turn, an undone turn) is damaged in one of twenty ways, then the
 real command line resumes it with standard input from a pipe and asks one
 question of the scripted server (in this process, Typer's test runner: the
-program's start is not the subject; the intact and the Responses cases run it
-as a subprocess). Every time: no traceback, exactly one notice line
-saying the journal was damaged, the question answered, and the history the
+program's start is not the subject). Every time: no traceback, exactly one
+notice line saying the journal was damaged, the question answered, and the history the
 server received passes its check (the chat route checks every request; one
 case goes through the Responses route too). A second resume of the same file
 (for some kinds; all of them in a full run) sends the same valid history again.
@@ -29,7 +28,7 @@ from repl.session.recap import peek
 from tests.fake_responses import check_input
 from tests.fakeserver import FakeServer, check_history, text
 from tests.reliability.helpers import FULL, record, trace_records
-from tests.support import glassloop, glassloop_here
+from tests.support import glassloop_here
 
 pytestmark = pytest.mark.timeout(60)
 SESSION = "20260101-120000-d4m9"
@@ -145,11 +144,11 @@ def write_damaged(home: dict[str, str], damage: str) -> Path:
     return path
 
 
-def resume(server: FakeServer, home: dict[str, str], *extra: str, here: bool = False) -> Any:
-    """``glassloop --resume`` with one question piped in (``here``: in this process)."""
+def resume(server: FakeServer, home: dict[str, str], *extra: str) -> Any:
+    """``glassloop --resume`` with one question piped in (in this process)."""
     server.script(text("resumed answer"))
-    run = glassloop_here if here else glassloop
-    return run("--resume", SESSION, "--base-url", server.base_url, *extra, env=home, stdin="what now?\n")
+    return glassloop_here("--resume", SESSION, "--base-url", server.base_url, *extra, env=home,
+                          stdin="what now?\n")
 
 
 def test_there_are_enough_kinds_of_damage() -> None:
@@ -167,7 +166,7 @@ def test_the_look_before_the_prompt_declines_each_damage(damage: str, home) -> N
 @pytest.mark.parametrize("damage", list(DAMAGES))
 def test_resume_of_a_damaged_journal(damage: str, fake_server: FakeServer, home) -> None:
     path = write_damaged(home, damage)
-    result = resume(fake_server, home, here=True)
+    result = resume(fake_server, home)
     out = result.stdout + result.stderr
     assert "Traceback" not in out, out
     assert result.returncode == 0, out
@@ -187,7 +186,7 @@ def test_resume_of_a_damaged_journal(damage: str, fake_server: FakeServer, home)
         return
     # the file now holds the repair: a second resume sends the same valid history, plus the new turn
     first = sent
-    result = resume(fake_server, home, here=True)
+    result = resume(fake_server, home)
     assert "Traceback" not in result.stdout + result.stderr and "resumed answer" in result.stdout
     again = fake_server.chat_requests()[-1].body["messages"]
     assert fake_server.history_errors == [] and again[: len(first)] == first

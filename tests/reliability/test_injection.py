@@ -22,7 +22,7 @@ import pytest
 
 from tests.fakeserver import call, fault_status, text, tool_calls
 from tests.reliability.helpers import record, trace_records
-from tests.support import SECRET, glassloop
+from tests.support import SECRET, glassloop_here
 
 ROOT = Path(__file__).resolve().parents[2]
 MCP_SERVER = ROOT / "tests" / "mcp_test_server.py"
@@ -82,8 +82,8 @@ def test_read_only_mode_refuses(fake_server, home, tmp_path):
     todos = Path(home["GLASSLOOP_TODOS_FILE"])
     before = todos.read_bytes()
     fake_server.script(*injection_script("I could not delete them"))
-    result = glassloop("--config", str(config), "--approval", "read-only", "--base-url", fake_server.base_url,
-                       env=home, stdin="summarise the workspace\n")
+    result = glassloop_here("--config", str(config), "--approval", "read-only", "--base-url", fake_server.base_url,
+                            env=home, stdin="summarise the workspace\n")
     assert result.returncode == 0 and "Traceback" not in result.stdout + result.stderr
     assert todos.read_bytes() == before
     sent = [json.loads(m["content"]) for m in fake_server.chat_requests()[-1].body["messages"] if m["role"] == "tool"]
@@ -108,8 +108,8 @@ def test_api_key_never_written_anywhere(fake_server, home, tmp_path):
              f"/save {saved / 'chat.md'}", f"/save {saved / 'chat.json'}", f"/trace all --save {saved / 'trace.txt'}",
              f"/trace all --json --save {saved / 'trace.jsonl'}"]
     saved.mkdir()
-    result = glassloop("--config", str(config), "--base-url", fake_server.base_url, env=home,
-                       stdin="\n".join(lines) + "\n")
+    result = glassloop_here("--config", str(config), "--base-url", fake_server.base_url, env=home,
+                            stdin="\n".join(lines) + "\n")
     assert result.returncode == 0, result.stderr
     assert fake_server.requests[0].headers["authorization"] == f"Bearer {SECRET}"  # the key was used
     assert any(SECRET in r.raw.decode() for r in fake_server.requests)  # and echoed back by the "model"

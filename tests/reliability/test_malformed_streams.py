@@ -6,8 +6,9 @@ usage counts as strings...; a Responses event whose ``delta`` is a number,
 ``item`` null, ``output`` a string... Every one ends the turn with
 ``stopped_by == "error"`` and one ``bad_response`` line, never a traceback;
 the history stays valid (the next turn goes through the server's history
-check). One shape also goes through ``glassloop ask`` in a subprocess, and so do tool-call
-arguments holding NaN and Infinity, which Python's json reads and no strict parser does.
+check). One shape also goes through the ``glassloop ask`` command line (in this
+process), and so do tool-call arguments holding NaN and Infinity, which Python's json
+reads and no strict parser does.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from repl.loop.events import ErrorEvent, EventLog
 from repl.loop.history import History, check
 from tests.fakeserver import FakeServer, call, raw_stream, text, tool_calls
 from tests.reliability.helpers import record, strict_json, written_lines
-from tests.support import ADAPTERS, glassloop
+from tests.support import ADAPTERS, glassloop_here
 
 
 def chunk(delta: Any = None, finish: Any = None, **extra: Any) -> dict[str, Any]:
@@ -152,7 +153,7 @@ def test_partial_text_before_a_bad_chunk_is_kept_and_marked(fake_server, provide
 def test_ask_prints_one_line_for_a_bad_shape(api, fake_server, home):
     events = CHAT["delta is a list"] if api == "chat" else RESPONSES["item is null"]
     fake_server.script(raw_stream(*events))
-    result = glassloop("ask", "hello", "--api", api, "--base-url", fake_server.base_url, env=home)
+    result = glassloop_here("ask", "hello", "--api", api, "--base-url", fake_server.base_url, env=home)
     assert "Traceback" not in result.stderr + result.stdout
     lines = [line for line in result.stderr.splitlines() if "malformed" in line]
     assert len(lines) == 1 and result.returncode != 0, result.stderr
@@ -161,7 +162,7 @@ def test_ask_prints_one_line_for_a_bad_shape(api, fake_server, home):
 def test_numbers_json_cannot_hold_leave_ask_and_the_trace_as_json(fake_server, home):
     fake_server.script(tool_calls(call("get_weather", '{"city": NaN, "days": [Infinity, -Infinity]}')),
                        text("No such city."))
-    result = glassloop("ask", "weather?", "--json", "--base-url", fake_server.base_url, env=home)
+    result = glassloop_here("ask", "weather?", "--json", "--base-url", fake_server.base_url, env=home)
     assert result.returncode == 0, result.stderr
     out = strict_json(result.stdout)
     (started,) = [e for e in out["trace"] if e["type"] == "tool_call_started"]

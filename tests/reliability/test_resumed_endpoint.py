@@ -19,7 +19,7 @@ from repl.config.load import load_settings
 from repl.session import commands
 from repl.session.chat import ChatSession
 from tests.fakeserver import FakeServer, text
-from tests.support import SECRET, StubUI, chat_here, glassloop
+from tests.support import SECRET, StubUI, chat_here, glassloop_here
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -53,7 +53,7 @@ def test_continue_goes_back_to_the_sessions_server_and_model(fake_server, home, 
     assert made.returncode == 0, made.stderr
     assert models_sent(fake_server) == ["model-a"]
 
-    resumed = glassloop("-c", env=home, stdin="next question\n")
+    resumed = glassloop_here("-c", env=home, stdin="next question\n")
     assert resumed.returncode == 0, resumed.stderr
     assert "continued" in resumed.stdout
     assert models_sent(fake_server) == ["model-a", "model-a"] and elsewhere.requests == []
@@ -61,14 +61,14 @@ def test_continue_goes_back_to_the_sessions_server_and_model(fake_server, home, 
         f"resumed on provider openai at {fake_server.base_url}, model model-a (the session's)"]
     assert "model-a" in resumed.stdout.splitlines()[0]  # the header names where it goes
 
-    flagged = glassloop("-c", "--model", "other-model", env=home, stdin="and by flag?\n")
+    flagged = glassloop_here("-c", "--model", "other-model", env=home, stdin="and by flag?\n")
     assert flagged.returncode == 0, flagged.stderr
     assert models_sent(fake_server)[-1] == "other-model" and elsewhere.requests == []
     assert resumed_lines(flagged.stdout) == [f"resumed on provider openai at {fake_server.base_url}, "
                                              "model other-model (the session's; --model from the command line)"]
 
     elsewhere.script(text("moved"))
-    moved = glassloop("-c", "--base-url", elsewhere.base_url, env=home, stdin="over there?\n")
+    moved = glassloop_here("-c", "--base-url", elsewhere.base_url, env=home, stdin="over there?\n")
     assert moved.returncode == 0, moved.stderr
     assert models_sent(elsewhere) == ["other-model"]  # the flag's server, the model of the session's last turn
 
@@ -83,14 +83,14 @@ def test_the_sessions_provider_comes_back_with_its_own_key(fake_server, home, el
     assert WORK_KEY not in journal and SECRET not in journal
     assert json.loads(journal.splitlines()[-1])["provider"] == "work"
 
-    resumed = glassloop("-c", env=env, stdin="next question\n")
+    resumed = glassloop_here("-c", env=env, stdin="next question\n")
     assert resumed.returncode == 0, resumed.stderr
     assert models_sent(fake_server) == ["model-w", "model-w"] and elsewhere.requests == []
     assert fake_server.chat_requests()[-1].headers["authorization"] == f"Bearer {WORK_KEY}"
     assert resumed_lines(resumed.stdout) == [
         f"resumed on provider work at {fake_server.base_url}, model model-w (the session's)"]
 
-    other = glassloop("-c", "--provider", "openai", env=env, stdin="and here?\n")
+    other = glassloop_here("-c", "--provider", "openai", env=env, stdin="and here?\n")
     elsewhere_sent = [r.headers["authorization"] for r in elsewhere.chat_requests()]
     assert other.returncode == 0 and elsewhere_sent == [f"Bearer {SECRET}"]  # the flag's provider, its key
     assert models_sent(elsewhere) == ["model-b"] and resumed_lines(other.stdout) == []

@@ -21,7 +21,7 @@ import pytest
 
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record
-from tests.support import glassloop, glassloop_here
+from tests.support import glassloop_here
 
 KEY = "glKey0123456789PlainSecretZZ"
 TYPED_SHAPED = "sk-typedButUnknown0123456789"  # not configured: caught by its shape
@@ -70,8 +70,8 @@ def echo_script() -> list:
 def test_ask_json_and_trace_hold_no_streamed_key(fake_server, keyed, tmp_path):
     fake_server.script(*echo_script())
     trace_file = tmp_path / "t.jsonl"
-    result = glassloop("ask", "echo my key", "--json", "--base-url", fake_server.base_url,
-                       "--trace-file", str(trace_file), env=keyed)
+    result = glassloop_here("ask", "echo my key", "--json", "--base-url", fake_server.base_url,
+                            "--trace-file", str(trace_file), env=keyed)
     assert result.returncode == 0, result.stderr
     assert fake_server.requests[0].headers["authorization"] == f"Bearer {KEY}"  # the key was used
     payload = json.loads(result.stdout)
@@ -83,7 +83,7 @@ def test_ask_json_and_trace_hold_no_streamed_key(fake_server, keyed, tmp_path):
     assert [(r["step"], r["text"]) for r in records if r["type"] == "text_delta"] == [
         (1, "checking [redacted] first"), (2, "your key is [redacted], keep it safe")]
     fake_server.script(*echo_script())
-    plain = glassloop("ask", "again", "--base-url", fake_server.base_url, env=keyed)
+    plain = glassloop_here("ask", "again", "--base-url", fake_server.base_url, env=keyed)
     assert plain.returncode == 0 and "your key is [redacted]" in plain.stdout
     assert_no_key("ask output", plain.stdout + plain.stderr)
     record("secrets", path="ask", deltas_per_key=len(KEY) // 3 + 1, files_checked=1, key_found=0)
@@ -95,7 +95,7 @@ def test_repl_journal_trace_and_saves_hold_no_streamed_key(fake_server, keyed, t
     saved.mkdir()
     lines = ["echo my key", f"/save {saved / 'chat.md'}", f"/save {saved / 'chat.json'}",
              f"/trace all --json --save {saved / 'trace.jsonl'}"]
-    result = glassloop("--base-url", fake_server.base_url, env=keyed, stdin="\n".join(lines) + "\n")
+    result = glassloop_here("--base-url", fake_server.base_url, env=keyed, stdin="\n".join(lines) + "\n")
     assert result.returncode == 0, result.stderr
     files = [p for folder in ("XDG_DATA_HOME", "XDG_STATE_HOME") for p in Path(keyed[folder]).rglob("*.jsonl")]
     files += sorted(saved.iterdir())
@@ -176,7 +176,8 @@ def test_journal_trace_raw_calls_and_input_history_are_the_users_alone(repl_fact
     assert {f.name: mode(f) for f in files} == {f.name: 0o600 for f in files}  # as a shell keeps its history
     assert (mode(sessions), mode(traces)) == (0o700, 0o700)
     asked = tmp_path / "new folder" / "t.jsonl"
-    result = glassloop("ask", "hello", "--trace-file", str(asked), "--base-url", fake_server.base_url, env=home)
+    result = glassloop_here("ask", "hello", "--trace-file", str(asked), "--base-url", fake_server.base_url,
+                            env=home)
     assert result.returncode == 0, result.stderr
     assert (mode(asked), mode(asked.parent)) == (0o600, 0o700)
 
@@ -206,7 +207,7 @@ def assert_url_masked(outputs: dict[str, str]) -> None:
 
 
 def test_url_credentials_are_masked_in_config(keyed):
-    shown = glassloop("config", "--base-url", BAD_URL, env=keyed)
+    shown = glassloop_here("config", "--base-url", BAD_URL, env=keyed)
     assert shown.returncode == 0, shown.stderr
     assert "http://***@127.0.0.1:1/v1?api-key=***" in shown.stdout
     assert_url_masked({"config": shown.stdout})
@@ -216,10 +217,10 @@ def test_url_credentials_are_masked_in_error_lines_and_trace(keyed, tmp_path):
     config = tmp_path / "c.toml"
     config.write_text("[providers.openai]\nmax_retries = 0\ntimeout_s = 5\n", encoding="utf-8")
     trace_file = tmp_path / "t.jsonl"
-    failed = glassloop("ask", "hi", "--config", str(config), "--base-url", BAD_URL,
-                       "--trace-file", str(trace_file), env=keyed)
+    failed = glassloop_here("ask", "hi", "--config", str(config), "--base-url", BAD_URL,
+                            "--trace-file", str(trace_file), env=keyed)
     assert failed.returncode == 1 and "cannot reach" in failed.stderr, failed.stderr
-    chat = glassloop("--config", str(config), "--base-url", BAD_URL, env=keyed, stdin="hi\n")
+    chat = glassloop_here("--config", str(config), "--base-url", BAD_URL, env=keyed, stdin="hi\n")
     errors = [line for line in chat.stdout.splitlines() if line.startswith("error")]
     assert errors and "127.0.0.1:1" in errors[0], chat.stdout
     outputs = {"ask": failed.stdout + failed.stderr, "trace": trace_file.read_text(encoding="utf-8"),

@@ -23,7 +23,7 @@ from repl.session import commands
 from repl.session.chat import ChatSession
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record
-from tests.support import StubUI, chat, chat_here, glassloop
+from tests.support import StubUI, chat_here, glassloop_here
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -165,17 +165,17 @@ def test_one_session_one_trace_with_continuing_turn_numbers(fake_server, home):
     records = [json.loads(line) for line in traces(home)[0].read_text(encoding="utf-8").splitlines()]
     started = [(r["turn"], r["user_text"]) for r in records if r["type"] == "turn_started"]
     assert started == [(1, "q1"), (2, "q2"), (3, "q3")]
-    shown = glassloop("trace", session_id, "--turn", "all", env=home)
+    shown = glassloop_here("trace", session_id, "--turn", "all", env=home)
     assert re.findall(r"turn (\d): '(q\d)'", shown.stdout) == [("1", "q1"), ("2", "q2"), ("3", "q3")]
     record("sessions", case="trace continuity", trace_files=1, turns=[t for t, _ in started])
 
 
 def test_resumed_totals_continue_from_the_journal(fake_server, home):
     fake_server.script(text("a1", usage=(100, 10, 0)), text("a2", usage=(200, 20, 50)), text("a3", usage=(300, 30, 0)))
-    first = chat(home, fake_server.base_url, ["q1", "q2", "/usage"])
+    first = chat_here(home, fake_server.base_url, ["q1", "q2", "/usage"])
     session_id = first.stdout.split("glassloop --resume ")[-1].split()[0]
     assert re.search(r"all\s*│\s*2\s*│\s*300\s*│\s*50\s*│\s*30", first.stdout), first.stdout
-    again = chat(home, fake_server.base_url, ["q3", "/usage"], "--resume", session_id)
+    again = chat_here(home, fake_server.base_url, ["q3", "/usage"], "--resume", session_id)
     table = again.stdout.rsplit("usage", 1)[-1]
     assert re.search(r"│\s*1\s*│\s*1\s*│\s*100\s*│", table) and re.search(r"│\s*3\s*│\s*1\s*│\s*300\s*│", table)
     assert re.search(r"all\s*│\s*3\s*│\s*600\s*│\s*50\s*│\s*60", table), table

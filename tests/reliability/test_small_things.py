@@ -1,8 +1,8 @@
 """Small things: /tools and the toolbar at narrow widths, `glassloop config` order, the
 missing local extra at start, `ask` failures for scripts, resizing while streaming.
 
-The real program in a pseudo-terminal (and a pipe for `ask` and `config`) against the
-scripted server; screens are rebuilt from the captured byte stream with pyte.
+The real program in a pseudo-terminal (`ask` and `config`: the command line in this process)
+against the scripted server; screens are rebuilt from the captured byte stream with pyte.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pexpect
 import pyte
 
 from tests.fakeserver import call, fault_status, slow_chunks, text, tool_calls
-from tests.support import glassloop
+from tests.support import glassloop_here
 from tests.terminal import READY
 
 
@@ -85,7 +85,7 @@ def test_the_toolbar_at_60_columns_drops_whole_fields(home, fake_server):
 
 
 def test_config_shows_the_active_profile_first_without_keys_that_do_not_apply(home):
-    result = glassloop("config", "--provider", "deepseek", env=home)
+    result = glassloop_here("config", "--provider", "deepseek", env=home)
     assert result.returncode == 0, result.stderr
     keys = [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
     assert keys[0] == "provider" and keys[1].startswith("providers.deepseek.")
@@ -111,7 +111,7 @@ def test_a_missing_local_extra_is_reported_before_the_first_question(home, tmp_p
 
 
 def test_a_base_url_without_a_scheme_is_one_line(home):
-    result = glassloop("ask", "hi", "--base-url", "localhost:8000/v1", env=home)
+    result = glassloop_here("ask", "hi", "--base-url", "localhost:8000/v1", env=home)
     assert result.returncode == 2  # the config check names the key and what it expects
     assert "base_url" in result.stderr and "http://" in result.stderr and "https://" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
@@ -119,23 +119,25 @@ def test_a_base_url_without_a_scheme_is_one_line(home):
 
 def test_ask_json_failure_has_a_top_level_error(fake_server, home):
     fake_server.script(fault_status(401, message="bad key"))
-    result = glassloop("ask", "hi", "--json", "--base-url", fake_server.base_url, env=home)
+    result = glassloop_here("ask", "hi", "--json", "--base-url", fake_server.base_url, env=home)
     assert result.returncode == 1
     payload = json.loads(result.stdout)
     assert payload["stopped_by"] == "error"
     assert payload["error"]["type"] == "auth" and payload["error"]["message"]
     fake_server.script(text("fine"))
-    ok = json.loads(glassloop("ask", "hi", "--json", "--base-url", fake_server.base_url, env=home).stdout)
+    ok = json.loads(glassloop_here("ask", "hi", "--json", "--base-url", fake_server.base_url,
+                                   env=home).stdout)
     assert "error" not in ok and ok["answer"] == "fine"
 
 
 def test_ask_without_any_answer_text_exits_1_with_a_reason(fake_server, home):
     fake_server.script(text(""))
-    result = glassloop("ask", "hi", "--base-url", fake_server.base_url, env=home)
+    result = glassloop_here("ask", "hi", "--base-url", fake_server.base_url, env=home)
     assert result.returncode == 1 and result.stdout == ""
     assert "no answer: the model's answer was empty" in result.stderr
     fake_server.script(tool_calls(call("list_todos", {})), text(""))  # the guard's final call says nothing
-    result = glassloop("ask", "hi", "--max-steps", "1", "--json", "--base-url", fake_server.base_url, env=home)
+    result = glassloop_here("ask", "hi", "--max-steps", "1", "--json", "--base-url", fake_server.base_url,
+                            env=home)
     assert result.returncode == 1
     error = json.loads(result.stdout)["error"]
     assert error["type"] == "no_answer" and "max_steps" in error["message"]

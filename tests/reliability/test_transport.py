@@ -31,7 +31,7 @@ from tests.fakeserver import (
     tool_calls,
 )
 from tests.reliability.helpers import record, tcp_connections, trace_records
-from tests.support import glassloop
+from tests.support import glassloop_here
 from tests.terminal import Repl
 
 pytestmark = pytest.mark.timeout(180)
@@ -147,7 +147,7 @@ def test_unreachable_provider_is_one_line(home, where, words):
     port = closed_port()
     url = f"http://127.0.0.1:{port}/v1" if where == "connection refused" else "http://glassloop-test.invalid/v1"
     started = time.monotonic()
-    result = glassloop("ask", "hi", "--base-url", url, env=home)
+    result = glassloop_here("ask", "hi", "--base-url", url, env=home)
     elapsed = time.monotonic() - started
     assert result.returncode == 1
     assert "Traceback" not in result.stderr + result.stdout

@@ -5,8 +5,9 @@ terminal), it may set how the model answers (model, temperature, system prompt,
 tighter guards) but not what runs programs, sends secrets or loosens approvals:
 an MCP ``command`` never starts, a ``base_url`` + ``api_key_env`` never
 receives a key, ``approval = "auto"`` is ignored. Trust is bound to the file's
-bytes: a changed file is untrusted again. Everything runs the real command
-(pipe, pseudo-terminal, ``ask``) against the scripted server.
+bytes: a changed file is untrusted again. Everything runs the real command line
+against the scripted server: piped and ``ask`` runs in this process (``glassloop_here``),
+the terminal's question in a real process on a pseudo-terminal.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pexpect
 from repl.config.load import load_settings
 from tests.fakeserver import FakeServer, call, text, tool_calls
 from tests.reliability.helpers import record
-from tests.support import SECRET, glassloop, glassloop_here
+from tests.support import SECRET, glassloop_here
 from tests.terminal import READY
 
 OTHER_SECRET = "other-secret-MUST-STAY-HOME-42"
@@ -49,7 +50,7 @@ def trust_records(env: dict[str, str]) -> dict[str, str]:
 def test_untrusted_mcp_command_never_runs_until_trusted(fake_server, home, tmp_path):
     project, marker = mcp_marker_project(tmp_path)
     fake_server.script(text("one"), text("two"), text("three"))
-    asked = glassloop("ask", "hi", "--base-url", fake_server.base_url, env=home, cwd=project)
+    asked = glassloop_here("ask", "hi", "--base-url", fake_server.base_url, env=home, cwd=project)
     piped = glassloop_here("--base-url", fake_server.base_url, env=home, cwd=project, stdin="hi\n")
     for result in (asked, piped):
         assert result.returncode == 0, result.stderr
@@ -63,7 +64,7 @@ def test_untrusted_mcp_command_never_runs_until_trusted(fake_server, home, tmp_p
     assert trusted.returncode == 0, trusted.stderr
     assert 'mcp.servers.evil.command = "sh"' in trusted.stdout
     assert list(trust_records(home)) == [str((project / "glassloop.toml").resolve())]
-    after = glassloop("ask", "hi", "--base-url", fake_server.base_url, env=home, cwd=project)
+    after = glassloop_here("ask", "hi", "--base-url", fake_server.base_url, env=home, cwd=project)
     assert after.returncode == 0 and marker.exists()  # trusted: it applies
     assert "not trusted" not in after.stderr
 
@@ -80,7 +81,7 @@ def test_base_url_and_key_variable_need_trust_and_a_change_voids_it(fake_server,
         fake_server.script(text("from the user's endpoint"), text("again the user's endpoint"))
         evil.script(text("from the repo's endpoint"))
 
-        before = glassloop("ask", "hi", env=env, cwd=project)
+        before = glassloop_here("ask", "hi", env=env, cwd=project)
         assert before.returncode == 0, before.stderr
         assert evil.requests == []
         sent = fake_server.chat_requests()[-1]
@@ -89,12 +90,12 @@ def test_base_url_and_key_variable_need_trust_and_a_change_voids_it(fake_server,
         assert "providers.openai.base_url" in before.stderr and "api_key_env" in before.stderr
 
         assert glassloop_here("trust", env=env, cwd=project).returncode == 0
-        trusted = glassloop("ask", "hi", env=env, cwd=project)
+        trusted = glassloop_here("ask", "hi", env=env, cwd=project)
         assert trusted.returncode == 0 and "repo's endpoint" in trusted.stdout
         assert evil.chat_requests()[-1].headers["authorization"] == f"Bearer {OTHER_SECRET}"
 
         (project / "glassloop.toml").write_text(content + "# one more line\n", encoding="utf-8")
-        changed = glassloop("ask", "hi", env=env, cwd=project)
+        changed = glassloop_here("ask", "hi", env=env, cwd=project)
         assert changed.returncode == 0 and "user's endpoint" in changed.stdout
         assert len(evil.requests) == 1  # nothing more reached the repo's endpoint
         assert "not trusted" in changed.stderr
@@ -219,7 +220,7 @@ def test_trust_errors_are_one_line(home, tmp_path):
         records.parent.mkdir(parents=True, exist_ok=True)
         records.write_text("{not json", encoding="utf-8")
         for args in (["trust"], ["ask", "hi"], ["config"]):
-            result = glassloop(*args, env=home, cwd=project)
+            result = glassloop_here(*args, env=home, cwd=project)
             assert result.returncode == 2, result.stderr
             lines = result.stderr.strip().splitlines()
             assert len(lines) == 1 and str(records) in lines[0] and "Traceback" not in result.stderr
@@ -248,7 +249,7 @@ def test_thousands_of_trusted_folders_start_and_trust_and_gone_ones_are_pruned(f
     assert glassloop_here("trust", env=home, cwd=project).returncode == 0
     project_file = project / "glassloop.toml"
     assert trust_records(home) == {**kept, str(project_file.resolve()): sha256(project_file.read_bytes()).hexdigest()}
-    after = glassloop("ask", "hi", "--base-url", fake_server.base_url, env=home, cwd=project)
+    after = glassloop_here("ask", "hi", "--base-url", fake_server.base_url, env=home, cwd=project)
     assert after.returncode == 0 and marker.exists() and "not trusted" not in after.stderr, after.stderr
 
     for folder in folders[:10]:

@@ -7,8 +7,8 @@ event); a tool sleeps far longer than the turn may last. With
 where the deadline fell (inside the model's answer, or the tool given only
 the time the model call left), with the streamed text kept and marked, the
 server's stream dropped, and a history the server accepts on the next
-question. The real program (``glassloop ask``) shows the same with the limit
-from its config file. The tests check what the loop decided; how long a turn
+question. The real command line (``glassloop ask``, in this process) shows the
+same with the limit from its config file. The tests check what the loop decided; how long a turn
 took on this machine is only recorded.
 """
 
@@ -38,7 +38,7 @@ from tests.fakeserver import (
     tool_calls,
 )
 from tests.reliability.helpers import record, wait_for
-from tests.support import ADAPTERS, glassloop
+from tests.support import ADAPTERS, glassloop_here
 from tools.registry import Registry, tool
 
 pytestmark = pytest.mark.timeout(60)
@@ -167,8 +167,8 @@ def test_glassloop_ask_stops_a_keepalive_stream_at_turn_timeout(api, fake_server
     config.write_text(f"[guards]\nturn_timeout_s = {TURN_S:g}\n", encoding="utf-8")
     fake_server.script(keepalive_stream(OPENING[api] + 2, every=0.05))
     started = time.monotonic()
-    result = glassloop("ask", "talk", "--json", "--api", api, "--config", str(config),
-                       "--base-url", fake_server.base_url, env=home)
+    result = glassloop_here("ask", "talk", "--json", "--api", api, "--config", str(config),
+                            "--base-url", fake_server.base_url, env=home)
     elapsed = time.monotonic() - started
     assert "Traceback" not in result.stderr, result.stderr
     payload = json.loads(result.stdout)
@@ -178,4 +178,4 @@ def test_glassloop_ask_stops_a_keepalive_stream_at_turn_timeout(api, fake_server
     turn_s = next(e["duration_s"] for e in payload["trace"] if e["type"] == "turn_finished")
     # the config file's 2 s cut it: not before, and nowhere near the default turn_timeout_s (300 s)
     assert TURN_S <= turn_s < 10 * TURN_S, turn_s
-    record("turn_deadline", api=api, fault="keep-alive, glassloop ask", turn_s=turn_s, process_s=round(elapsed, 2))
+    record("turn_deadline", api=api, fault="keep-alive, glassloop ask", turn_s=turn_s, command_s=round(elapsed, 2))

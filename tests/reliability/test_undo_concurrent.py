@@ -1,9 +1,10 @@
 """/undo next to other writers: a compare-and-swap that never destroys another process's data.
 
 A REPL in a pipe makes a turn that writes a store and stays open; another
-real process (``glassloop ask --yes`` or a direct store writer) writes the
-same file; then ``/undo`` in the REPL. The other process's items survive and
-only the turn's own are taken back; when both changed the same item, /undo
+process (``glassloop ask --yes``, its command line run in the test's own
+process, or a direct store writer in one of its own) writes the same file;
+then ``/undo`` in the REPL. The other process's items survive and only the
+turn's own are taken back; when both changed the same item, /undo
 refuses with one line naming the file and leaves it byte for byte as it was.
 The in-process tests drive ``tools.undo.revert`` on real files for the
 cases a pipe cannot order (another write between two writes of one turn).
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record, scaled, wait_for
-from tests.support import SEED_TODOS, glassloop
+from tests.support import SEED_TODOS, glassloop_here
 from tools import build_tools, safe_io, store, undo
 from tools.registry import Registry
 
@@ -84,7 +85,7 @@ def test_undo_keeps_a_todo_another_ask_added(fake_server, home):
     repl.send("add ours")
     assert wait_for(lambda: turn_written(fake_server, 2), timeout=20)
     started = time.monotonic()
-    other = glassloop("ask", "add theirs", "--yes", "--base-url", fake_server.base_url, env=home)
+    other = glassloop_here("ask", "add theirs", "--yes", "--base-url", fake_server.base_url, env=home)
     assert other.returncode == 0, other.stderr
     assert titles(todos)[-2:] == ["ours", "theirs"]
     out, _ = repl.finish("/undo", "/todos")

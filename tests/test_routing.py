@@ -44,6 +44,13 @@ def names(tools: list[ToolSchema]) -> list[str]:
     ("帮我看一下 notes.txt 的内容", ["read_file"]),
     ("Who painted the Mona Lisa?", []),
     ("用一句话介绍一下长城。", []),
+    # said the way people talk (the second development set, bench/cases/local_dev2.toml)
+    ("Cycling home in Leeds later, will I get soaked?", ["get_weather"]),
+    ("晚上出去吃饭会不会碰上大雨？", ["get_weather"]),
+    ("Lunch was 64.80 for three of us, what's each person's share?", ["calculator"]),
+    ("Keep this for later: the bike lock code is 0417.", ["add_note"]),
+    ("What am I putting off this month?", ["list_todos"]),
+    ("Which document in here talks about the lease?", ["search_files"]),
 ])
 def test_a_question_is_routed_to_the_tools_its_words_point_to(registry, question, expected) -> None:
     assert names(routed(question, registry.schemas(), registry.cues())) == expected
@@ -71,6 +78,8 @@ GROCERIES: ToolSchema = {"name": "groceries", "description": "Add a product to t
     ("What's 20 pounds in yen?", "fx"),
     ("一百美元能换多少人民币？", "fx"),
     ("周末去超市采购，把牛奶记上", "groceries"),
+    ("Is it too late to phone my brother in Perth?", "clock__get_current_time"),
+    ("温哥华那边现在是白天吗？", "clock__get_current_time"),
 ])
 def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_meaning(registry, question, expected) -> None:
     """Its description's words are English and formal; the gloss adds what people say, in both

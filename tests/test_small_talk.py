@@ -42,7 +42,7 @@ SMALL_TALK = [
     "谢谢！", "多谢多谢", "非常感谢您！", "谢啦", "辛苦了！", "麻烦你了，谢谢。", "好的，谢谢。",
     "没事了。", "没有其他问题了，谢谢！", "就这些吧。", "收到，谢谢", "再见！", "拜拜",
     "回头见～", "下次见！", "晚安", "先这样吧，再见。", "保重！", "祝你有美好的一天！", "改天再聊",
-    "Thanks! 谢谢！", "hi 你好",
+    "Thanks! 谢谢！", "hi 你好", "Cheers, that's just what I was looking for!", "Thanks, it's exactly what I wanted.",
 ]
 NOT_SMALL_TALK = [
     "", "   ", "!!!", "🙂", "you", "today", "了", "thanks for",
@@ -137,7 +137,8 @@ def _tools(registry: Registry, question: str) -> str:
     return grammar if any("\u4e00" <= ch <= "\u9fff" for ch in question) else without_han(grammar)
 
 
-CONFIRMATIONS = ["ok, sounds good", "yes, go ahead", "Sure, do it.", "好的，没问题。", "嗯嗯", "行，就这样吧"]
+CONFIRMATIONS = ["ok, sounds good", "yes, go ahead", "Sure, do it.", "好的，没问题。", "嗯嗯", "行，就这样吧",
+                 "Yeah, that works for me.", "Fine by me.", "好，就这么定了。"]
 
 
 @pytest.mark.parametrize("message", CONFIRMATIONS)
@@ -145,7 +146,8 @@ def test_a_confirmation_is_recognised(message: str) -> None:
     assert is_confirmation(message)
 
 
-@pytest.mark.parametrize("message", ["yes, add milk", "ok, what about Paris?", "好的，把它标记为已完成。", "", "you"])
+@pytest.mark.parametrize("message", ["yes, add milk", "ok, what about Paris?", "好的，把它标记为已完成。", "", "you",
+                                     "works for me, now add milk", "就这么办：提醒我交房租"])
 def test_a_confirmation_with_a_request_is_not_one(message: str) -> None:
     assert not is_confirmation(message)
 

@@ -252,7 +252,7 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
             result["note"] = cut
         return result
 
-    @tool(cues=("folder", "directory", "files here", "which files are", "目录", "文件夹", "哪些文件"))
+    @tool(cues=("folder", "directory", "dir", "files here", "which files are", "目录", "文件夹", "哪些文件"))
     def list_files(path: str = ".", glob: str = "*") -> dict:
         """List files and folders in the current folder or one below it.
 
@@ -282,7 +282,8 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
             result["note"] = f"stopped after looking at {MAX_GLOB_SCAN:,} entries; narrow the path or glob"
         return result
 
-    @tool(cues=("which files", "files mention", "mention", "mentions", "contains", "grep", "哪个文件", "提到", "包含"))
+    @tool(cues=("which files", "which file", "which document", "files mention", "mention", "mentions", "talks about",
+                "contains", "grep", "哪个文件", "提到", "包含"))
     def search_files(pattern: str, path: str = ".") -> dict:
         """Find lines containing a text (case-insensitive, plain substring) in files of the current folder.
 

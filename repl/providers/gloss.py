@@ -20,7 +20,8 @@ from collections.abc import Iterable
 # description word (singular, lower case) -> words of the same meaning people use
 GLOSS: dict[str, tuple[str, ...]] = {
     # time and dates
-    "time": ("o'clock", "what time", "几点", "时间", "钟点"),
+    "time": ("o'clock", "what time", "too late", "too early", "middle of the night", "daytime", "几点", "时间", "钟点",
+             "白天", "半夜", "凌晨"),
     "clock": ("o'clock", "几点", "时钟"),
     "timezone": ("time zone", "时区", "几点"),
     "date": ("what day", "today's date", "日期", "几号", "星期几", "哪一天"),

@@ -27,6 +27,7 @@ _EN = [
     r"thanks?( you)?( (so|very) much| a (lot|bunch|ton|million))?", r"many thanks", r"thx", r"ty",
     r"cheers", r"(much )?appreciated", r"(i )?(really )?appreciate (it|that|your help)",
     r"(that's|that is|that was) (great|helpful|perfect|all|it|enough|everything)",
+    r"(that's|that is|it's|it is) (exactly |just )?what i (needed|wanted|was looking for)",
     r"(no problem|no worries|you're welcome|np)",
     r"(that's|that is|that'll be|that will be) all( i need(ed)?)?", r"nothing else",
     r"(i'm|i am|im) (done|all set|good)", r"no more questions",
@@ -69,7 +70,8 @@ _ZH_FILLER = [r"[啊呀哦喔哈吧呢啦嘛哇了]", r"(你|您)", r"(朋友|�
 _CONFIRM = [
     r"(ok|okay|alright|all right|got it|sounds (good|great|fine)|yes|yeah|yep|sure|fine|right|cool|great|perfect)",
     r"(go ahead|do it|please do|will do|understood|noted|makes sense|that works|that's fine|that is fine)",
-    r"(好的|好吧|好|行|可以|嗯+|对|是的|没问题|明白(了)?|知道(了)?|收到|了解|就这样(吧)?)",
+    r"((that )?works for me|fine (by|with) me)",
+    r"(好的|好吧|好|行|可以|嗯+|对|是的|没问题|明白(了)?|知道(了)?|收到|了解|就这样(吧)?|就这么(办|定了)(吧)?)",
 ]
 
 _PHRASE = re.compile("|".join(_EN + _ZH))

@@ -103,9 +103,8 @@ def embedded_prompt_state(embedded_first_ask: FirstAsk) -> Path:
 def five_tool_prompt_state(embedded_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A state dir holding the embedded server's saved prompt state (``n_ctx`` 2048) for the
     system prompt over ``FIVE_TOOLS``, built once per run: the grammar and sampling tests copy
-    it, where each built its own (~1,300 tokens of prompt evaluation, 15 s idle and three times
-    that under a suite's load). A loaded state decodes exactly as a cold one
-    (``test_local_state``). Read only."""
+    it, where each built its own (~1,300 tokens of prompt evaluation, 14–17 s idle each). A
+    loaded state decodes exactly as a cold one (``test_local_state``). Read only."""
     from bench.tool_use import fixture
     from repl.config.settings import ProviderSettings
     from repl.providers.local import LocalServer

@@ -47,7 +47,7 @@ def test_a_todo_list_keeps_every_id_title_status_and_priority(registry: Registry
             assert f"{key}={todo[key]}" in line, line
         assert ("due=" in line) == (todo["due"] is not None)
     assert "null" not in compact and '"' not in compact and "ok" not in compact
-    assert compact.splitlines()[:2] == ["count: 4", "todos (4):"]
+    assert compact.splitlines()[0] == "todos (4):"  # the count beside the list is said once
     assert "- id=todo-002, title=写周报, status=todo, priority=high" in compact  # Chinese kept as it is
     assert len(compact) < 0.75 * len(stored)
 
@@ -175,7 +175,7 @@ def test_the_request_is_compact_and_the_history_keeps_the_json(
     stored = next(m for m in history.messages if m["role"] == "tool")["content"]
     assert json.loads(stored) == result and '"ok": true' in stored  # the full JSON, as the trace shows it
     sent = fake_server.chat_requests()[1].body["messages"][-1]["content"]
-    assert sent.startswith(RESULT_OPEN + "count: 2\ntodos (2):\n- id=todo-002, title=写周报, status=todo")
+    assert sent.startswith(RESULT_OPEN + "todos (2):\n- id=todo-002, title=写周报, status=todo")
     assert '"ok"' not in sent and stored not in sent
     # step mode shows what is sent
     shown = compact_provider.wire_messages(history.messages[:-1])[-1]["content"]
@@ -185,5 +185,16 @@ def test_the_request_is_compact_and_the_history_keeps_the_json(
 def test_an_empty_list_says_it_is_empty() -> None:
     """An empty todo list went to the model as "count: 0" alone, and the 0.5B model answered by
     repeating the question: the list's name and "none" say what is empty."""
-    assert compact_result('{"ok": true, "count": 0, "todos": []}', LIMIT) == "count: 0\ntodos (0): none"
+    assert compact_result('{"ok": true, "count": 0, "todos": []}', LIMIT) == "todos (0): none"
     assert compact_result('{"ok": true, "query": "wifi", "count": 0, "notes": []}', LIMIT).endswith("notes (0): none")
+
+
+def test_a_count_is_dropped_only_where_the_list_beside_it_says_it() -> None:
+    """With "count: 3" before the list the 0.5B model answered "what's on my plate?" with
+    "there are 3 todos" and no title: the list's own line ("todos (3):") says how many."""
+    listed = '{"ok": true, "count": 2, "todos": [{"id": "t1", "title": "A"}, {"id": "t2", "title": "B"}]}'
+    assert compact_result(listed, LIMIT) == "todos (2):\n- id=t1, title=A\n- id=t2, title=B"
+    paged = '{"ok": true, "count": 7, "todos": [{"id": "t1", "title": "A"}]}'  # a total, not the page's length
+    assert compact_result(paged, LIMIT).splitlines()[0] == "count: 7"
+    assert compact_result('{"count": 1, "flags": [true, false], "other": []}', LIMIT).startswith("count: 1")
+    assert compact_result('{"count": true, "items": [1]}', LIMIT).startswith("count: true")

@@ -51,6 +51,7 @@ def names(tools: list[ToolSchema]) -> list[str]:
     ("Keep this for later: the bike lock code is 0417.", ["add_note"]),
     ("What am I putting off this month?", ["list_todos"]),
     ("Which document in here talks about the lease?", ["search_files"]),
+    ("Get the bike serviced before spring, low priority.", ["add_todo"]),
 ])
 def test_a_question_is_routed_to_the_tools_its_words_point_to(registry, question, expected) -> None:
     assert names(routed(question, registry.schemas(), registry.cues())) == expected
@@ -171,11 +172,18 @@ def test_a_routed_first_step_must_call_one_of_the_routed_tools(registry) -> None
     assert unrouted is not None and "answer" in grammar_root(unrouted) and '\\"list_todos\\"' in unrouted
 
 
-def test_a_question_no_tool_is_pointed_to_keeps_every_tool_and_text(registry) -> None:
-    messages: list[Any] = [{"role": "user", "content": "Who painted the Mona Lisa?"}]
+@pytest.mark.parametrize("question", ["Who painted the Mona Lisa?", "You're pretty quick for such a small model!",
+                                      "今天好无聊，陪我说说话吧。"])
+def test_a_question_no_tool_is_pointed_to_is_answered_in_text(registry, question) -> None:
+    """Left free to call any tool, the 0.5B model called list_todos for chat that was no
+    greeting or thanks ("Haha, you're pretty quick for such a little model."): a question whose
+    words point to no tool, and that follows up no call, is answered in text."""
+    messages: list[Any] = [{"role": "user", "content": question}]
     grammar = ROUTED.grammar_for(messages, registry.schemas(), registry.cues())
-    assert grammar is not None and grammar_root(grammar) == "root ::= calls | fenced | tagged | answer"
-    assert all(f'\\"{name}\\"' in grammar for name in registry.names())
+    assert grammar is not None and grammar_root(grammar) == "root ::= answer"
+    assert all(f'\\"{name}\\"' not in grammar for name in registry.names())
+    unrouted = ROUTED.grammar_for(messages, registry.schemas(), None)  # no cues known: no routing at all
+    assert unrouted is not None and grammar_root(unrouted) == "root ::= calls | fenced | tagged | answer"
 
 
 def test_after_results_the_step_is_text_and_small_talk_stays_small_talk(registry) -> None:
@@ -192,6 +200,46 @@ def test_after_results_the_step_is_text_and_small_talk_stays_small_talk(registry
     thanks: list[Any] = [{"role": "user", "content": "Thanks, good night!"}]
     small = ROUTED.grammar_for(thanks, registry.schemas(), registry.cues())
     assert small == without_han(SMALL_TALK_GRAMMAR)
+
+
+def after_search(question: str, *results: str) -> list[Any]:
+    calls = [{"id": f"c{n}", "name": "search_notes", "arguments": '{"query": "x"}'} for n in range(len(results))]
+    return [{"role": "user", "content": question}, {"role": "assistant", "content": "", "tool_calls": calls},
+            *({"role": "tool", "tool_call_id": f"c{n}", "name": "search_notes", "content": result}
+              for n, result in enumerate(results))]
+
+
+EMPTY = '{"ok": true, "query": "passport", "count": 0, "notes": []}'
+
+
+def test_after_results_that_list_nothing_the_answer_begins_by_saying_so(registry) -> None:
+    """After "notes (0): none" the 0.5B model answered "护照哪年到期来着？" with a date it made up."""
+    def root(messages: list[Any]) -> str:
+        return grammar_root(ROUTED.grammar_for(messages, registry.schemas(), registry.cues()) or "")
+
+    assert root(after_search("护照哪年到期来着？", EMPTY)) == 'root ::= "根据工具结果，没有找到" answer-piece answer-piece*'
+    assert root(after_search("When does my passport expire?", EMPTY, EMPTY)) \
+        == 'root ::= "The tool results above show no " answer-piece answer-piece*'
+    found = '{"ok": true, "count": 1, "notes": [{"id": "n1", "text": "passport: 2031"}]}'
+    failed = '{"ok": false, "error": {"type": "not_found", "message": "no note"}, "notes": []}'
+    for results in [(found,), (EMPTY, found), (failed,), ('{"ok": true, "city": "Oslo"}',), ("not json",)]:
+        assert root(after_search("When does my passport expire?", *results)) == "root ::= answer", results
+
+
+def test_after_results_that_list_records_the_nudge_asks_for_each_item() -> None:
+    """Told only to say what the results say, the 0.5B model answered "What's in this folder?"
+    with "there are 4 files"; asked after every result to name the items, it made up a list
+    after a refused add_todo. The nudge asks for the items only after records."""
+    from repl.config.settings import ProviderSettings
+    from repl.providers.dialect import AFTER_LISTS, AFTER_RESULTS, IN_CHINESE
+
+    dialect = Dialect.of(ProviderSettings(name="local", tool_call_format="text"))
+    found = '{"ok": true, "count": 1, "notes": [{"id": "n1", "text": "passport: 2031"}]}'
+    refused = '{"ok": false, "error": {"type": "denied", "message": "not approved"}}'
+    assert dialect.nudge(after_search("What did I note?", EMPTY, found)) == AFTER_LISTS
+    assert dialect.nudge(after_search("我记过什么？", found)) == AFTER_LISTS + IN_CHINESE
+    for results in [(EMPTY,), (refused,), ('{"ok": true, "flags": [true]}',), ('{"ok": true, "city": "Oslo"}',)]:
+        assert dialect.nudge(after_search("What did I note?", *results)) == AFTER_RESULTS, results
 
 
 def test_a_session_on_the_embedded_model_routes_with_its_registrys_cues(fake_server, tmp_path, monkeypatch):

@@ -211,7 +211,8 @@ def make_todo_tools(path: Path) -> list[Tool]:
 
     @tool(side_effects=True, preview=_previewer(path, _add),
           cues=("remind me", "don't forget", "do not forget", "add a task", "add a todo", "new task",
-                "need to remember to", "提醒我", "别忘了", "记得要", "加个待办", "添加任务", "新任务", "优先级"))
+                "need to remember to", "high priority", "low priority",
+                "提醒我", "别忘了", "记得要", "加个待办", "添加任务", "新任务", "优先级"))
     def add_todo(title: str, detail: str = "", priority: Priority = "medium",
                  due: str | None = None, tag: str | None = None) -> dict:
         """Add a new todo (status "todo"). Use only when the user asks to add or remember something.

@@ -9,6 +9,9 @@ tools, MCP), and keeps every non-empty value: ids, titles, statuses, numbers.
 - ``"ok": true`` is dropped; null, ``""``, ``[]`` and ``{}`` values are dropped, except an
   empty list of the result itself: ``todos (0): none`` (with "count: 0" alone the 0.5B model
   repeated the question instead of saying there is nothing).
+- A ``count`` equal to the length of a list beside it is dropped: the list's line says it
+  (``todos (3):``). With "count: 3" first, the 0.5B model answered "what's on my plate?" with
+  "there are 3 todos" instead of naming them.
 - A failure stays explicit: ``error (not_found): no todo todo-9``.
 - Scalars: one ``key: value`` line each.
 - A list of records: a ``key (N):`` line, then one line per record,
@@ -55,6 +58,9 @@ def _render(value: Any) -> str:
     elif value.get("ok") is True:
         value = {k: v for k, v in value.items() if k != "ok"}
     for key, item in value.items():
+        if key == "count" and type(item) is int and any(isinstance(v, list) and len(v) == item
+                                                        for v in value.values()):
+            continue  # the list's own line says how many ("todos (3):")
         if _present(item):
             lines += _field(str(key), item)
         elif item == []:  # an empty list is an answer ("no todos"), not noise

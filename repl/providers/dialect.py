@@ -10,9 +10,10 @@ server's knobs.
 
 The embedded dialect also routes (``routed``): a question whose words match some tools'
 ``cues`` (words by meaning, both languages, ``@tool(cues=...)``; a tool without cues: its
-description's first sentence) gets a first step that must call one of those tools, and the
-step after results is text. The tool block stays whole (the server's cached prefix); only the
-grammar narrows.
+description's first sentence) gets a first step that must call one of those tools; one that
+matches none (and follows up no call) is answered in text; the step after results is text,
+led in by "there is nothing" when the results list nothing. The tool block stays whole (the
+server's cached prefix); only the grammar narrows.
 
 The advice is made from the tools offered: each tool's ``examples`` (what people say when
 they want it; an MCP tool's are its description's first sentence) become one clause,
@@ -24,6 +25,7 @@ the advice (Chinese 10 against 9).
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -58,6 +60,13 @@ AFTER_RESULTS = (
     "Tell me in plain words what the tool results above say. "
     "Do not repeat the tool call."
 )
+# ... after results that list records (``listed_results``): told only that, the 0.5B model
+# answered "What's in this folder?" with "there are 4 files"; after every result it named
+# items, and after a refused add_todo it made up a list (docs/BENCHMARKS.md)
+AFTER_LISTS = (
+    "Tell me in plain words what the tool results above say, naming each item they list. "
+    "Do not repeat the tool call."
+)
 # After that English nudge the 0.5B model answered most Chinese questions in English;
 # for a question in Chinese (Han characters, no Japanese kana) the nudge ends with this.
 IN_CHINESE = " 请用中文回答。"
@@ -66,6 +75,10 @@ IN_CHINESE = " 请用中文回答。"
 # repeated the question; led in, it said what they hold (development half: answers in the
 # question's language 93.8% -> 100%, refusals after a result 4 -> 0; docs/BENCHMARKS.md)
 CHINESE_LEAD = "根据工具结果，"
+# After results that list nothing (``empty_results``) the answer begins by saying so: after
+# "notes (0): none" the 0.5B model answered "护照哪年到期来着？" with a date it made up.
+EMPTY_LEAD = "The tool results above show no "
+CHINESE_EMPTY_LEAD = CHINESE_LEAD + "没有找到"
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _KANA = re.compile(r"[\u3040-\u30ff]")
 
@@ -79,6 +92,7 @@ class Dialect:
     small_talk_gate: bool = False  # with the grammar: a small-talk question's first step gets text only
     compact_results: int = 0  # text calls: results as compact text of at most this many chars (0: JSON)
     after_results: str = ""  # text calls: the nudge after a step's results (never stored)
+    after_lists: str = ""  # ... and the one after results that list records
     language_note: str = ""  # ... and what it adds after a question in Chinese
     compact_prompt: bool = False  # the short system prompt with advice on when to call a tool
     call_temperature: float | None = None  # the embedded server's cap on a call's temperature
@@ -92,7 +106,8 @@ class Dialect:
         return cls(text_calls=text, grammar=text and embedded, route=text and embedded,
                    small_talk_gate=profile.small_talk_gate,
                    compact_results=profile.compact_results if text else 0,
-                   after_results=AFTER_RESULTS if text else "", language_note=IN_CHINESE if text else "",
+                   after_results=AFTER_RESULTS if text else "", after_lists=AFTER_LISTS if text else "",
+                   language_note=IN_CHINESE if text else "",
                    compact_prompt=embedded, call_temperature=profile.call_temperature if embedded else None)
 
     def instructions(self, tools: Sequence[Tool]) -> tuple[str, str] | None:
@@ -120,8 +135,11 @@ class Dialect:
         提供实时的天气信息。"), sent most English ones to ``list_todos`` whatever they asked, and
         after a result called one tool after another (docs/BENCHMARKS.md, local_eval). A short
         follow-up that points to no tool ("And in Paris?") is routed to the tools the turn before
-        called (``followed``). The answer after results to a question in Chinese begins with
-        ``CHINESE_LEAD``."""
+        called (``followed``); any other question that points to no tool is answered in text (left
+        free, the 0.5B model called list_todos for chat such as "Haha, you're pretty quick").
+        The answer after results to a question in Chinese begins with ``CHINESE_LEAD``; after
+        results that list nothing (``empty_results``), with ``EMPTY_LEAD`` or
+        ``CHINESE_EMPTY_LEAD``."""
         if not self.grammar:
             return None
         from repl.providers.grammar import (
@@ -142,13 +160,18 @@ class Dialect:
         if not tools or (self.route and after_results):
             # a question in Chinese (as the nudge has it): the answer after results is led in
             led = after_results and chinese and not _KANA.search(question)
-            grammar = led_answer(CHINESE_LEAD) if led else ANSWER_GRAMMAR
+            if after_results and empty_results(messages):
+                grammar = led_answer(CHINESE_EMPTY_LEAD if led else EMPTY_LEAD)
+            else:
+                grammar = led_answer(CHINESE_LEAD) if led else ANSWER_GRAMMAR
         elif self.small_talk_gate and _small_talk_turn(messages):
             grammar = SMALL_TALK_ZH_GRAMMAR if chinese else SMALL_TALK_GRAMMAR
+        elif not self.route or cues is None:
+            grammar = tool_grammar(tools, optional="mentioned", question=question)
+        elif chosen := routed(question, tools, cues) or followed(messages, tools):
+            grammar = tool_grammar(chosen, optional="mentioned", question=question, text=False)
         else:
-            chosen = (routed(question, tools, cues) or followed(messages, tools)) \
-                if self.route and cues is not None else []
-            grammar = tool_grammar(chosen or tools, optional="mentioned", question=question, text=not chosen)
+            grammar = ANSWER_GRAMMAR  # its words point to no tool: answered in text
         # the reply's prose in the question's language: the 0.5B model answered "add a todo: buy
         # oat milk" with "抱歉，我无法协助完成这个请求。", once a Chinese answer was in the history
         grammar = grammar if chinese else without_han(grammar)
@@ -163,7 +186,8 @@ class Dialect:
             return ""
         question = _question(messages)
         chinese = bool(_HAN.search(question)) and not _KANA.search(question)
-        return self.after_results + (self.language_note if chinese else "")
+        nudge = self.after_lists if self.after_lists and listed_results(messages) else self.after_results
+        return nudge + (self.language_note if chinese else "")
 
     def echo_question(self, messages: list[Message]) -> str:
         """The question an answer to ``messages`` is held back against while it may repeat it
@@ -186,6 +210,38 @@ def _unnoted(messages: list[Message]) -> list[Message]:
     if last["content"] == note:  # a note of its own after results
         return messages[:-1]
     return [*messages[:-1], Message(role=last["role"], content=last["content"].removesuffix(f"\n\n{note}"))]
+
+
+def _step_results(messages: list[Message]) -> list[object]:
+    """The step's results: the tool messages ending ``messages``, as JSON (None: not JSON)."""
+    results: list[object] = []
+    for message in reversed(messages):
+        if message["role"] != "tool":
+            break
+        try:
+            results.append(json.loads(str(message.get("content"))))
+        except ValueError:
+            results.append(None)
+    return results
+
+
+def _lists(result: object) -> list[list[object]] | None:
+    """The lists a successful result (an object) holds; None: a failure or no object."""
+    if not isinstance(result, dict) or result.get("ok") is False or result.get("error"):
+        return None
+    return [item for item in result.values() if isinstance(item, list)]
+
+
+def empty_results(messages: list[Message]) -> bool:
+    """The step's results all succeeded and list nothing: each holds lists, all empty ("notes": [])."""
+    results = _step_results(messages)
+    return bool(results) and all((lists := _lists(r)) and not any(lists) for r in results)
+
+
+def listed_results(messages: list[Message]) -> bool:
+    """Some result of the step lists records (a non-empty list of objects: todos, files, notes)."""
+    return any(any(isinstance(item, dict) for items in _lists(r) or () for item in items)
+               for r in _step_results(messages))
 
 
 def _question(messages: list[Message]) -> str:
@@ -228,7 +284,7 @@ def repeats(answer: str, message: str) -> bool:
 
 
 # tool calls as text on any chat server, with nothing else of the embedded model's
-TEXT_CALLS = Dialect(text_calls=True, after_results=AFTER_RESULTS, language_note=IN_CHINESE)
+TEXT_CALLS = Dialect(text_calls=True, after_results=AFTER_RESULTS, after_lists=AFTER_LISTS, language_note=IN_CHINESE)
 
 
 # description words that say nothing about what a request is for

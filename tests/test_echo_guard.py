@@ -181,6 +181,14 @@ def test_the_hold_releases_in_order_whatever_the_chunks(size: int) -> None:
     assert run("Thanks! Anything else?", "Thanks")[1] == ""  # a short question said again, and more
     long = "今天还有哪些没完成？把优先级最高的一项展开说明。"
     assert run(long + "好的。", long)[1] == long + "好的。"  # 8+ characters repeated whole, then more
+    # after a few words ("好的，"): the 0.5B model's answer to a chat it was not gated on
+    chat = "今天上班好累啊，随便陪我聊两句吧。"
+    assert run("好的，" + chat, chat)[1] == "好的，" + chat
+    assert run("Sure! " + "What is still open on my list?", "What is still open on my list?")[1] != ""
+    assert run("好的，我们聊聊天吧。", chat) == ("好的，我们聊聊天吧。", "")
+    assert run("Well, let me see what is open.", "What is still open on my list?") == (
+        "Well, let me see what is open.", "")
+    assert run("ok hi", "hi") == ("ok hi", "")  # a short question: only the answer that is it
 
 
 def test_one_definition_of_an_echo() -> None:

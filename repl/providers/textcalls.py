@@ -457,14 +457,19 @@ class TextCallFilter:
 class EchoHold:
     """Holds back a streamed answer while it may be ``question`` repeated (``dialect.repeats``):
     while its flat form (``dialect.flat``) is a start of the question's, or, for a question of
-    ``WHOLE`` flat characters or more, starts with all of it. What diverges is let out with what
-    was held, in order, and nothing is held again; each piece is flattened once (linear).
+    ``WHOLE`` flat characters or more, starts with all of it; such a question may come after a
+    few characters of ``PREAMBLE`` ("好的，" + the question: the 0.5B model's echo of a chat it was
+    not gated on). What diverges is let out with what was held, in order, and nothing is held
+    again; the text compared is at most the question and the preamble long.
     ``finish`` tells what is left: the text to show, or the answer held back as an echo."""
+
+    PREAMBLE = 4  # flat characters an echo of a long question may begin with ("ok, ", "好的，")
 
     def __init__(self, question: str) -> None:
         self._question = question
         self._flat = flat(question)
-        self._matched = 0  # flat characters of the question the answer has said so far
+        self._said = ""  # the answer's flat text so far, while it may still become an echo
+        self._whole = False  # the question was said whole: the rest is held for ``finish``
         self._held: list[str] | None = []  # None: let out, nothing is held any more
 
     def feed(self, text: str) -> str:
@@ -477,13 +482,18 @@ class EchoHold:
         return held
 
     def _follows(self, said: str) -> bool:
-        part = said[:len(self._flat) - self._matched]
-        if not self._flat.startswith(part, self._matched):
-            return False
-        if len(said) > len(part) and len(self._flat) < WHOLE:
-            return False  # a short question said, and more: an answer that begins with it
-        self._matched += len(part)
-        return True
+        if self._whole:
+            return True
+        self._said += said
+        long = len(self._flat) >= WHOLE
+        for start in range(min(self.PREAMBLE, len(self._said)) + 1 if long else 1):
+            rest = self._said[start:]
+            if self._flat.startswith(rest):
+                return True  # a start of the question, or of a preamble
+            if long and rest.startswith(self._flat):
+                self._whole = True
+                return True
+        return False  # (a short question said and more: an answer that begins with it)
 
     def finish(self) -> tuple[str, str]:
         """(the held text to show, the answer held back as an echo of the question): one is ""."""

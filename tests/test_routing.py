@@ -21,7 +21,7 @@ from tools.registry import Registry, ToolSchema
 from tools.todos import make_todo_tools
 from tools.weather import make_weather_tool
 
-ROUTED = Dialect(text_calls=True, grammar=True, route=True, small_talk_gate=True)
+ROUTED = Dialect(text_calls=True, grammar=True, route=True, small_talk_gate=True, unmatched_text=True)
 
 
 @pytest.fixture(scope="module")

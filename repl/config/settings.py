@@ -28,6 +28,7 @@ from repl.config.project import ProjectTrust, ToolsTrust
 ApprovalMode = Literal["ask", "auto", "read-only"]
 Api = Literal["chat", "responses"]
 ToolCallFormat = Literal["native", "text"]
+Unmatched = Literal["text", "free"]
 Weather = Literal["open-meteo", "sample"]
 # What an untrusted ./glassloop.toml may do with a key: set it, only make it stricter, nothing.
 ProjectRule = Literal["safe", "tighten", "trust"]
@@ -154,6 +155,9 @@ class ProviderSettings:
     small_talk_gate: bool = safe(False, local_only=True)
     # a step's first token and every token of a tool call sampled at min(temperature, this)
     call_temperature: float = safe(0.1, local_only=True)
+    # routed (embedded): a question whose words match no tool's cues is answered in text, or the
+    # model is free to call any tool or answer
+    unmatched: Unmatched = safe("free", local_only=True)
 
     @property
     def embedded(self) -> bool:

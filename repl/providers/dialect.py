@@ -11,7 +11,8 @@ server's knobs.
 The embedded dialect also routes (``routed``): a question whose words match some tools'
 ``cues`` (words by meaning, both languages, ``@tool(cues=...)``; a tool without cues: its
 description's first sentence) gets a first step that must call one of those tools; one that
-matches none (and follows up no call) is answered in text; the step after results is text,
+matches none (and follows up no call) is answered in text (``unmatched``: "text") or left to
+the model; the step after results is text,
 led in by "there is nothing" when the results list nothing. The tool block stays whole (the
 server's cached prefix); only the grammar narrows.
 
@@ -99,11 +100,13 @@ class Dialect:
     # with the grammar: a question's first step may call only the tools its words point to
     # (their cues), and must call one; the step after results answers in text (``grammar_for``)
     route: bool = False
+    unmatched_text: bool = False  # routed: a question that points to no tool is answered in text
 
     @classmethod
     def of(cls, profile: ProviderSettings) -> Dialect:
         text, embedded = profile.tool_call_format == "text", profile.embedded
         return cls(text_calls=text, grammar=text and embedded, route=text and embedded,
+                   unmatched_text=text and embedded and profile.unmatched == "text",
                    small_talk_gate=profile.small_talk_gate,
                    compact_results=profile.compact_results if text else 0,
                    after_results=AFTER_RESULTS if text else "", after_lists=AFTER_LISTS if text else "",
@@ -135,8 +138,9 @@ class Dialect:
         提供实时的天气信息。"), sent most English ones to ``list_todos`` whatever they asked, and
         after a result called one tool after another (docs/BENCHMARKS.md, local_eval). A short
         follow-up that points to no tool ("And in Paris?") is routed to the tools the turn before
-        called (``followed``); any other question that points to no tool is answered in text (left
-        free, the 0.5B model called list_todos for chat such as "Haha, you're pretty quick").
+        called (``followed``); any other question that points to no tool is answered in text with
+        ``unmatched_text`` (left free, the 0.5B model called list_todos for chat such as "Haha,
+        you're pretty quick"), else the model is free to call any tool or answer.
         The answer after results to a question in Chinese begins with ``CHINESE_LEAD``; after
         results that list nothing (``empty_results``), with ``EMPTY_LEAD`` or
         ``CHINESE_EMPTY_LEAD``."""
@@ -166,12 +170,13 @@ class Dialect:
                 grammar = led_answer(CHINESE_LEAD) if led else ANSWER_GRAMMAR
         elif self.small_talk_gate and _small_talk_turn(messages):
             grammar = SMALL_TALK_ZH_GRAMMAR if chinese else SMALL_TALK_GRAMMAR
-        elif not self.route or cues is None:
-            grammar = tool_grammar(tools, optional="mentioned", question=question)
-        elif chosen := routed(question, tools, cues) or followed(messages, tools):
+        elif chosen := (routed(question, tools, cues) or followed(messages, tools)
+                        if self.route and cues is not None else []):
             grammar = tool_grammar(chosen, optional="mentioned", question=question, text=False)
-        else:
+        elif self.unmatched_text and cues is not None:
             grammar = ANSWER_GRAMMAR  # its words point to no tool: answered in text
+        else:
+            grammar = tool_grammar(tools, optional="mentioned", question=question)
         # the reply's prose in the question's language: the 0.5B model answered "add a todo: buy
         # oat milk" with "抱歉，我无法协助完成这个请求。", once a Chinese answer was in the history
         grammar = grammar if chinese else without_han(grammar)

@@ -186,6 +186,25 @@ def test_a_question_no_tool_is_pointed_to_is_answered_in_text(registry, question
     assert unrouted is not None and grammar_root(unrouted) == "root ::= calls | fenced | tagged | answer"
 
 
+def test_left_free_a_question_no_tool_is_pointed_to_keeps_every_tool_and_text(registry) -> None:
+    """``unmatched = "free"`` (local-large: the 1.5B model chose well on its own)."""
+    free = Dialect(text_calls=True, grammar=True, route=True, small_talk_gate=True)
+    messages: list[Any] = [{"role": "user", "content": "Who painted the Mona Lisa?"}]
+    grammar = free.grammar_for(messages, registry.schemas(), registry.cues())
+    assert grammar is not None and grammar_root(grammar) == "root ::= calls | fenced | tagged | answer"
+    assert all(f'\\"{name}\\"' in grammar for name in registry.names())
+
+
+def test_each_profile_says_what_a_question_matching_no_tool_gets() -> None:
+    from repl.config.load import load_settings
+    from repl.providers.dialect import Dialect
+
+    providers = load_settings({}, env={}).providers
+    dialects = {name: Dialect.of(profile) for name, profile in providers.items()}
+    assert dialects["local"].unmatched_text and not dialects["local-large"].unmatched_text
+    assert not any(d.unmatched_text for name, d in dialects.items() if name not in ("local", "local-large"))
+
+
 def test_after_results_the_step_is_text_and_small_talk_stays_small_talk(registry) -> None:
     call = {"id": "c1", "name": "get_weather", "arguments": '{"city": "Shanghai"}'}
     after: list[Any] = [{"role": "user", "content": "上海明天会下雨吗？"},

@@ -171,3 +171,13 @@ def test_fuzz_arbitrary_text(expression: str) -> None:
 def test_a_percentage_of_a_number_is_written_as_people_write_it(expression, value) -> None:
     """Both embedded models wrote "15% of 86" for "What's 15% of 86?"; "%" alone stays modulo."""
     assert calculator(expression)["value"] == value
+
+
+@pytest.mark.parametrize(("expression", "value"), [
+    ("17.5% * 2480", 434.0), ("2480 * 17.5%", 434.0), ("50%", 0.5), ("(20%) * 10", 2.0),
+    ("86 / 10% ", 860.0), ("10 % 3 * 2", 2), ("7 % (2)", 1),
+])
+def test_a_percent_sign_no_operand_follows_is_a_percentage(expression, value) -> None:
+    """The 0.5B model wrote "17.5% * 2480" for "What is 17.5% of 2480?" (refused as invalid);
+    a "%" that no operand follows cannot be modulo, so it divides by 100. Modulo is unchanged."""
+    assert calculator(expression)["value"] == pytest.approx(value)

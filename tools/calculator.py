@@ -1,6 +1,7 @@
 """A calculator that cannot be turned into a bomb.
 
-Only numbers, ``+ - * / // % **``, unary signs and parentheses are accepted.
+Only numbers, ``+ - * / // % **``, unary signs and parentheses are accepted; "15% of 86"
+and a ``%`` that no operand follows ("17.5% * 2480", "50%") are percentages, not modulo.
 Input length, nesting depth and node count are limited before evaluation, and
 the size of every integer result is estimated *before* it is computed, so any
 input answers (value or structured error) in well under 100 ms.
@@ -51,12 +52,16 @@ def _too_large(message: str) -> ToolError:
 
 
 _PERCENT_OF = re.compile(r"(\d+(?:\.\d+)?)\s*%\s*of\b", re.IGNORECASE)
+# a "%" that no operand follows (an operator, ")" or the end does) is not modulo but a
+# percentage: "17.5% * 2480", as the 0.5B model wrote "What is 17.5% of 2480?"
+_PERCENT_SIGN = re.compile(r"(\d+(?:\.\d+)?)\s*%(?=\s*(?:[*/)]|$))")
 
 
 def _normalize(expression: str) -> str:
     text = unicodedata.normalize("NFKC", expression)  # full-width digits and brackets
     if len(text) <= MAX_CHARS:  # (longer is refused by _parse; a long run of digits costs the regex n²)
         text = _PERCENT_OF.sub(r"(\1 / 100) * ", text)  # "15% of 86", as people (and models) write it
+        text = _PERCENT_SIGN.sub(r"(\1 / 100)", text.strip())
     return text.replace("×", "*").replace("÷", "/").replace("−", "-").strip()
 
 

@@ -206,6 +206,33 @@ def test_without_tools_only_text_is_accepted(llama) -> None:
         text_only.close()
 
 
+def test_the_answer_after_results_is_prose_from_its_first_character(llama) -> None:
+    """Asked which todos are open, the 0.5B model answered with one of them as an object
+    ("{\\n  id: todo-002, ..."); the answer after results begins as prose, braces later stay."""
+    from repl.providers.grammar import PROSE_GRAMMAR, not_beginning_with, without_han
+
+    for text in (PROSE_GRAMMAR, without_han(PROSE_GRAMMAR)):
+        prose = Grammar(llama, text)
+        try:
+            assert prose.accepts("There are three open todos: the report, the email and the dentist.")
+            assert prose.accepts("The file holds {a: 1}.")
+            for start in ('{\n  id: todo-002,\n  title: "Write the weekly report"\n}', "[todo-002, todo-003]",
+                          "```\nid: todo-002\n```", "<b>todo-002</b>", " leading space"):
+                assert not prose.accepts(start), start
+        finally:
+            prose.close()
+    prose = Grammar(llama, not_beginning_with(PROSE_GRAMMAR, "T"))  # asked again after an echo
+    try:
+        assert not prose.accepts("There are three.") and prose.accepts("3 are open.")
+    finally:
+        prose.close()
+    chinese = Grammar(llama, PROSE_GRAMMAR)
+    try:
+        assert chinese.accepts("还有三项没完成：周报、回邮件和看牙医。")
+    finally:
+        chinese.close()
+
+
 def test_small_talk_gets_prose_without_braces_tags_or_code(llama) -> None:
     """A greeting's reply (``small_talk_gate``): not even a call-shaped object in a fence."""
     from repl.providers.grammar import SMALL_TALK_GRAMMAR

@@ -147,6 +147,7 @@ class Dialect:
             return None
         from repl.providers.grammar import (
             ANSWER_GRAMMAR,
+            PROSE_GRAMMAR,
             SMALL_TALK_GRAMMAR,
             SMALL_TALK_ZH_GRAMMAR,
             led_answer,
@@ -166,7 +167,7 @@ class Dialect:
             if after_results and empty_results(messages):
                 grammar = led_answer(CHINESE_EMPTY_LEAD if led else EMPTY_LEAD)
             else:
-                grammar = led_answer(CHINESE_LEAD) if led else ANSWER_GRAMMAR
+                grammar = led_answer(CHINESE_LEAD) if led else PROSE_GRAMMAR if after_results else ANSWER_GRAMMAR
         elif self.small_talk_gate and _small_talk_turn(messages):
             grammar = SMALL_TALK_ZH_GRAMMAR if chinese else SMALL_TALK_GRAMMAR
         elif chosen := (routed(question, tools, cues) or followed(messages, tools)

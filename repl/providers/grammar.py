@@ -45,6 +45,10 @@ answer-brace ::= "{" [ \t\r\n]{0,8} [^"{} \t\r\n<]
 # A reply to a request without tools (the loop's final answer): text only, so the model
 # cannot echo a call as its answer.
 ANSWER_GRAMMAR = "root ::= answer\n" + _ANSWER.lstrip()
+# The answer after tool results: prose from its first character (no "{", "[", "<", a fence
+# or a blank to begin with; braces further on stay). Asked which todos were open, the 0.5B
+# model answered with one of them as an object ("{\n  id: todo-002, ...").
+PROSE_GRAMMAR = r"root ::= [^{[<`\x00-\x20] answer-piece*" + "\n" + _ANSWER.lstrip()
 # A reply to small talk (a greeting, thanks, a goodbye: ``smalltalk.py``): prose without
 # braces, tags or code. Given the answer grammar, the 0.5B model wrote the call it wanted to
 # make as a fenced pseudo-object instead (```xml {name: "list_todos", …}) for 3 of 10.

@@ -89,6 +89,22 @@ def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_mean
     assert names(routed(question, tools, registry.cues())) == [expected]
 
 
+@pytest.mark.parametrize(("question", "expected"), [
+    ("Is it snowing in Oslo?", ["get_weather"]),
+    ("Any files mentioning the invoice?", ["search_files"]),
+    ("We're buying bread this weekend, put two loaves down.", ["to_buy"]),
+    ("Went shopping yesterday, forgot the eggs; add them.", ["groceries"]),
+    ("My cousin stopped by and we talked for hours.", []),
+])
+def test_a_word_is_found_in_its_other_forms(registry, question, expected) -> None:
+    """A one-word cue is found as the words people inflect it to: "snowing" for "snow",
+    "buying" for "buy", "mentioning" for "mention"."""
+    to_buy: ToolSchema = {"name": "to_buy", "description": "Put something on the list of things to buy.",
+                          "parameters": {"type": "object"}}
+    tools = [*registry.schemas(), GROCERIES, to_buy]
+    assert names(routed(question, tools, registry.cues())) == expected
+
+
 def test_the_gloss_widens_only_tools_without_cues_of_their_own(registry) -> None:
     """A built-in tool's own cues are its whole list; a topic the gloss does not know keeps its words."""
     from repl.providers.gloss import widened

@@ -307,12 +307,13 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
     tool name: ``@tool(cues=...)``), else the words of three letters or more of its
     description's first sentence (an MCP tool's, a user's tool without cues), each with the
     everyday words of its meaning in both languages (``gloss.widened``). A one-word cue
-    is found as a word (a plural alike); a phrase, signs (".md", "%") or Chinese anywhere."""
+    is found as a word in any of its forms (``_forms``); a phrase, signs (".md", "%") or
+    Chinese anywhere."""
     said = question.casefold()
     named = [tool for tool in tools if re.search(rf"(?<![\w-]){re.escape(tool['name'].casefold())}(?![\w-])", said)]
     if named:
         return named
-    words = set(_CUE_WORD.findall(said))
+    forms = {form for word in _CUE_WORD.findall(said) for form in _forms(word)}
 
     def found(cue: str) -> bool:
         cue = cue.casefold().strip()
@@ -320,7 +321,7 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
             return False
         if _HAN.search(cue) or not _CUE_WORD.fullmatch(cue):  # a phrase, ".md", "%", Chinese
             return cue in said
-        return cue in words or f"{cue}s" in words or (cue.endswith("s") and cue[:-1] in words)
+        return cue in forms or (cue.endswith("s") and cue[:-1] in forms)
 
     scored = []
     for tool in tools:
@@ -331,6 +332,28 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
         scored.append((sum(1 for cue in dict.fromkeys(own) if found(cue)), tool))
     best = max((score for score, _ in scored), default=0)
     return [tool for score, tool in scored if best and score == best]
+
+
+def _forms(word: str) -> set[str]:
+    """``word`` and the words it may be a form of: a plural ("files", "boxes", "entries"), an
+    "-ing" or "-ed" form ("snowing", "buying", "stopped", "served"), each base of three letters
+    or more. Some are no word ("mornin"); a cue is a word, so they find nothing."""
+    out = {word}
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        out.add(word[:-1])
+        if word.endswith("es"):
+            out.add(word[:-2])
+        if word.endswith("ies"):
+            out.add(word[:-3] + "y")
+    for suffix in ("ing", "ed"):
+        base = word[:-len(suffix)]
+        if word.endswith(suffix) and len(base) >= 3:
+            out.update((base, base + "e"))
+            if suffix == "ed" and base.endswith("i"):  # "carried": "carry"
+                out.add(base[:-1] + "y")
+            if base[-1] == base[-2] and base[-1] not in "aeiouls":  # "stopped": "stop"
+                out.add(base[:-1])
+    return out
 
 
 # a question that only changes a detail of the one before: "And in Paris?", "What about

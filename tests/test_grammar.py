@@ -278,6 +278,48 @@ def test_mentioned_keeps_what_the_question_gives_and_nothing_else(llama, registr
         asked.close()
 
 
+def test_a_day_is_given_in_the_words_the_question_says_it(llama, registry) -> None:
+    """"提醒我周五前把季度报表交上去。" got due "2026-12-05", a Saturday: a property for a day
+    (its description names days) holds the day as the question says it, or nothing."""
+    from repl.providers.grammar import tool_grammar
+
+    def grammar(question: str) -> Grammar:
+        return Grammar(llama, tool_grammar(registry.schemas(), optional="mentioned", question=question))
+
+    friday = grammar("提醒我周五前把季度报表交上去。")
+    english = grammar("Remind me to renew the parking permit by next Monday")
+    undated = grammar("Remind me to water the plants, the due date is up to you")
+    try:
+        assert friday.accepts(call("add_todo", title="交季度报表", due="周五"))
+        assert friday.accepts(call("add_todo", title="交季度报表"))
+        for wrong in ("2026-12-05", "周六", "明天"):
+            assert not friday.accepts(call("add_todo", title="交季度报表", due=wrong)), wrong
+        assert english.accepts(call("add_todo", title="Renew the parking permit", due="next Monday"))
+        assert not english.accepts(call("add_todo", title="Renew the parking permit", due="2026-12-07"))
+        assert undated.accepts(call("add_todo", title="Water the plants"))
+        assert not undated.accepts(call("add_todo", title="Water the plants", due="2026-12-05"))
+    finally:
+        for each in (friday, english, undated):
+            each.close()
+
+
+@pytest.mark.parametrize(("question", "days"), [
+    ("Remind me to call the bank tomorrow", ["tomorrow"]),
+    ("提醒我周五前把季度报表交上去。", ["周五"]),
+    ("Pay rent by Friday, or next Monday at the latest", ["Friday", "next Monday"]),
+    ("下周三之前把合同寄出去，最晚下个月", ["下周三", "下个月"]),
+    ("周末和星期天都行，或者 2026-12-24", ["周末", "星期天", "2026-12-24"]),
+    ("The report is due the day after tomorrow", ["the day after tomorrow"]),
+    ("明天或者后天，大后天也行", ["明天", "后天", "大后天"]),
+    ("Add 'fix the bike'", []),
+    ("What's the date of today's weekly meeting?", ["today"]),
+])
+def test_the_days_a_question_names(question: str, days: list[str]) -> None:
+    from repl.providers.grammar import days_said
+
+    assert days_said(question) == days
+
+
 @pytest.mark.parametrize(("question", "given"), [
     ("Remind me to call the bank tomorrow", {"due"}),
     ("提醒我周五交房租", {"due"}),

@@ -136,13 +136,49 @@ def without_han(grammar: str) -> str:
 
 
 def _mentioned_only(tool: ToolSchema, question: str) -> ToolSchema:
-    """``tool`` with only the optional top-level properties ``question`` mentions."""
+    """``tool`` with only the optional top-level properties ``question`` mentions; an
+    optional property for a day (``_for_a_day``) only as one of the days the question says
+    (``days_said``, word for word), or not at all when it says none: "提醒我周五前…" got
+    due "2026-12-05", a Saturday, from the 0.5B model."""
     parameters = tool["parameters"]
     if not isinstance(properties := parameters.get("properties"), dict):
         return tool
     required = set(parameters.get("required") or ())
-    kept = {name: sub for name, sub in properties.items() if name in required or mentioned(name, sub, question)}
+    days = days_said(question)
+    kept = {}
+    for name, sub in properties.items():
+        if name not in required and _for_a_day(sub):
+            if days:
+                kept[name] = {"description": sub.get("description", ""), "enum": days}
+        elif name in required or mentioned(name, sub, question):
+            kept[name] = sub
     return {**tool, "parameters": {**parameters, "properties": kept}}
+
+
+_WEEKDAY = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
+# the days a question may name, each as a whole: longer forms before those they hold
+_DAYS = re.compile(
+    rf"\b(?:the day after tomorrow|today|tonight|tomorrow|(?:this |next )?(?:{_WEEKDAY}|weekend)"
+    rf"|(?:this|next) (?:week|month)|end of (?:the )?(?:day|week|month))\b"
+    r"|\b\d{4}-\d{2}-\d{2}\b"
+    r"|大后天|今天|今晚|明天|明晚|后天|(?:下下|下|这|本)?(?:周|星期|礼拜)[一二三四五六日天末]"
+    r"|(?:下|这|本)(?:周|星期|个月)|月底|年底|\d{1,2}月\d{1,2}[日号]",
+    re.IGNORECASE)
+
+
+def days_said(text: str) -> list[str]:
+    """The days ``text`` names, as it writes them, each once: "tomorrow", "next Monday",
+    "2026-12-24", "周五", "下个月"."""
+    return list(dict.fromkeys(match.group() for match in _DAYS.finditer(text)))
+
+
+def _for_a_day(schema: Any) -> bool:
+    """A string property whose description names days ("The day it is due: today, Friday,
+    明天"): what a question gives for it is one of the days it says."""
+    if not isinstance(schema, dict) or "enum" in schema or "pattern" in schema or "format" in schema:
+        return False
+    types = schema.get("type")
+    return "string" in (types if isinstance(types, list) else [types]) and bool(days_said(str(schema.get("description") or "")))
 
 
 def mentioned(name: str, schema: Any, question: str) -> bool:

@@ -249,7 +249,7 @@ def after_search(question: str, *results: str) -> list[Any]:
 EMPTY = '{"ok": true, "query": "passport", "count": 0, "notes": []}'
 
 
-def test_after_results_that_list_nothing_the_answer_begins_by_saying_so(registry) -> None:
+def test_after_results_the_answer_begins_by_what_they_list_or_that_they_list_nothing(registry) -> None:
     """After "notes (0): none" the 0.5B model answered "护照哪年到期来着？" with a date it made up."""
     from repl.providers.grammar import PROSE_GRAMMAR, without_han
 
@@ -261,8 +261,12 @@ def test_after_results_that_list_nothing_the_answer_begins_by_saying_so(registry
         == 'root ::= "The tool results above show no " answer-piece answer-piece*'
     found = '{"ok": true, "count": 1, "notes": [{"id": "n1", "text": "passport: 2031"}]}'
     failed = '{"ok": false, "error": {"type": "not_found", "message": "no note"}, "notes": []}'
-    for results in [(found,), (EMPTY, found), (failed,), ('{"ok": true, "city": "Oslo"}',), ("not json",)]:
+    for results in [(failed,), ('{"ok": true, "city": "Oslo"}',), ("not json",)]:
         assert root(after_search("When does my passport expire?", *results)) == grammar_root(without_han(PROSE_GRAMMAR)), results
+    for results in [(found,), (EMPTY, found)]:  # records listed: an English answer is led in to name them
+        assert root(after_search("When does my passport expire?", *results)) \
+            == 'root ::= "The tool results above list " answer-piece answer-piece*', results
+        assert root(after_search("护照哪年到期来着？", *results)) == 'root ::= "根据工具结果，" answer-piece answer-piece*'
 
 
 def test_after_results_that_list_records_the_nudge_asks_for_each_item() -> None:

@@ -78,6 +78,10 @@ CHINESE_LEAD = "根据工具结果，"
 # After results that list nothing (``empty_results``) the answer begins by saying so: after
 # "notes (0): none" the 0.5B model answered "护照哪年到期来着？" with a date it made up.
 EMPTY_LEAD = "The tool results above show no "
+# After results that list records (``listed_results``) an English answer begins with these
+# words: answered from prose alone, the 0.5B model wrote "What's still on my plate this week?"
+# as the todos' objects ("{ id: todo-001, ...") or, held to prose, "Mark the item as done."
+LIST_LEAD = "The tool results above list "
 CHINESE_EMPTY_LEAD = CHINESE_LEAD + "没有找到"
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _KANA = re.compile(r"[\u3040-\u30ff]")
@@ -142,7 +146,8 @@ class Dialect:
         you're pretty quick"), else the model is free to call any tool or answer.
         The answer after results to a question in Chinese begins with ``CHINESE_LEAD``; after
         results that list nothing (``empty_results``), with ``EMPTY_LEAD`` or
-        ``CHINESE_EMPTY_LEAD``."""
+        ``CHINESE_EMPTY_LEAD``; an English one after results that list records, with
+        ``LIST_LEAD``; any other, as prose from its first character (``PROSE_GRAMMAR``)."""
         if not self.grammar:
             return None
         from repl.providers.grammar import (
@@ -166,6 +171,8 @@ class Dialect:
             led = after_results and chinese and not _KANA.search(question)
             if after_results and empty_results(messages):
                 grammar = led_answer(CHINESE_EMPTY_LEAD if led else EMPTY_LEAD)
+            elif after_results and not led and listed_results(messages):
+                grammar = led_answer(LIST_LEAD)
             else:
                 grammar = led_answer(CHINESE_LEAD) if led else PROSE_GRAMMAR if after_results else ANSWER_GRAMMAR
         elif self.small_talk_gate and _small_talk_turn(messages):

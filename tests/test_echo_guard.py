@@ -94,6 +94,23 @@ def test_an_echoed_small_talk_answer_is_asked_for_again(core_on, fake_server) ->
     assert done.steps == 2
 
 
+def test_the_retry_after_an_echo_behind_a_preamble_may_begin_like_neither(core_on, fake_server) -> None:
+    """"今天上班好累啊，随便陪我聊两句吧。" got "好的，" and the question; asked again, with only "好"
+    refused as its first character, the 0.5B model wrote the question alone, and it was shown."""
+    from repl.providers.grammar import SMALL_TALK_ZH_GRAMMAR, not_beginning_with
+
+    core = core_on()
+    question = "今天上班好累啊，随便陪我聊两句吧。"
+    fake_server.script(text("好的，" + question, chunk_size=3), text("辛苦啦，喝杯茶歇一歇。"))
+    done = core.run_turn(question)
+    assert done.answer == "辛苦啦，喝杯茶歇一歇。"
+    first, retry = (request.body for request in fake_server.chat_requests())
+    banned = not_beginning_with(not_beginning_with(first["grammar"], "好"), "今")
+    assert retry["grammar"] == banned != first["grammar"]
+    zh = not_beginning_with(not_beginning_with(SMALL_TALK_ZH_GRAMMAR, "好"), "今")  # both, within one range
+    assert zh.startswith("root ::= [\\u3400-\\u4ec9\\u4ecb-\\u597c\\u597e-\\u9fff] ")
+
+
 def test_an_echo_after_a_tool_result_is_asked_for_again(core_on, fake_server) -> None:
     core = core_on()
     question = "深圳今天出门要带伞吗？"

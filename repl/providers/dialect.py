@@ -187,8 +187,12 @@ class Dialect:
         # the reply's prose in the question's language: the 0.5B model answered "add a todo: buy
         # oat milk" with "抱歉，我无法协助完成这个请求。", once a Chinese answer was in the history
         grammar = grammar if chinese else without_han(grammar)
-        # asked again after an echo: the 0.5B model, near-greedy, wrote the same words again
-        return not_beginning_with(grammar, echoed[0]) if echoed else grammar
+        # asked again after an echo, the reply begins like neither the echo nor the question:
+        # near-greedy, the 0.5B model wrote the same words again, or, after "好的，" and the
+        # question, the question alone
+        for char in dict.fromkeys((echoed[:1], question.lstrip()[:1]) if echoed else ()):
+            grammar = not_beginning_with(grammar, char) if char else grammar
+        return grammar
 
     def nudge(self, messages: list[Message]) -> str:
         """What follows a step's tool results in text mode ("" when the history does not end

@@ -113,12 +113,14 @@ def not_beginning_with(grammar: str, char: str) -> str:
         if line.startswith(("answer-start ::= [^", "root ::= [^")):
             end = line.index("]", line.index("[^") + 2)
             line = line[:end] + "".join(map(_class_char, banned)) + line[end:]
-        elif match := re.match(r"root ::= \[\\u([0-9a-f]{4})-\\u([0-9a-f]{4})\]", line):
-            low, high = int(match[1], 16), int(match[2], 16)
-            if low <= ord(char) <= high:  # a range of Han: the two ranges either side of it
-                ranges = "".join(f"{_class_char(chr(a))}-{_class_char(chr(b))}"
-                                 for a, b in ((low, ord(char) - 1), (ord(char) + 1, high)) if a <= b)
-                line = f"root ::= [{ranges}]" + line[match.end():]
+        elif match := re.match(r"root ::= \[((?:\\u[0-9a-f]{4}-\\u[0-9a-f]{4})+)\]", line):
+            # ranges of Han: the one holding ``char`` becomes the two either side of it
+            pairs = [(int(a, 16), int(b, 16)) for a, b in re.findall(r"\\u([0-9a-f]{4})-\\u([0-9a-f]{4})", match[1])]
+            split = [(a, b) for low, high in pairs
+                     for a, b in (((low, ord(char) - 1), (ord(char) + 1, high)) if low <= ord(char) <= high
+                                  else ((low, high),)) if a <= b]
+            ranges = "".join(f"{_class_char(chr(a))}-{_class_char(chr(b))}" for a, b in split)
+            line = f"root ::= [{ranges}]" + line[match.end():]
         out.append(line)
     return "\n".join(out)
 

@@ -181,7 +181,10 @@ class Dialect:
                         if self.route and cues is not None else []):
             grammar = tool_grammar(chosen, optional="mentioned", question=question, text=False)
         elif self.unmatched_text and cues is not None:
-            grammar = ANSWER_GRAMMAR  # its words point to no tool: answered in text
+            # its words point to no tool: answered in text, as prose from its first character
+            # (from text alone, the 0.5B model wrote the call it wanted as a fenced pseudo-object:
+            # ```xml\n{\n  name: "list_todos", ...)
+            grammar = PROSE_GRAMMAR
         else:
             grammar = tool_grammar(tools, optional="mentioned", question=question)
         # the reply's prose in the question's language: the 0.5B model answered "add a todo: buy

@@ -208,6 +208,37 @@ def test_the_hold_releases_in_order_whatever_the_chunks(size: int) -> None:
     assert run("ok hi", "hi") == ("ok hi", "")  # a short question: only the answer that is it
 
 
+@pytest.mark.parametrize("size", [1, 3, 50])
+def test_the_words_an_answer_is_led_in_with_are_no_part_of_an_echo(size: int) -> None:
+    """After results the 0.5B model's answer began "根据工具结果，" (the grammar's lead) and went
+    on with the question: it was shown, and then judged an echo."""
+    from repl.providers.textcalls import EchoHold
+
+    question, lead = "猫粮快见底了，回头买三袋，给我加到采购单上。", "根据工具结果，"
+
+    def run(answer: str, *given: str) -> tuple[str, str]:
+        hold, out = EchoHold(question, *given), []
+        for start in range(0, len(answer), size):
+            out.append(hold.feed(answer[start:start + size]))
+        rest, echo = hold.finish()
+        return "".join(out) + rest, echo
+
+    assert run(lead + question, lead) == ("", lead + question)
+    assert run(lead + "已把猫粮三袋加到采购单。", lead) == (lead + "已把猫粮三袋加到采购单。", "")
+    assert run(lead + question) == (lead + question, "")  # without the lead known: let out
+
+
+def test_an_echo_behind_the_lead_is_held_and_asked_for_again(core_on, fake_server) -> None:
+    core = core_on()
+    question = "猫粮快见底了，回头给我记进待办，周五前买好。"
+    call = json.dumps({"name": "add_todo", "arguments": {"title": "买猫粮", "due": "周五"}}, ensure_ascii=False)
+    fake_server.script(text(f"<tool_call>\n{call}\n</tool_call>"), text("根据工具结果，" + question, chunk_size=3),
+                       text("根据工具结果，已添加待办：买猫粮，周五前。"))
+    done = core.run_turn(question)
+    assert done.answer == "根据工具结果，已添加待办：买猫粮，周五前。" and "".join(shown(core)) == done.answer
+    assert len(fake_server.chat_requests()) == 3
+
+
 def test_one_definition_of_an_echo() -> None:
     """The benchmark's judge (bench/local_eval.py) is the product's predicate."""
     from bench import local_eval

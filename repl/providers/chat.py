@@ -184,7 +184,8 @@ class ChatProvider(SdkEndpoint):
             params["grammar"] = grammar
         question = self.dialect.echo_question(messages)
         return params, _Assembly(text_filter=textcalls.TextCallFilter([t["name"] for t in tools]),
-                                 hold=textcalls.EchoHold(question) if question else None)
+                                 hold=textcalls.EchoHold(question, self.dialect.answer_lead(messages))
+                                 if question else None)
 
     def route_by(self, cues: Callable[[], Mapping[str, Sequence[str]]]) -> None:
         """Where the tools' cues are read, for a dialect that routes (``Dialect.route``): the

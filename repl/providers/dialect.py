@@ -167,14 +167,8 @@ class Dialect:
         chinese = bool(_HAN.search(question))
         after_results = bool(messages) and messages[-1]["role"] == "tool"
         if not tools or (self.route and after_results):
-            # a question in Chinese (as the nudge has it): the answer after results is led in
-            led = after_results and chinese and not _KANA.search(question)
-            if after_results and empty_results(messages):
-                grammar = led_answer(CHINESE_EMPTY_LEAD if led else EMPTY_LEAD)
-            elif after_results and not led and listed_results(messages):
-                grammar = led_answer(LIST_LEAD)
-            else:
-                grammar = led_answer(CHINESE_LEAD) if led else PROSE_GRAMMAR if after_results else ANSWER_GRAMMAR
+            lead = self.answer_lead(messages)
+            grammar = led_answer(lead) if lead else PROSE_GRAMMAR if after_results else ANSWER_GRAMMAR
         elif self.small_talk_gate and _small_talk_turn(messages):
             grammar = SMALL_TALK_ZH_GRAMMAR if chinese else SMALL_TALK_GRAMMAR
         elif chosen := (routed(question, tools, cues) or followed(messages, tools)
@@ -207,6 +201,19 @@ class Dialect:
         chinese = bool(_HAN.search(question)) and not _KANA.search(question)
         nudge = self.after_lists if self.after_lists and listed_results(messages) else self.after_results
         return nudge + (self.language_note if chinese else "")
+
+    def answer_lead(self, messages: list[Message]) -> str:
+        """The words the grammar has the answer after a step's results begin with ("": none):
+        after results that list nothing ``EMPTY_LEAD``; else for a question in Chinese (as the
+        nudge has it) ``CHINESE_LEAD``, for one in English after records ``LIST_LEAD``."""
+        messages = _unnoted(messages)
+        if not self.grammar or not messages or messages[-1]["role"] != "tool":
+            return ""
+        question = _question(messages)
+        chinese = bool(_HAN.search(question)) and not _KANA.search(question)
+        if empty_results(messages):
+            return CHINESE_EMPTY_LEAD if chinese else EMPTY_LEAD
+        return CHINESE_LEAD if chinese else LIST_LEAD if listed_results(messages) else ""
 
     def echo_question(self, messages: list[Message]) -> str:
         """The question an answer to ``messages`` is held back against while it may repeat it

@@ -461,13 +461,16 @@ class EchoHold:
     few characters of ``PREAMBLE`` ("好的，" + the question: the 0.5B model's echo of a chat it was
     not gated on). What diverges is let out with what was held, in order, and nothing is held
     again; the text compared is at most the question and the preamble long.
+    The words the answer is led in with (``lead``, the grammar's: "根据工具结果，") are held
+    and then skipped: the 0.5B model went on from them with the question.
     ``finish`` tells what is left: the text to show, or the answer held back as an echo."""
 
     PREAMBLE = 4  # flat characters an echo of a long question may begin with ("ok, ", "好的，")
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: str, lead: str = "") -> None:
         self._question = question
         self._flat = flat(question)
+        self._lead = flat(lead)
         self._said = ""  # the answer's flat text so far, while it may still become an echo
         self._whole = False  # the question was said whole: the rest is held for ``finish``
         self._held: list[str] | None = []  # None: let out, nothing is held any more
@@ -485,9 +488,12 @@ class EchoHold:
         if self._whole:
             return True
         self._said += said
+        if self._lead.startswith(self._said):
+            return True  # (still) the lead
+        skip = len(self._lead) if self._said.startswith(self._lead) else 0
         long = len(self._flat) >= WHOLE
-        for start in range(min(self.PREAMBLE, len(self._said)) + 1 if long else 1):
-            rest = self._said[start:]
+        for start in range(min(self.PREAMBLE, len(self._said) - skip) + 1 if long else 1):
+            rest = self._said[skip + start:]
             if self._flat.startswith(rest):
                 return True  # a start of the question, or of a preamble
             if long and rest.startswith(self._flat):

@@ -78,11 +78,11 @@ CHINESE_LEAD = "根据工具结果，"
 # After results that list nothing (``empty_results``) the answer begins by saying so: after
 # "notes (0): none" the 0.5B model answered "护照哪年到期来着？" with a date it made up.
 EMPTY_LEAD = "The tool results above show no "
+CHINESE_EMPTY_LEAD = CHINESE_LEAD + "没有找到"
 # After results that list records (``listed_results``) an English answer begins with these
 # words: answered from prose alone, the 0.5B model wrote "What's still on my plate this week?"
 # as the todos' objects ("{ id: todo-001, ...") or, held to prose, "Mark the item as done."
 LIST_LEAD = "The tool results above list "
-CHINESE_EMPTY_LEAD = CHINESE_LEAD + "没有找到"
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _KANA = re.compile(r"[\u3040-\u30ff]")
 
@@ -358,7 +358,7 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
 def _forms(word: str) -> set[str]:
     """``word`` and the words it may be a form of: a plural ("files", "boxes", "entries"), an
     "-ing" or "-ed" form ("snowing", "buying", "stopped", "served"), each base of three letters
-    or more. Some are no word ("mornin"); a cue is a word, so they find nothing."""
+    or more. Some are no word ("morne" from "morning"); a cue is a word, so they find nothing."""
     out = {word}
     if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
         out.add(word[:-1])

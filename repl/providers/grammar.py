@@ -188,8 +188,9 @@ def mentioned(name: str, schema: Any, question: str) -> bool:
     property's name or description (English words of three letters or more; Chinese: a run
     of Han characters of the description or two of them in a row), one of its ``enum``
     values, or, for a number, any number. What the description says is what counts, in any
-    language: a tool's author describes ``due`` as "a day: tomorrow, Friday, 明天" and a
-    question naming a day may set it."""
+    language: a tool's author describes ``tag`` as "a label, e.g. work; 标签" and a question
+    naming a label may set it. (A property for a day is offered by the days a question says,
+    ``_mentioned_only``.)"""
     said = question.casefold()
     words = {_stem(w) for w in _WORD.findall(said)}
     schema = schema if isinstance(schema, dict) else {}

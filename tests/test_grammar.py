@@ -313,6 +313,9 @@ def test_a_day_is_given_in_the_words_the_question_says_it(llama, registry) -> No
     ("明天或者后天，大后天也行", ["明天", "后天", "大后天"]),
     ("Add 'fix the bike'", []),
     ("What's the date of today's weekly meeting?", ["today"]),
+    ("Renew the passport by March 3rd, or May 5 at the latest", ["March 3rd", "May 5"]),
+    ("The rent is due on the 1st of June; remind me in 3 days", ["1st of June", "in 3 days"]),
+    ("You may have 5 minutes", []),
 ])
 def test_the_days_a_question_names(question: str, days: list[str]) -> None:
     from repl.providers.grammar import days_said

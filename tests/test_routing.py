@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from repl.providers.dialect import Dialect, routed
+from repl.providers.grammar import PROSE_GRAMMAR, SMALL_TALK_GRAMMAR, without_han
 from tests.fakeserver import text
 from tools.calculator import make_calculator_tool
 from tools.files import make_file_tools
@@ -196,8 +197,6 @@ def test_a_question_no_tool_is_pointed_to_is_answered_in_text(registry, question
     words point to no tool, and that follows up no call, is answered in text."""
     messages: list[Any] = [{"role": "user", "content": question}]
     grammar = ROUTED.grammar_for(messages, registry.schemas(), registry.cues())
-    from repl.providers.grammar import PROSE_GRAMMAR, without_han
-
     prose = PROSE_GRAMMAR if any("\u4e00" <= char <= "\u9fff" for char in question) else without_han(PROSE_GRAMMAR)
     assert grammar == prose  # prose from its first character: no fenced pseudo-call
     assert all(f'\\"{name}\\"' not in grammar for name in registry.names())
@@ -225,8 +224,6 @@ def test_each_profile_says_what_a_question_matching_no_tool_gets() -> None:
 
 
 def test_after_results_the_step_is_text_and_small_talk_stays_small_talk(registry) -> None:
-    from repl.providers.grammar import SMALL_TALK_GRAMMAR, without_han
-
     call = {"id": "c1", "name": "get_weather", "arguments": '{"city": "Shanghai"}'}
     after: list[Any] = [{"role": "user", "content": "上海明天会下雨吗？"},
                         {"role": "assistant", "content": "", "tool_calls": [call]},
@@ -234,8 +231,6 @@ def test_after_results_the_step_is_text_and_small_talk_stays_small_talk(registry
     grammar = ROUTED.grammar_for(after, registry.schemas(), registry.cues())
     assert grammar is not None and grammar_root(grammar) == 'root ::= "根据工具结果，" answer-piece answer-piece*'
     english = [{"role": "user", "content": "Will it rain in Shanghai tomorrow?"}, *after[1:]]
-    from repl.providers.grammar import PROSE_GRAMMAR
-
     assert ROUTED.grammar_for(english, registry.schemas(), registry.cues()) == without_han(PROSE_GRAMMAR)
     thanks: list[Any] = [{"role": "user", "content": "Thanks, good night!"}]
     small = ROUTED.grammar_for(thanks, registry.schemas(), registry.cues())
@@ -254,8 +249,6 @@ EMPTY = '{"ok": true, "query": "passport", "count": 0, "notes": []}'
 
 def test_after_results_the_answer_begins_by_what_they_list_or_that_they_list_nothing(registry) -> None:
     """After "notes (0): none" the 0.5B model answered "护照哪年到期来着？" with a date it made up."""
-    from repl.providers.grammar import PROSE_GRAMMAR, without_han
-
     def root(messages: list[Any]) -> str:
         return grammar_root(ROUTED.grammar_for(messages, registry.schemas(), registry.cues()) or "")
 

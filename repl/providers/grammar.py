@@ -177,13 +177,20 @@ def days_said(text: str) -> list[str]:
     return list(dict.fromkeys(match.group() for match in _DAYS.finditer(text)))
 
 
+# what a description says of a property for a day ("The day it is due", "New due date", 日期)
+_A_DAY = re.compile(r"\b(?:day|date|due|deadline)\b|日期|哪天|截止", re.IGNORECASE)
+
+
 def _for_a_day(schema: Any) -> bool:
-    """A string property whose description names days ("The day it is due: today, Friday,
-    明天"): what a question gives for it is one of the days it says."""
+    """A string property whose description says it is a day and names days ("The day it is
+    due: today, Friday, 明天"): what a question gives for it is one of the days it says. (A
+    search text "e.g. meetings today" names a day but is none.)"""
     if not isinstance(schema, dict) or "enum" in schema or "pattern" in schema or "format" in schema:
         return False
     types = schema.get("type")
-    return "string" in (types if isinstance(types, list) else [types]) and bool(days_said(str(schema.get("description") or "")))
+    description = str(schema.get("description") or "")
+    return ("string" in (types if isinstance(types, list) else [types]) and bool(_A_DAY.search(description))
+            and bool(days_said(description)))
 
 
 def mentioned(name: str, schema: Any, question: str) -> bool:

@@ -11,6 +11,7 @@ from datetime import date as Date
 from typing import TYPE_CHECKING, Any
 
 from tools.cancel import Cancel
+from tools.days import day_of
 from tools.registry import Tool, tool
 from tools.results import ToolError
 
@@ -77,17 +78,18 @@ def clothing_advice(temperature_c: float | None, condition: str) -> str:
 
 
 def _resolve_date(text: str | None) -> int | str:
-    """Days from today (an int), or an explicit ISO date (a str)."""
+    """Days from today (an int), or an explicit ISO date (a str): also a day as people say it,
+    "Friday", "下周三", "March 3rd" (``tools.days``; the small model is offered only those)."""
     key = (text or "").strip().lower()
     if key in _RELATIVE_DAYS:
         return _RELATIVE_DAYS[key]
-    try:
-        return Date.fromisoformat(key).isoformat()
-    except ValueError as exc:
+    day = day_of(key, Date.today())
+    if day is None:
         raise ToolError(
             "invalid_arguments",
-            f"date {text!r} is not understood; use YYYY-MM-DD, 'today' or 'tomorrow'",
-        ) from exc
+            f"date {text!r} is not understood; use YYYY-MM-DD, 'today', 'tomorrow' or a weekday",
+        )
+    return day.isoformat()
 
 
 def _get_json(client: httpx.Client, url: str, params: dict[str, Any]) -> dict[str, Any]:

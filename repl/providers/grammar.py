@@ -26,6 +26,7 @@ import re
 from functools import lru_cache
 from typing import Any, Literal
 
+from tools.days import days_said
 from tools.registry import ToolSchema
 
 OptionalProps = Literal["all", "no-default", "none", "mentioned"]
@@ -155,26 +156,6 @@ def _mentioned_only(tool: ToolSchema, question: str) -> ToolSchema:
         elif name in required or mentioned(name, sub, question):
             kept[name] = sub
     return {**tool, "parameters": {**parameters, "properties": kept}}
-
-
-_WEEKDAY = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
-_MONTH = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?"
-          "|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?")
-# the days a question may name, each as a whole: longer forms before those they hold
-_DAYS = re.compile(
-    rf"\b(?:the day after tomorrow|today|tonight|tomorrow|(?:this |next )?(?:{_WEEKDAY}|weekend)"
-    rf"|(?:this|next) (?:week|month)|end of (?:the )?(?:day|week|month)|in (?:\d+|a|one|two|three) (?:days?|weeks?)"
-    rf"|(?:{_MONTH})\.? \d{{1,2}}(?:st|nd|rd|th)?|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTH}))\b"
-    r"|\b\d{4}-\d{2}-\d{2}\b"
-    r"|大后天|今天|今晚|明天|明晚|后天|(?:下下|下|这|本)?(?:周|星期|礼拜)[一二三四五六日天末]"
-    r"|(?:下|这|本)(?:周|星期|个月)|月底|年底|\d{1,2}月\d{1,2}[日号]",
-    re.IGNORECASE)
-
-
-def days_said(text: str) -> list[str]:
-    """The days ``text`` names, as it writes them, each once: "tomorrow", "next Monday",
-    "2026-12-24", "周五", "下个月"."""
-    return list(dict.fromkeys(match.group() for match in _DAYS.finditer(text)))
 
 
 # what a description says of a property for a day ("The day it is due", "New due date", 日期)

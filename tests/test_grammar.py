@@ -307,11 +307,13 @@ def test_a_property_is_for_a_day_when_it_says_so_not_when_an_example_names_one()
     """A user tool's search text described "what to find, e.g. meetings today" is no day: a
     question's words for it are not held to the days it says."""
     from repl.providers.grammar import _mentioned_only
+    from tools.days import days_said
 
     tool: Any = {"name": "find", "parameters": {"type": "object", "properties": {
         "query": {"type": "string", "description": "what to find, e.g. meetings today"},
         "when": {"type": ["string", "null"], "description": "the day: today, tomorrow, Friday"}}}}
-    offered = _mentioned_only(tool, "find my meetings about the budget tomorrow")["parameters"]["properties"]
+    question = "find my meetings about the budget tomorrow"
+    offered = _mentioned_only(tool, question, days_said(question))["parameters"]["properties"]
     assert offered["when"] == {"description": "the day: today, tomorrow, Friday", "enum": ["tomorrow"]}
     assert offered["query"] == tool["parameters"]["properties"]["query"]
 

@@ -99,7 +99,7 @@ def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_mean
 ])
 def test_a_word_is_found_in_its_other_forms(registry, question, expected) -> None:
     """A one-word cue is found as the words people inflect it to: "snowing" for "snow",
-    "buying" for "buy", "mentioning" for "mention"."""
+    "buying" for "buy" (the other cases were routed before and must stay so)."""
     to_buy: ToolSchema = {"name": "to_buy", "description": "Put something on the list of things to buy.",
                           "parameters": {"type": "object"}}
     tools = [*registry.schemas(), GROCERIES, to_buy]

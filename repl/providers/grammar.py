@@ -89,7 +89,8 @@ def tool_grammar(tools: list[ToolSchema], *, optional: OptionalProps = "no-defau
     trained on (a step routed to some tools must call one; the other forms, bare or fenced
     objects, came with more invented arguments on the development cases)."""
     if optional == "mentioned":
-        tools, optional = [_mentioned_only(tool, question) for tool in tools], "all"
+        days = days_said(question)
+        tools, optional = [_mentioned_only(tool, question, days) for tool in tools], "all"
     grammar = _cached(json.dumps(tools), optional)  # key order kept: it is the order of the properties
     return grammar if text else grammar.replace(_ROOT, "root ::= tagged", 1)
 
@@ -138,16 +139,15 @@ def without_han(grammar: str) -> str:
     return "\n".join(lines)
 
 
-def _mentioned_only(tool: ToolSchema, question: str) -> ToolSchema:
+def _mentioned_only(tool: ToolSchema, question: str, days: list[str]) -> ToolSchema:
     """``tool`` with only the optional top-level properties ``question`` mentions; an
-    optional property for a day (``_for_a_day``) only as one of the days the question says
-    (``days_said``, word for word), or not at all when it says none: "提醒我周五前…" got
+    optional property for a day (``_for_a_day``) only as one of ``days``, those the question
+    says (``days_said``, word for word), or not at all when it says none: "提醒我周五前…" got
     due "2026-12-05", a Saturday, from the 0.5B model."""
     parameters = tool["parameters"]
     if not isinstance(properties := parameters.get("properties"), dict):
         return tool
     required = set(parameters.get("required") or ())
-    days = days_said(question)
     kept = {}
     for name, sub in properties.items():
         if name not in required and _for_a_day(sub):

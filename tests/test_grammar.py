@@ -291,7 +291,7 @@ def test_a_day_is_given_in_the_words_the_question_says_it(llama, registry) -> No
     undated = grammar("Remind me to water the plants, the due date is up to you")
     try:
         assert friday.accepts(call("add_todo", title="交季度报表", due="周五"))
-        assert friday.accepts(call("add_todo", title="交季度报表"))
+        assert not friday.accepts(call("add_todo", title="交季度报表"))  # said, so given
         for wrong in ("2026-12-05", "周六", "明天"):
             assert not friday.accepts(call("add_todo", title="交季度报表", due=wrong)), wrong
         assert english.accepts(call("add_todo", title="Renew the parking permit", due="next Monday"))
@@ -301,6 +301,58 @@ def test_a_day_is_given_in_the_words_the_question_says_it(llama, registry) -> No
     finally:
         for each in (friday, english, undated):
             each.close()
+
+
+def test_a_value_the_question_says_is_given(llama, registry) -> None:
+    """"add a todo: renew the passport by next Friday, high priority" became one title holding
+    the whole sentence, priority left at medium and no due date, though both were offered: a
+    day the question says and a choice it names are required, as it says them."""
+    from repl.providers.grammar import tool_grammar
+
+    asked = Grammar(llama, tool_grammar(registry.schemas(), optional="mentioned",
+                                        question="add a todo: renew the passport by next Friday, high priority"))
+    try:
+        assert asked.accepts(call("add_todo", title="Renew the passport", priority="high", due="next Friday"))
+        assert not asked.accepts(call("add_todo", title="Renew the passport by next Friday, high priority"))
+        assert not asked.accepts(call("add_todo", title="Renew the passport", due="next Friday"))
+        assert not asked.accepts(call("add_todo", title="Renew the passport", priority="medium", due="next Friday"))
+    finally:
+        asked.close()
+
+
+@pytest.mark.parametrize(("question", "value"), [
+    ("add a todo: buy oat milk, high priority", "high"),
+    ("Gotta get the bike serviced before the brakes give out, mark it urgent.", "high"),
+    ("别忘了给妈妈买生日礼物，这件事很重要，优先级设成高。", "high"),
+    ("周四之前得把合同寄给客户，这事不着急，优先级放低点就行。", "low"),
+    ("I need to call the dentist at some point, low priority.", "low"),
+    ("add a todo: buy a high chair", None),        # "high", but no priority named
+    ("这事不重要，记一下：买电池", None),            # negated
+    ("add a todo: file the taxes, it is not urgent", None),
+    ("Add 'fix the bike'", None),
+])
+def test_a_choice_is_said_by_the_words_its_description_gives_it(question: str, value: str | None) -> None:
+    from repl.providers.grammar import said_value
+    from tools import build_tools
+
+    add_todo = next(t for t in build_tools(todos_path=Path("t.json"), notes_path=Path("n.json"),
+                                           files_root=Path("."), weather="sample") if t.name == "add_todo")
+    assert said_value("priority", add_todo.parameters["properties"]["priority"], question) == value
+
+
+def test_a_filter_the_question_says_is_given() -> None:
+    """"What's still open on my todo list?" lists the open items only: list_todos' status is
+    described "todo" = still open, 还有."""
+    from repl.providers.grammar import said_value
+    from tools import build_tools
+
+    list_todos = next(t for t in build_tools(todos_path=Path("t.json"), notes_path=Path("n.json"),
+                                             files_root=Path("."), weather="sample") if t.name == "list_todos")
+    status = list_todos.parameters["properties"]["status"]
+    assert said_value("status", status, "What's still open on my todo list?") == "todo"
+    assert said_value("status", status, "今天还有哪些没完成？") == "todo"
+    assert said_value("status", status, "What have I finished this week?") == "done"
+    assert said_value("status", status, "What haven't I finished?") is None
 
 
 def test_a_property_is_for_a_day_when_it_says_so_not_when_an_example_names_one() -> None:

@@ -140,22 +140,92 @@ def without_han(grammar: str) -> str:
 
 
 def _mentioned_only(tool: ToolSchema, question: str, days: list[str]) -> ToolSchema:
-    """``tool`` with only the optional top-level properties ``question`` mentions; an
-    optional property for a day (``_for_a_day``) only as one of ``days``, those the question
-    says (``days_said``, word for word), or not at all when it says none: "提醒我周五前…" got
-    due "2026-12-05", a Saturday, from the 0.5B model."""
+    """``tool`` with only the optional top-level properties ``question`` mentions, and those
+    whose value it says required to hold that value:
+
+    - a property for a day (``_for_a_day``) only as one of ``days``, those the question says
+      (``days_said``, word for word), or not at all when it says none: "提醒我周五前…" got due
+      "2026-12-05", a Saturday, from the 0.5B model. When it is the tool's only such property,
+      a call must give it.
+    - a property with choices (``enum``) whose value the question says (``said_value``: "high
+      priority", "mark it urgent", "优先级放低点") must be given that value: offered the
+      priority, the 0.5B model left it at its default for "…, high priority"."""
     parameters = tool["parameters"]
     if not isinstance(properties := parameters.get("properties"), dict):
         return tool
     required = set(parameters.get("required") or ())
-    kept = {}
+    day_properties = [name for name, sub in properties.items() if name not in required and _for_a_day(sub)]
+    kept, given = {}, []
     for name, sub in properties.items():
-        if name not in required and _for_a_day(sub):
+        if name in day_properties:
             if days:
                 kept[name] = {"description": sub.get("description", ""), "enum": days}
-        elif name in required or mentioned(name, sub, question):
+                given += [name] * (len(day_properties) == 1)
+        elif name in required:
             kept[name] = sub
-    return {**tool, "parameters": {**parameters, "properties": kept}}
+        elif (value := said_value(name, sub, question)) is not None:
+            kept[name] = {"description": sub.get("description", ""), "enum": [value]}
+            given.append(name)
+        elif mentioned(name, sub, question):
+            kept[name] = sub
+    return {**tool, "parameters": {**parameters, "properties": kept,
+                                   "required": [*(parameters.get("required") or ()), *given]}}
+
+
+def _choices(schema: Any) -> list[str]:
+    """The string values an ``enum`` of ``schema`` allows, also under ``anyOf``/``oneOf`` (an
+    optional choice: the values or null)."""
+    if not isinstance(schema, dict):
+        return []
+    found = [value for value in schema.get("enum") or () if isinstance(value, str) and value]
+    for key in ("anyOf", "oneOf"):
+        for option in schema.get(key) or ():
+            found += _choices(option)
+    return list(dict.fromkeys(found))
+
+
+# a description's words for a choice: 'high = 高, 重要, urgent' or '"todo" = not finished yet,
+# still open' (up to the next ";" or ")"); the words are split at commas, colons and "or"
+_GLOSS = r'(?:^|[\s(;"\'])"?{value}"?\s*[=:]\s*([^;)]*)'
+_GLOSS_SPLIT = re.compile(r"\s*(?:[,，、:：]|\bor\b)\s*")
+_NOT_EN = re.compile(r"\b(?:not|no|never|isn't|aren't|don't|doesn't|haven't|hasn't|didn't|won't)\b(?:\W+\w+){0,2}\W*$")
+_NOT_ZH = re.compile(r"[不没未别无][太那么很怎样用着]{0,2}$")
+
+
+def said_value(name: str, schema: Any, question: str) -> str | None:
+    """The one value of the choices (``enum``) of property ``name`` that ``question`` says, or
+    None. A value is said by a word its description gives for it ("high = 高, 重要, urgent"),
+    not negated ("不重要", "not urgent"); the value itself or a single Chinese character of its
+    words counts only when the question also names the property (a word of its name, or the
+    Chinese of its description outside the values' words): "low priority", "优先级高" say it,
+    "buy a high chair" does not."""
+    choices = _choices(schema)
+    if not choices:
+        return None
+    description = str(schema.get("description") or "")
+    words = {_stem(w) for w in _WORD.findall(question.casefold())}
+    names = {_stem(w) for w in _WORD.findall(name.casefold().replace("_", " ")) if len(w) >= 3}
+    outside = re.sub(r"\([^)]*\)", "", description)
+    named = bool(names & words) or any(run in question for run in _HAN_RUN.findall(outside) if len(run) > 1)
+    said = []
+    for value in choices:
+        gloss = re.search(_GLOSS.format(value=re.escape(value)), description)
+        glossed = [w for w in _GLOSS_SPLIT.split(gloss[1].strip()) if w] if gloss else []
+        weak = [value] + [w for w in glossed if len(w) == 1 and _HAN_RUN.fullmatch(w)]
+        strong = [w for w in glossed if w not in weak]
+        if any(_says(question, w) for w in strong) or (named and any(_says(question, w) for w in weak)):
+            said.append(value)
+    return said[0] if len(said) == 1 else None
+
+
+def _says(question: str, words: str) -> bool:
+    """``question`` holds ``words`` (whole English words, any Chinese) with no negation just
+    before them."""
+    if _HAN_RUN.match(words):
+        return any(not _NOT_ZH.search(question[:m.start()]) for m in re.finditer(re.escape(words), question))
+    pattern = r"\b" + r"\s+".join(map(re.escape, words.casefold().split())) + r"\b"
+    return any(not _NOT_EN.search(question.casefold()[:m.start()])
+               for m in re.finditer(pattern, question.casefold()))
 
 
 # what a description says of a property for a day ("The day it is due", "New due date", 日期)

@@ -20,6 +20,7 @@ from repl.providers.chat import ChatProvider
 from repl.providers.grammar import (
     SMALL_TALK_GRAMMAR,
     SMALL_TALK_ZH_GRAMMAR,
+    not_beginning_with,
     tool_grammar,
     without_han,
 )
@@ -162,7 +163,28 @@ def test_a_confirmation_nothing_asked_for_gets_text_only(
 
 def test_chinese_small_talk_is_answered_in_chinese(
         fake_server: FakeServer, grammar_provider: ChatProvider, registry: Registry) -> None:
-    assert _grammars(fake_server, grammar_provider, registry, "谢谢，再见！", "不客气，再见！") == [SMALL_TALK_ZH_GRAMMAR]
+    """... and not with the note its request carries (the 0.5B model answered 拜拜 with it)."""
+    from repl.providers.dialect import SMALL_TALK_ZH_NOTE
+
+    grammars = _grammars(fake_server, grammar_provider, registry, "谢谢，再见！", "不客气，再见！")
+    assert grammars == [not_beginning_with(SMALL_TALK_ZH_GRAMMAR, SMALL_TALK_ZH_NOTE[1])] != [SMALL_TALK_ZH_GRAMMAR]
+
+
+def test_chinese_small_talk_is_sent_with_a_note_the_history_never_keeps(
+        fake_server: FakeServer, grammar_provider: ChatProvider, registry: Registry) -> None:
+    """The 0.5B model answered "拜拜" and "晚安" with "抱歉，我无法协助完成这个请求。": the request
+    (only it) adds a note that this is small talk, to be answered in a friendly line."""
+    from repl.providers.dialect import SMALL_TALK_ZH_NOTE
+
+    history = History("You are a test assistant.")
+    fake_server.script(text("拜拜，明天见！"), text("Bye!"), text("有两项待办。"))
+    for message in ("拜拜", "Bye!", "还有什么待办？"):
+        run_turn(history, message, provider=grammar_provider, registry=registry,
+                 approver=Approver("auto"), limits=Limits(), emit=EventLog())
+    last_user = [r.body["messages"][-1]["content"] for r in fake_server.chat_requests()]
+    assert last_user[0] == "拜拜\n\n" + SMALL_TALK_ZH_NOTE
+    assert SMALL_TALK_ZH_NOTE not in last_user[1] and SMALL_TALK_ZH_NOTE not in last_user[2]
+    assert all(SMALL_TALK_ZH_NOTE not in str(m.get("content")) for m in history.messages)
 
 
 def test_a_confirmation_of_the_models_question_may_call(

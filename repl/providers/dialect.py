@@ -83,6 +83,10 @@ CHINESE_EMPTY_LEAD = CHINESE_LEAD + "没有找到"
 # words: answered from prose alone, the 0.5B model wrote "What's still on my plate this week?"
 # as the todos' objects ("{ id: todo-001, ...") or, held to prose, "Mark the item as done."
 LIST_LEAD = "The tool results above list "
+# After Chinese small talk (``_small_talk_turn``) the request adds this ("small talk: one friendly
+# line back"): the 0.5B model answered 晚安, 早上好呀 and 拜拜 with "抱歉，我无法协助完成这个请求。"
+# (7 of 12 greetings, thanks and goodbyes written for checking it; 0 of 12 with it).
+SMALL_TALK_ZH_NOTE = "（寒暄：友好地回一句。）"
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _KANA = re.compile(r"[\u3040-\u30ff]")
 
@@ -170,7 +174,10 @@ class Dialect:
             lead = self.answer_lead(messages)
             grammar = led_answer(lead) if lead else PROSE_GRAMMAR if after_results else ANSWER_GRAMMAR
         elif self.small_talk_gate and _small_talk_turn(messages):
-            grammar = SMALL_TALK_ZH_GRAMMAR if chinese else SMALL_TALK_GRAMMAR
+            # in Chinese the request carries SMALL_TALK_ZH_NOTE, which the reply may not begin
+            # with: the 0.5B model answered 拜拜 with the note itself
+            grammar = (not_beginning_with(SMALL_TALK_ZH_GRAMMAR, SMALL_TALK_ZH_NOTE[1]) if chinese
+                       else SMALL_TALK_GRAMMAR)
         elif chosen := (routed(question, tools, cues) or followed(messages, tools)
                         if self.route and cues is not None else []):
             grammar = tool_grammar(chosen, optional="mentioned", question=question, text=False)
@@ -192,9 +199,13 @@ class Dialect:
         return grammar
 
     def nudge(self, messages: list[Message]) -> str:
-        """What follows a step's tool results in text mode ("" when the history does not end
-        with results): without it the 0.5B model mostly echoes its call and invents a result."""
+        """What the request adds after the history in text mode, never stored ("": nothing):
+        after a step's tool results (without it the 0.5B model mostly echoes its call and
+        invents a result), and with the small-talk gate, after Chinese small talk."""
         messages = _unnoted(messages)
+        if (self.grammar and self.small_talk_gate and _small_talk_turn(messages)
+                and _HAN.search(_question(messages))):
+            return SMALL_TALK_ZH_NOTE
         if not self.after_results or not messages or messages[-1]["role"] != "tool":
             return ""
         question = _question(messages)

@@ -230,6 +230,22 @@ def test_server_answers_a_chat_request_then_stops_without_a_trace(
 
 
 @needs_extra
+def test_the_users_environment_does_not_configure_the_server(
+    model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """llama-cpp-python's server reads its settings from variables as common as API_KEY:
+    with API_KEY set for something else, every request of glassloop's got 401."""
+    from repl.providers.local import LocalServer
+
+    for name, value in (("API_KEY", "sk-someone-elses"), ("CHAT_FORMAT", "llama-2"), ("N_CTX", "64")):
+        monkeypatch.setenv(name, value)
+    with LocalServer(model_path, n_ctx=2048, log_path=tmp_path / "server.log") as server:
+        reply = httpx.post(f"{server.base_url}/chat/completions", timeout=120, json={
+            "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 4, "temperature": 0.1})
+        assert reply.status_code == 200
+
+
+@needs_extra
 def test_text_protocol_messages_pass_the_server_and_null_content_does_not(
     model_path: Path, tmp_path: Path
 ) -> None:

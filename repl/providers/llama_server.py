@@ -372,11 +372,24 @@ class _PrefixState:
         llama_cpp.Llama.create_completion = create_saving  # type: ignore[method-assign]
 
 
+def _settings_not_from_environment() -> None:
+    """Drop the variables llama-cpp-python's server would read its settings from: they are
+    pydantic settings, each field also read from a variable of its name in any case, and the
+    server's __main__ reads CONFIG_FILE. The user's API_KEY (for something else) made the
+    server refuse every request; CHAT_FORMAT or N_CTX would change the model's."""
+    from llama_cpp.server.settings import ModelSettings, ServerSettings
+
+    fields = {name.casefold() for kind in (ModelSettings, ServerSettings) for name in kind.model_fields}
+    for key in [key for key in os.environ if key.casefold() in fields | {"config_file"}]:
+        del os.environ[key]
+
+
 def main(argv: Sequence[str]) -> None:
     import runpy
 
     options, server_args = parse(argv)
     _watch_parent()
+    _settings_not_from_environment()
     if _has_amx() and not options.amx:
         _without_amx()
     if not options.grammar_first:

@@ -76,6 +76,7 @@ def isolated_env(folder: Path) -> dict[str, str]:
         path.mkdir(parents=True, exist_ok=True)
         env[f"XDG_{name}_HOME"] = str(path)
     env["GLASSLOOP_WEATHER"] = "sample"
+    env["GLASSLOOP_KEEP_WARM_S"] = "0"  # each run's embedded server stops with it
     return env
 
 

@@ -22,11 +22,13 @@ the parser test corpus; review the ``expected`` parses before committing.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -48,6 +50,7 @@ from repl.session.runtime import system_prompt_for  # noqa: E402
 from tools import build_tools  # noqa: E402
 from tools.registry import Registry  # noqa: E402
 
+FRESH_SERVER = "keep_warm_s = 0\n"  # a profile line: the ask starts (and stops) its own server
 QUESTION = "Which todos are not done yet? Explain the highest-priority one."
 ZH_QUESTION = "今天还有哪些没完成？把优先级最高的一项展开说明。"
 OTHER_QUESTION = "What is 17.5% of 2480?"
@@ -156,10 +159,11 @@ def raw_turn(url: str, registry: Registry, question: str, *, temperature: float 
 
 def cli_turn(model: Path, work: Path, question: str = QUESTION,
              profile: str = "local", todos: list[dict[str, Any]] | None = None,
-             profile_lines: str = "", keep_trace: bool = False) -> dict[str, Any] | None:
+             profile_lines: str = "", keep_trace: bool = False, kept: bool = False) -> dict[str, Any] | None:
     """``glassloop ask`` on the question over the fixture (server start included);
     ``todos`` replace the fixture's, ``profile_lines`` are added to the profile's table;
-    ``keep_trace``: the result keeps its events."""
+    ``keep_trace``: the result keeps its events; ``kept``: the server is kept warm as configured
+    (else it stops with the ask, ``keep_warm_s = 0``)."""
     exe = shutil.which("glassloop", path=str(Path(sys.executable).parent))
     if exe is None:
         return None
@@ -167,7 +171,8 @@ def cli_turn(model: Path, work: Path, question: str = QUESTION,
     if todos is not None:
         (work / "todos.json").write_text(json.dumps({"version": 1, "todos": todos}), encoding="utf-8")
     config = work / "bench.toml"
-    config.write_text(f"[providers.{profile}]\nmodel_path = {json.dumps(str(model))}\n{profile_lines}", "utf-8")
+    lines = profile_lines if kept else FRESH_SERVER + profile_lines
+    config.write_text(f"[providers.{profile}]\nmodel_path = {json.dumps(str(model))}\n{lines}", "utf-8")
     env = {**os.environ, "XDG_DATA_HOME": str(work / "xdg"), "XDG_STATE_HOME": str(work / "xdg"),
            "XDG_CONFIG_HOME": str(work / "xdg"), "XDG_CACHE_HOME": str(work / "xdg"),
            "GLASSLOOP_TODOS_FILE": str(work / "todos.json"), "GLASSLOOP_WEATHER": "sample"}  # as fixture_registry
@@ -333,13 +338,23 @@ def benchmark(model: Path, work: Path, threads: int = 0, with_cli: bool = True) 
 
 def ask_turns(model: Path, work: Path, profile: str) -> dict[str, Any]:
     """``glassloop ask`` on the English todo question with an empty cache dir (no saved
-    state: the first run saves it), then on the English and the Chinese one with it."""
+    state: the first run saves it), then on the English and the Chinese one with it, each
+    starting its own server (``keep_warm_s = 0``); then as configured (kept warm): a first ask
+    starts the server, the English and the Chinese one use it. The kept server is stopped after."""
     figures: dict[str, Any] = {}
-    for label, question in (("en_without_state", QUESTION), ("en_with_state", QUESTION),
-                            ("zh_with_state", ZH_QUESTION)):
-        figures[label] = {"load_avg_1m": os.getloadavg()[0], **(cli_turn(model, work, question, profile) or {})}
-        figures[label]["load_avg_1m_after"] = os.getloadavg()[0]
-        print(json.dumps({label: figures[label]}, ensure_ascii=False), flush=True)
+    runs = (("en_without_state", QUESTION, False), ("en_with_state", QUESTION, False),
+            ("zh_with_state", ZH_QUESTION, False), ("en_starting_kept", QUESTION, True),
+            ("en_kept_warm", QUESTION, True), ("zh_kept_warm", ZH_QUESTION, True))
+    try:
+        for label, question, kept in runs:
+            figures[label] = {"load_avg_1m": os.getloadavg()[0],
+                              **(cli_turn(model, work, question, profile, kept=kept) or {})}
+            figures[label]["load_avg_1m_after"] = os.getloadavg()[0]
+            print(json.dumps({label: figures[label]}, ensure_ascii=False), flush=True)
+    finally:
+        for record in (work / "xdg").glob("**/server-*.json"):
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                os.kill(int(json.loads(record.read_text(encoding="utf-8"))["pid"]), signal.SIGTERM)
     return figures
 
 

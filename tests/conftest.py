@@ -36,6 +36,8 @@ def pytest_configure(config: pytest.Config) -> None:
     every worker and every program it starts."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    # an embedded server started by a test stops with it, not 5 minutes later (keep_warm_s)
+    os.environ["GLASSLOOP_KEEP_WARM_S"] = "0"
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:

@@ -70,6 +70,7 @@ def local_model_home(root: Path, model: Path) -> tuple[dict[str, str], Path]:
     todos = root / "todos.json"
     todos.write_text(json.dumps(ENGLISH_TODOS), encoding="utf-8")
     env["GLASSLOOP_TODOS_FILE"] = str(todos)
+    env["GLASSLOOP_KEEP_WARM_S"] = "0"  # the server stops with glassloop: nothing outlives a test
     project = root / "project"
     project.mkdir()
     user_config = root / "config" / "glassloop" / "config.toml"  # a project file would need trust
@@ -103,6 +104,7 @@ def isolated_env(tmp_path: Path) -> dict[str, str]:
     todos.write_text(json.dumps(SEED_TODOS, ensure_ascii=False), encoding="utf-8")
     env["GLASSLOOP_TODOS_FILE"] = str(todos)
     env["GLASSLOOP_WEATHER"] = "sample"
+    env["GLASSLOOP_KEEP_WARM_S"] = "0"  # an embedded server stops with its test's glassloop
     env["OPENAI_API_KEY"] = SECRET
     env["PYTHONIOENCODING"] = "utf-8"
     env["PAGER"] = "cat"  # long output in a pseudo-terminal is printed, never held by less

@@ -17,6 +17,7 @@ import textwrap
 import time
 from importlib import util
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -243,6 +244,60 @@ def test_the_users_environment_does_not_configure_the_server(
         reply = httpx.post(f"{server.base_url}/chat/completions", timeout=120, json={
             "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 4, "temperature": 0.1})
         assert reply.status_code == 200
+
+
+@needs_extra
+def test_a_server_kept_warm_serves_the_next_glassloop_then_exits_when_idle(
+    model_path: Path, tmp_path: Path
+) -> None:
+    """`glassloop ask` started a server, loaded the model and its prompt state each time (about
+    1.5 s of a 5 s answer): kept warm, the server outlives the glassloop that started it, the
+    next one with the same settings uses it, every request needs its key, it never exits while
+    a glassloop holds it, and it exits once none has for ``keep_warm_s``."""
+    from repl.providers.local import LocalServer
+
+    def server(**knobs: Any) -> LocalServer:
+        return LocalServer(model_path, n_ctx=2048, log_path=tmp_path / "server.log",
+                           state_dir=tmp_path / "state", keep_warm_s=2, **knobs)
+
+    first = server()
+    url = first.start()
+    pid = first.pid
+    assert pid is not None and first.api_key and not first.attached
+    try:
+        assert httpx.get(f"{url}/models", timeout=10).status_code == 401  # the port is anyone's: the key is not
+        assert str(first.api_key) not in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+        record = next((tmp_path / "state").glob("server-*.json"))
+        assert record.stat().st_mode & 0o777 == 0o600
+        first.stop()
+        assert alive(pid)
+
+        second = server()
+        assert second.start() == url and second.attached and second.pid == pid and second.notice is None
+        reply = httpx.post(f"{url}/chat/completions", headers=second.headers, timeout=120, json={
+            "messages": [{"role": "user", "content": "Say hello."}], "max_tokens": 4, "temperature": 0.1})
+        assert reply.status_code == 200
+        other = server(threads=3)  # other settings: not this server
+        other_url = other.start()
+        assert other_url != url and not other.attached
+        other.stop(keep=False)
+        time.sleep(6)  # three times keep_warm_s, held all along
+        assert alive(pid)
+        second.stop()
+        deadline = time.monotonic() + 120
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not alive(pid)
+
+        third = server()  # its record names a server that is gone
+        third.start()
+        assert not third.attached and third.pid != pid
+        third.stop(keep=False)
+        assert third.pid is None
+    finally:
+        for each in (pid,):
+            if alive(each):
+                os.kill(each, signal.SIGKILL)
 
 
 @needs_extra

@@ -158,6 +158,9 @@ class ProviderSettings:
     # routed (embedded): a question whose words match no tool's cues is answered in text, or the
     # model is free to call any tool or answer
     unmatched: Unmatched = safe("free", local_only=True)
+    # the embedded server outlives glassloop by this many seconds without a request, so that the
+    # next start finds it warm (0: it stops with glassloop)
+    keep_warm_s: float = setting(0.0, local_only=True, env="GLASSLOOP_KEEP_WARM_S")
 
     @property
     def embedded(self) -> bool:

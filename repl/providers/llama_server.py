@@ -11,7 +11,9 @@ The changes, each an override of a private llama-cpp-python 0.3.36 internal (the
 version pinned in pyproject.toml; ``tests/test_local_server.py`` checks every name
 used here still exists):
 
-- a watchdog thread exits when the parent's end of our stdin pipe closes;
+- a watchdog thread exits when the parent's end of our stdin pipe closes; or, for a server
+  kept warm (``--idle-exit``), after that many seconds without a request, its requests then
+  needing the key the parent put in ``GLASSLOOP_SERVER_KEY`` (``_exit_when_idle``);
 - on CPUs with AMX, llama.cpp's extra weight layouts are off (their matrix product
   crashes on the first prompt of more than one token: llama.cpp issue 20824);
 - a request's grammar is checked on the sampled token only, and calls are decoded at a
@@ -52,6 +54,8 @@ class Options:
     call_temperature: float | None  # the cap for a step's first token and its calls; None: off
     grammar_first: bool  # llama-cpp-python's own sampler order (for measuring)
     amx: bool  # keep llama.cpp's AMX weight buffers even where they crash
+    idle_exit: float = 0.0  # > 0: outlive the parent, exit after this many seconds without a request
+    holders: str = ""  # ... unless a glassloop holds this file locked (shared): it is still using us
 
 
 def parse(argv: Sequence[str]) -> tuple[Options, list[str]]:
@@ -68,12 +72,15 @@ def parse(argv: Sequence[str]) -> tuple[Options, list[str]]:
     parser.add_argument("--call-temperature", default="off")
     parser.add_argument("--grammar-first", action="store_true")
     parser.add_argument("--amx", action="store_true")
+    parser.add_argument("--idle-exit", type=float, default=0.0)
+    parser.add_argument("--holders", default="")
     args = parser.parse_args(ours)
     try:
         low: float | None = float(args.call_temperature)
     except ValueError:  # "off": every token at the request's temperature
         low = None
-    return Options(args.state, args.state_key, low, args.grammar_first, args.amx), server
+    return Options(args.state, args.state_key, low, args.grammar_first, args.amx,
+                   args.idle_exit, args.holders), server
 
 
 def _watch_parent() -> None:
@@ -84,6 +91,63 @@ def _watch_parent() -> None:
         os._exit(0)
 
     threading.Thread(target=watch, daemon=True).start()
+
+
+KEY_VARIABLE = "GLASSLOOP_SERVER_KEY"  # a kept server's key: in its environment, never its arguments
+
+
+def _exit_when_idle(seconds: float, holders: str) -> None:
+    """A server kept warm between glassloop runs: every request needs the key the parent left
+    in ``KEY_VARIABLE`` (the port is open to every local user; the arguments are visible to them
+    in the process table, the environment is not), and the process exits once no glassloop
+    holds ``holders`` locked (each one using it does, shared, until it stops or dies), no
+    request has begun or ended for ``seconds`` and none is running."""
+    import fcntl
+
+    from llama_cpp.server import app as server_app
+
+    key = os.environ.pop(KEY_VARIABLE, "")
+    if not key:
+        raise SystemExit(f"--idle-exit needs {KEY_VARIABLE}")
+    sys.argv += ["--api_key", key]  # Python's copy only: the process table keeps the original
+    last = [time.monotonic()]
+    create = server_app.create_app
+
+    def create_watched(*args: Any, **kwargs: Any) -> Any:
+        app = create(*args, **kwargs)
+
+        @app.middleware("http")
+        async def active(request: Any, call_next: Any) -> Any:
+            last[0] = time.monotonic()
+            try:
+                return await call_next(request)
+            finally:
+                last[0] = time.monotonic()
+
+        return app
+
+    def held() -> bool:
+        try:
+            with open(holders, "a") as lock:
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return True
+                fcntl.flock(lock, fcntl.LOCK_UN)
+        except OSError:
+            pass
+        return False
+
+    def watch() -> None:
+        while True:
+            time.sleep(min(1.0, seconds / 4))
+            if server_app.llama_outer_lock.locked() or server_app.llama_inner_lock.locked() or held():
+                last[0] = time.monotonic()  # a completion is running (or streaming), or a glassloop is on
+            elif time.monotonic() - last[0] > seconds:
+                os._exit(0)
+
+    server_app.create_app = create_watched
+    threading.Thread(target=watch, daemon=True, name="glassloop-idle").start()
 
 
 def _has_amx() -> bool:
@@ -388,15 +452,18 @@ def main(argv: Sequence[str]) -> None:
     import runpy
 
     options, server_args = parse(argv)
-    _watch_parent()
     _settings_not_from_environment()
+    sys.argv = [sys.argv[0], *server_args]
+    if options.idle_exit > 0:
+        _exit_when_idle(options.idle_exit, options.holders)
+    else:
+        _watch_parent()
     if _has_amx() and not options.amx:
         _without_amx()
     if not options.grammar_first:
         _grammar_last(options.call_temperature)
     if options.state:
         _PrefixState(options.state, options.state_key).install()
-    sys.argv = [sys.argv[0], *server_args]
     runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 
 

@@ -1,4 +1,4 @@
-"""The embedded llama.cpp server: a child process that never outlives glassloop.
+"""The embedded llama.cpp server: a child process that never outlives glassloop, unless kept warm.
 
 ``LocalServer`` runs the llama-cpp-python server on 127.0.0.1 and a free
 port, in its own process group (so the terminal's Ctrl-C does not reach it),
@@ -9,19 +9,27 @@ the child exits at EOF (any OS, any spawning thread); on Linux, when started
 from the main thread, the kernel also sends it SIGKILL (PR_SET_PDEATHSIG; that
 signal follows the spawning *thread*, so it is not armed from worker threads,
 e.g. a background provider builder that ends once the server is up).
+
+Kept warm (``keep_warm_s`` > 0, the embedded profiles' default): the server outlives the
+glassloop that started it and exits by itself after that many seconds without a request; the
+next glassloop with the same settings finds it by a record in the state dir (owner-only: its
+port and the key every request needs) and uses it, without starting or loading anything.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import hashlib
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +41,7 @@ import httpx
 
 from repl.config.settings import ProviderSettings
 from repl.providers.base import Message
-from repl.providers.llama_server import STATE_LINE
+from repl.providers.llama_server import KEY_VARIABLE, STATE_LINE
 from repl.providers.weights import EMBEDDED_MODEL, ModelSpec, model_digest, parts_installed
 
 _SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
@@ -136,6 +144,7 @@ class LocalServer:
         call_temperature: float | None = CALL_TEMPERATURE,
         grammar_first: bool = False,
         amx: bool = False,
+        keep_warm_s: float = 0.0,
     ) -> None:
         self.model_path = Path(model_path).absolute()
         self.n_ctx = n_ctx
@@ -151,6 +160,11 @@ class LocalServer:
         # grammar over the whole vocabulary first (llama-cpp-python's order, for measuring);
         # AMX weight buffers kept where they crash (for a llama.cpp that fixed them)
         self.call_temperature, self.grammar_first, self.amx = call_temperature, grammar_first, amx
+        self.keep_warm_s = max(0.0, keep_warm_s)
+        self.api_key = ""  # what requests to a kept server must carry (Authorization: Bearer)
+        self.attached = False  # this server was kept warm by an earlier glassloop
+        self._kept_pid: int | None = None
+        self._holding: IO[str] | None = None
         self.base_url: str | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -158,13 +172,14 @@ class LocalServer:
 
     @property
     def pid(self) -> int | None:
-        return self._process.pid if self._process else None
+        return self._process.pid if self._process else self._kept_pid
 
     def command(self, port: int) -> list[str]:
         key = self.state_key()
         ours = ["--state", str(self.state_path(key)), "--state-key", key,
                 "--call-temperature", "off" if self.call_temperature is None else str(self.call_temperature)]
         ours += ["--grammar-first"] * self.grammar_first + ["--amx"] * self.amx
+        ours += ["--idle-exit", str(self.keep_warm_s), "--holders", str(self._holders_path())] if self.keep_warm_s else []
         return [
             sys.executable, "-I", str(_SERVER_PROGRAM), *ours, "--",
             "--model", str(self.model_path),
@@ -183,24 +198,94 @@ class LocalServer:
             return self.base_url
         if not self.model_path.is_file():
             raise LocalServerError(f"model file not found: {self.model_path}")
+        if self.keep_warm_s:
+            self._hold()  # before looking: a server found is not left to exit meanwhile
+            if url := self._attach():
+                self.base_url, self.attached, self.prefix_state = url, True, "kept warm"
+                return url
+        self.api_key = secrets.token_urlsafe(24) if self.keep_warm_s else ""
         port = _free_port()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
         log_start = self._log.tell()
-        self._process = subprocess.Popen(
+        kept = bool(self.keep_warm_s)
+        self._process = subprocess.Popen(  # kept warm: nothing ties it to us (it exits when idle)
             self.command(port), env=self._environment(), cwd=self.log_path.parent,
-            stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,
-            start_new_session=True, preexec_fn=_die_with_parent(os.getpid()),
+            stdin=subprocess.DEVNULL if kept else subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,
+            start_new_session=True, preexec_fn=None if kept else _die_with_parent(os.getpid()),
         )
         atexit.register(self.stop)
         url = f"http://127.0.0.1:{port}/v1"
         try:
             self._wait_ready(url)
+            if kept:
+                self._record(url)
         except BaseException:
-            self.stop()
+            self.stop(keep=False)
             raise
         self.base_url = url
         self._read_prefix_state(log_start)
+        return url
+
+    def _identity(self) -> str:
+        """What a kept server must have been started with to serve this one: the state key,
+        every other knob, the Python and the server program."""
+        parts = {"state": self.state_key(), "threads": self.threads, "call_temperature": self.call_temperature,
+                 "grammar_first": self.grammar_first, "amx": self.amx, "keep_warm_s": self.keep_warm_s,
+                 "python": sys.executable, "model_path": str(self.model_path),
+                 "program": hashlib.sha256(_SERVER_PROGRAM.read_bytes()).hexdigest()}
+        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+    def _record_path(self) -> Path:
+        return self.state_dir / f"server-{self._identity()[:32]}.json"
+
+    def _holders_path(self) -> Path:
+        return self._record_path().with_suffix(".lock")
+
+    def _hold(self) -> None:
+        """Hold the kept server's holders file locked (shared) until ``stop()``: while any
+        glassloop does, the server does not exit (a lock dies with its process)."""
+        import fcntl
+
+        if self._holding is None:
+            self.state_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
+            self._holding = self._holders_path().open("a")
+            fcntl.flock(self._holding, fcntl.LOCK_SH)
+
+    def _record(self, url: str) -> None:
+        """Write the kept server's record (URL, pid, key) atomically, readable by its owner only."""
+        assert self._process is not None
+        self.state_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
+        handle, temp = tempfile.mkstemp(dir=self.state_dir, prefix=".server-", suffix=".partial")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:  # mkstemp: mode 0600
+                json.dump({"url": url, "pid": self._process.pid, "key": self.api_key}, out)
+            os.replace(temp, self._record_path())
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+            raise
+
+    def _attach(self) -> str | None:
+        """The URL of a server an earlier glassloop kept warm with these settings, when it still
+        answers with its key; None otherwise (a record that no longer answers is removed)."""
+        path = self._record_path()
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            url, pid, key = str(record["url"]), int(record["pid"]), str(record["key"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        try:
+            os.kill(pid, 0)
+            with httpx.Client(timeout=2.0, trust_env=False) as client:
+                ready = client.get(f"{url}/models", headers={"Authorization": f"Bearer {key}"}).status_code == 200
+        except (OSError, httpx.HTTPError):
+            ready = False
+        if not ready:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            return None
+        self.api_key, self._kept_pid = key, pid
         return url
 
     def state_key(self) -> str:
@@ -231,7 +316,15 @@ class LocalServer:
         env["OMP_WAIT_POLICY"] = env.get("OMP_WAIT_POLICY", "PASSIVE")
         if not env["OMP_WAIT_POLICY"]:
             del env["OMP_WAIT_POLICY"]
+        env.pop(KEY_VARIABLE, None)
+        if self.api_key:
+            env[KEY_VARIABLE] = self.api_key
         return env
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """What each request to the server carries: a kept server's key."""
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def _read_prefix_state(self, log_start: int) -> None:
         """The child's one line on the saved prefix state (written before it listens)."""
@@ -248,6 +341,8 @@ class LocalServer:
     def notice(self) -> str | None:
         """One line for the user when there is no usable saved prompt state (it is built now)."""
         state = self.prefix_state or ""
+        if self.attached:
+            return None
         if state.startswith("missing"):
             return ("local model: building its saved prompt state (once; the first answer "
                     "waits for it), later starts reuse it")
@@ -270,7 +365,7 @@ class LocalServer:
         body = {"messages": messages, "max_tokens": 1, "temperature": 0}
         try:  # as long as a cold first answer may take
             reply = httpx.post(f"{url}/chat/completions", json=body, timeout=self.start_timeout + 600,
-                               trust_env=False)
+                               headers=self.headers, trust_env=False)
         except httpx.HTTPError:  # stopped meanwhile (the session ended)
             return False
         return reply.status_code == 200
@@ -278,7 +373,7 @@ class LocalServer:
     def _wait_ready(self, url: str) -> None:
         started = time.monotonic()
         assert self._process is not None
-        with httpx.Client(timeout=2.0, trust_env=False) as client:
+        with httpx.Client(timeout=2.0, headers=self.headers, trust_env=False) as client:
             while True:
                 elapsed = time.monotonic() - started
                 if self._process.poll() is not None:
@@ -302,16 +397,20 @@ class LocalServer:
         return LocalServerError(f"the local model server {what}: {last} (log: {self.log_path})\n"
                                 f"last lines of {self.log_path}:\n{tail}")
 
-    def stop(self) -> None:
-        """Terminate the process group (SIGTERM, then SIGKILL). Safe to call twice."""
+    def stop(self, keep: bool = True) -> None:
+        """Terminate the process group (SIGTERM, then SIGKILL); a server kept warm (unless not
+        ``keep``) is let go instead: it exits once idle. Safe to call twice."""
         with self._lock:
             process, self._process = self._process, None
-            self.base_url = None
-            if process is not None:
+            self.base_url, self._kept_pid = None, None
+            if process is not None and not (keep and self.keep_warm_s):
                 _end_group(process, self.stop_grace)
             if self._log is not None:
                 self._log.close()
                 self._log = None
+            if self._holding is not None:
+                self._holding.close()  # the lock goes with it
+                self._holding = None
             atexit.unregister(self.stop)
 
     def __enter__(self) -> LocalServer:

@@ -123,7 +123,7 @@ def make_provider(profile: ProviderSettings, settings: Settings,
     dialect = Dialect.of(profile)
     server = (_start_local(profile, settings, dialect, status or (lambda text: None))
               if profile.embedded else None)
-    served = replace(profile, base_url=server.base_url) if server else profile
+    served = replace(profile, base_url=server.base_url, api_key=server.api_key or profile.api_key) if server else profile
     provider: Provider = (ResponsesProvider(served) if profile.api == "responses"
                           else ChatProvider(served, dialect))
     return _WithServer(provider, server) if server else provider
@@ -190,7 +190,7 @@ def _start_local(profile: ProviderSettings, settings: Settings, dialect: Dialect
                       else ensure_model(settings.data_dir, assembling, spec=BUNDLED[profile.name]))
         server = LocalServer(model_path, n_ctx=profile.n_ctx, threads=profile.threads,
                              call_temperature=dialect.call_temperature,
-                             log_path=settings.state_dir / "local-server.log",
+                             log_path=settings.state_dir / "local-server.log", keep_warm_s=profile.keep_warm_s,
                              on_wait=lambda s: status(f"starting the local model… {s:.0f} s"))
         server.start()
     except (MissingExtra, ModelIntegrityError, LocalServerError, OSError) as exc:

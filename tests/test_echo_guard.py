@@ -34,7 +34,7 @@ def core_on(fake_server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     for name in ("DATA", "STATE", "CONFIG"):
         monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
-    server = SimpleNamespace(base_url=fake_server.base_url, notice=None, stop=lambda: None)
+    server = SimpleNamespace(base_url=fake_server.base_url, api_key="", notice=None, stop=lambda: None)
     monkeypatch.setattr(runtime, "_start_local", lambda *args: server)
     cores: list[Any] = []
 
@@ -82,10 +82,13 @@ def test_an_echoed_small_talk_answer_is_asked_for_again(core_on, fake_server) ->
     assert note not in last_user_text(first) and last_user_text(second).endswith(note)
     # the retry is still the first step of a small-talk turn: the same text-only grammar, which
     # may not begin like the echo (the 0.5B model, near-greedy, wrote the same words again)
+    from repl.providers.dialect import SMALL_TALK_ZH_NOTE
     from repl.providers.grammar import SMALL_TALK_ZH_GRAMMAR, not_beginning_with
 
-    assert first["grammar"] == SMALL_TALK_ZH_GRAMMAR
-    assert second["grammar"] == not_beginning_with(SMALL_TALK_ZH_GRAMMAR, "好") != SMALL_TALK_ZH_GRAMMAR
+    small_talk = not_beginning_with(SMALL_TALK_ZH_GRAMMAR, SMALL_TALK_ZH_NOTE[1])  # nor like the note
+    assert first["grammar"] == small_talk and SMALL_TALK_ZH_NOTE in last_user_text(first)
+    assert second["grammar"] == not_beginning_with(small_talk, "好") != small_talk
+    assert SMALL_TALK_ZH_NOTE not in last_user_text(second)  # the echo's note asks for the reply
     # both calls are model calls as any two are (the trace and /usage show the retry)
     assert [e.step for e in core.ui.events if isinstance(e, ModelRequest)] == [1, 2]
     assert [e.message for e in core.ui.events if isinstance(e, Notice)] == [
@@ -166,12 +169,14 @@ def test_a_second_echo_is_shown_as_it_is(core_on, fake_server) -> None:
 def test_a_note_does_not_change_what_the_grammar_is_chosen_from() -> None:
     """The note the loop adds for one request (``Message.note``) is neither the question (its
     language, the small-talk gate, the optional arguments) nor a step after results."""
-    from repl.providers.grammar import SMALL_TALK_ZH_GRAMMAR
+    from repl.providers.dialect import SMALL_TALK_ZH_NOTE
+    from repl.providers.grammar import SMALL_TALK_ZH_GRAMMAR, not_beginning_with
 
     note = echo_note(after_results=False)
     schemas = [{"name": "get_weather", "description": "The weather.", "parameters": {"type": "object"}}]
     noted: list[Any] = [{"role": "user", "content": f"谢谢，再见！\n\n{note}", "note": note}]
-    assert EMBEDDED.grammar_for(noted, schemas, {}) == SMALL_TALK_ZH_GRAMMAR  # type: ignore[arg-type]
+    small_talk = not_beginning_with(SMALL_TALK_ZH_GRAMMAR, SMALL_TALK_ZH_NOTE[1])
+    assert EMBEDDED.grammar_for(noted, schemas, {}) == small_talk  # type: ignore[arg-type]
     call = {"id": "c1", "name": "get_weather", "arguments": "{}"}
     after: list[Any] = [{"role": "user", "content": "深圳今天出门要带伞吗？"},
                         {"role": "assistant", "content": "", "tool_calls": [call]},

@@ -216,7 +216,7 @@ def test_the_embedded_model_runs_every_case_in_one_server_process(
 
     monkeypatch.setattr(local.LocalServer, "start", counted)
     config = tmp_path / "local.toml"
-    config.write_text(f'[providers.local]\nmodel_path = {json.dumps(str(embedded_model))}\n'
+    config.write_text(f'[providers.local]\nmodel_path = {json.dumps(str(embedded_model))}\nkeep_warm_s = 0\n'
                       "[guards]\nmax_steps = 2\nturn_timeout_s = 600\n", encoding="utf-8")
     cases = tmp_path / "cases.toml"
     cases.write_text(REAL_CASES, encoding="utf-8")

@@ -300,6 +300,36 @@ def test_a_server_kept_warm_serves_the_next_glassloop_then_exits_when_idle(
                 os.kill(each, signal.SIGKILL)
 
 
+def test_a_kept_server_busy_answering_another_glassloop_is_still_used(tmp_path: Path) -> None:
+    """/v1/models waits for the model while it answers someone else: a kept server that does
+    not answer in time but runs our program is used, its record kept; one that refuses the
+    connection is forgotten."""
+    import socket
+
+    from repl.providers import local
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF")
+    server = local.LocalServer(model, log_path=tmp_path / "server.log", state_dir=tmp_path / "state",
+                               keep_warm_s=60)
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)  # connects, never answers
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(local._SERVER_PROGRAM)])
+    try:
+        record = server._record_path()
+        record.parent.mkdir(parents=True)
+        url = f"http://127.0.0.1:{busy.getsockname()[1]}/v1"
+        record.write_text(json.dumps({"url": url, "pid": child.pid, "key": "k"}), encoding="utf-8")
+        assert server._attach() == url and server.api_key == "k" and record.exists()
+        busy.close()  # now it refuses
+        assert server._attach() is None and not record.exists()
+    finally:
+        child.kill()
+        child.wait()
+        busy.close()
+
+
 @needs_extra
 def test_text_protocol_messages_pass_the_server_and_null_content_does_not(
     model_path: Path, tmp_path: Path

@@ -323,7 +323,7 @@ def test_a_user_tools_examples_reach_the_embedded_models_advice(fake_server, tmp
     for name in ("DATA", "STATE", "CONFIG"):
         monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
     write(tmp_path / "config" / "glassloop" / "tools", "fx.py", FX_TOOL)
-    server = SimpleNamespace(base_url=fake_server.base_url, notice=None, stop=lambda: None)
+    server = SimpleNamespace(base_url=fake_server.base_url, api_key="", notice=None, stop=lambda: None)
     monkeypatch.setattr(runtime, "_start_local", lambda *args: server)
     settings = load_settings({"provider": "local", "approval": "auto", "weather": "sample",
                               "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={})

@@ -201,9 +201,11 @@ class Dialect:
     def nudge(self, messages: list[Message]) -> str:
         """What the request adds after the history in text mode, never stored ("": nothing):
         after a step's tool results (without it the 0.5B model mostly echoes its call and
-        invents a result), and with the small-talk gate, after Chinese small talk."""
+        invents a result), and with the small-talk gate, after Chinese small talk (unless the
+        loop's note asks for the reply already)."""
+        noted = bool(messages and messages[-1].get("note"))
         messages = _unnoted(messages)
-        if (self.grammar and self.small_talk_gate and _small_talk_turn(messages)
+        if (self.grammar and self.small_talk_gate and not noted and _small_talk_turn(messages)
                 and _HAN.search(_question(messages))):
             return SMALL_TALK_ZH_NOTE
         if not self.after_results or not messages or messages[-1]["role"] != "tool":

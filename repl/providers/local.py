@@ -29,7 +29,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -254,17 +253,12 @@ class LocalServer:
 
     def _record(self, url: str) -> None:
         """Write the kept server's record (URL, pid, key) atomically, readable by its owner only."""
+        from tools.safe_io import atomic_write
+
         assert self._process is not None
+        record = json.dumps({"url": url, "pid": self._process.pid, "key": self.api_key}).encode()
         self.state_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
-        handle, temp = tempfile.mkstemp(dir=self.state_dir, prefix=".server-", suffix=".partial")
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as out:  # mkstemp: mode 0600
-                json.dump({"url": url, "pid": self._process.pid, "key": self.api_key}, out)
-            os.replace(temp, self._record_path())
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
+        atomic_write(self._record_path(), lambda out: out.write(record), mode=0o600)
 
     def _attach(self) -> str | None:
         """The URL of a server an earlier glassloop kept warm with these settings, when it still
@@ -279,6 +273,8 @@ class LocalServer:
             os.kill(pid, 0)
             with httpx.Client(timeout=2.0, trust_env=False) as client:
                 ready = client.get(f"{url}/models", headers={"Authorization": f"Bearer {key}"}).status_code == 200
+        except httpx.TimeoutException:  # answering another glassloop: /models waits for the model
+            ready = _runs_server_program(pid)
         except (OSError, httpx.HTTPError):
             ready = False
         if not ready:
@@ -419,6 +415,14 @@ class LocalServer:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def _runs_server_program(pid: int) -> bool:
+    """Process ``pid`` runs our server program (Linux; False where /proc cannot tell)."""
+    try:
+        return str(_SERVER_PROGRAM) in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+    except OSError:
+        return False
 
 
 def _end_group(process: subprocess.Popen[bytes], grace: float) -> None:

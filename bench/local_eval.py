@@ -171,6 +171,25 @@ def invented(arguments: dict[str, Any], schema: dict[str, Any], message: str, ex
     return out
 
 
+def unsaid(arguments: dict[str, Any], schema: dict[str, Any], message: str, expected: dict[str, Any]) -> list[str]:
+    """Required text arguments (no choices, not checked by the case) that hold no word of the
+    message: no English word of three letters or more, no two Chinese characters in a row
+    ("Write the weekly report" for "提醒我周五前把季度报表交上去。", the schema's example copied).
+    Counted apart from ``ok``, which earlier figures were judged without."""
+    properties = schema.get("properties") or {}
+    said = message.casefold()
+    out = []
+    for name in schema.get("required") or ():
+        value, sub = arguments.get(name), properties.get(name)
+        if name in expected or not isinstance(value, str) or not isinstance(sub, dict) or "enum" in sub:
+            continue
+        words = [w for w in re.findall(r"[a-z]{3,}", value.casefold())]
+        pairs = [run[i:i + 2] for run in re.findall(r"[\u3400-\u9fff]+", value) for i in range(max(1, len(run) - 1))]
+        if value.strip() and not any(w[:5] in said for w in words) and not any(p in said for p in pairs):
+            out.append(name)
+    return out
+
+
 def require_offered(expected: list[str], offered: list[str], message: str) -> None:
     """A case whose tool is not registered when its turn begins (an MCP server not started, a user
     tool not loaded) could not be answered right: the run is failed, not scored (a slow server
@@ -231,6 +250,7 @@ def judge_case(case: dict[str, Any], turn: dict[str, Any], schemas: dict[str, di
     args = call["arguments"] if call and isinstance(call["arguments"], dict) else {}
     args_ok = valid and all(_same(args.get(k), v) for k, v in expected.items())
     extra = invented(args, schemas.get(tool, {}), case["message"], expected) if right_tool else []
+    copied = unsaid(args, schemas.get(tool, {}), case["message"], expected) if right_tool else []
     answer = turn["answer"]
     out = {"message": case["message"], "lang": case.get("lang", ""), "tool": tool,
            "called": [c["name"] for c in turn["calls"]], "first": call, **turn,
@@ -238,7 +258,7 @@ def judge_case(case: dict[str, Any], turn: dict[str, Any], schemas: dict[str, di
     names = listed(turn["results"])
     out["names_items"] = None if names is None else names_items(answer, names)
     if tool:
-        out.update(right_tool=right_tool, valid=valid, args_ok=args_ok, invented=extra,
+        out.update(right_tool=right_tool, valid=valid, args_ok=args_ok, invented=extra, unsaid=copied,
                    ok=args_ok and not extra)
     else:
         out.update(ok=not turn["calls"] and bool(answer.strip()))
@@ -265,6 +285,7 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
         "right_zh_pct": pct([r["ok"] for r in tools if r["lang"] == "zh"]),
         "right_tool_pct": pct([r["right_tool"] for r in tools]),
         "faithful_pct": pct([not r["invented"] for r in tools if r["right_tool"]]),
+        "unsaid_args": sum(bool(r.get("unsaid")) for r in tools),  # not part of right_pct (``unsaid``)
         "controls_no_call_pct": pct([r["ok"] for r in controls]),
         "answer_language_pct": pct([r["answer_in_language"] for r in results]),
         "echoes": sum(r["echo"] for r in results),
@@ -316,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     path = CASE_FILES.get(args.cases, Path(args.cases))
     runs = [run_cases(path, args.profile) for _ in range(args.runs)]
     summary = {key: spread(runs, key) for key in ("right_pct", "right_en_pct", "right_zh_pct", "right_tool_pct",
-                                                   "faithful_pct", "controls_no_call_pct", "answer_language_pct",
+                                                   "faithful_pct", "unsaid_args", "controls_no_call_pct",
+                                                   "answer_language_pct",
                                                    "echoes", "asked_again", "list_answers_named_pct", "seconds_median")}
     for run in runs:
         print(json.dumps({k: v for k, v in run.items() if k != "results"}, ensure_ascii=False))

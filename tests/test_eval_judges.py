@@ -8,7 +8,7 @@ import tomllib
 from pathlib import Path
 
 from bench.first_conversation import SCRIPT, Turn, judge
-from bench.local_eval import CASE_FILES, echoed, invented
+from bench.local_eval import CASE_FILES, echoed, invented, unsaid
 
 ADD_TODO = {"type": "object", "required": ["title"], "properties": {
     "title": {"type": "string"}, "priority": {"type": "string", "enum": ["low", "medium", "high"], "default": "medium"},
@@ -45,6 +45,17 @@ def test_an_optional_argument_the_message_does_not_give_is_invented() -> None:
     assert invented(call, ADD_TODO, message, {}) == ["due", "tag"]
     assert invented({"title": "x", "priority": "medium"}, ADD_TODO, "add x", {}) == []  # the default
     assert invented({"title": "x", "due": "tomorrow"}, ADD_TODO, "add x for tomorrow", {}) == []
+
+
+def test_a_required_text_with_no_word_of_the_message_is_unsaid() -> None:
+    """The 0.5B model titled "提醒我周五前把季度报表交上去。" "Write the weekly report": the
+    schema's example, not the request."""
+    message = "提醒我周五前把季度报表交上去。"
+    assert unsaid({"title": "Write the weekly report"}, ADD_TODO, message, {}) == ["title"]
+    assert unsaid({"title": "交季度报表"}, ADD_TODO, message, {}) == []
+    assert unsaid({"title": "Move appointment to dentist"}, ADD_TODO,
+                  "I need to call the dentist to move my appointment", {}) == []
+    assert unsaid({"title": "x"}, ADD_TODO, message, {"title": "x"}) == []  # checked by the case
 
 
 def test_the_conversation_judge() -> None:

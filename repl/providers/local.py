@@ -159,7 +159,7 @@ class LocalServer:
         # grammar over the whole vocabulary first (llama-cpp-python's order, for measuring);
         # AMX weight buffers kept where they crash (for a llama.cpp that fixed them)
         self.call_temperature, self.grammar_first, self.amx = call_temperature, grammar_first, amx
-        self.keep_warm_s = max(0.0, keep_warm_s)
+        self.keep_warm_s = max(0.0, keep_warm_s) if os.name == "posix" else 0.0  # held by flock
         self.api_key = ""  # what requests to a kept server must carry (Authorization: Bearer)
         self.attached = False  # this server was kept warm by an earlier glassloop
         self._kept_pid: int | None = None

@@ -7,7 +7,9 @@ never on the model's wording.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -107,3 +109,35 @@ def test_repl_approval_writes_the_todo_and_leaves_no_server_behind(local_home, e
     while any(alive(pid) for pid in servers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(alive(pid) for pid in servers), "the model server outlived the session"
+
+
+@pytest.mark.timeout(1500)
+def test_a_second_ask_uses_the_server_the_first_kept_warm(embedded_first_ask: FirstAsk, tmp_path: Path) -> None:
+    """The profile's keep_warm_s reaches the server, and its key the provider: the second ask
+    starts no server (no new line from one in the log) and is answered by the first's."""
+    root = Path(embedded_first_ask.env["XDG_CACHE_HOME"]).parent
+    shutil.copytree(root, tmp_path / "home")
+    env = {name: value.replace(str(root), str(tmp_path / "home")) for name, value in embedded_first_ask.env.items()}
+    env["GLASSLOOP_KEEP_WARM_S"] = "60"
+    project = tmp_path / "home" / embedded_first_ask.project.relative_to(root)
+    log = Path(env["XDG_STATE_HOME"]) / "glassloop" / "local-server.log"
+    cache = Path(env["XDG_CACHE_HOME"])
+    pids = []
+    try:
+        for _ in range(2):
+            done = subprocess.run([sys.executable, "-m", "repl.cli", "ask", "What is 2+2?", "--json"],
+                                  env=env, cwd=project, capture_output=True, text=True, timeout=1200)
+            assert done.returncode == 0, done.stderr
+            assert json.loads(done.stdout)["steps"] >= 1
+            records = list(cache.rglob("server-*.json"))
+            assert len(records) == 1
+            pids.append(json.loads(records[0].read_text())["pid"])
+            assert alive(pids[-1])  # it outlived the ask
+        assert pids[0] == pids[1]
+        starts = [line for line in log.read_text().splitlines()  # one line of each server's start
+                  if line.startswith("glassloop prefix state: ") and "saved" not in line]
+        assert len(starts) == 2, starts  # the fixture's server and the kept one: the second ask started none
+    finally:
+        for pid in set(pids):
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -175,7 +175,8 @@ def unsaid(arguments: dict[str, Any], schema: dict[str, Any], message: str, expe
     """Required text arguments (no choices, not checked by the case) that hold words, none of
     them the message's: no English word of three letters or more, no two Chinese characters in
     a row ("Write the weekly report" for "提醒我周五前把季度报表交上去。", the schema's example
-    copied; an expression of numbers alone is not judged).
+    copied; a value without a space or Chinese, a code such as "USD", or numbers alone are not
+    judged).
     Counted apart from ``ok``, which earlier figures were judged without."""
     properties = schema.get("properties") or {}
     said = message.casefold()
@@ -186,7 +187,8 @@ def unsaid(arguments: dict[str, Any], schema: dict[str, Any], message: str, expe
             continue
         words = [w for w in re.findall(r"[a-z]{3,}", value.casefold())]
         pairs = [run[i:i + 2] for run in re.findall(r"[\u3400-\u9fff]+", value) for i in range(max(1, len(run) - 1))]
-        if (words or pairs) and not any(w[:5] in said for w in words) and not any(p in said for p in pairs):
+        prose = bool(re.search(r"\s|[\u3400-\u9fff]", value.strip()))  # not a code: "USD", "Europe/London"
+        if prose and (words or pairs) and not any(w[:5] in said for w in words) and not any(p in said for p in pairs):
             out.append(name)
     return out
 

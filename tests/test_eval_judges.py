@@ -57,6 +57,7 @@ def test_a_required_text_with_no_word_of_the_message_is_unsaid() -> None:
                   "I need to call the dentist to move my appointment", {}) == []
     assert unsaid({"title": "x"}, ADD_TODO, message, {"title": "x"}) == []  # checked by the case
     assert unsaid({"title": "7 * 24 * 60"}, ADD_TODO, message, {}) == []  # no words to judge
+    assert unsaid({"title": "Europe/London"}, ADD_TODO, "伦敦现在几点？", {}) == []  # a code, not prose
 
 
 def test_the_conversation_judge() -> None:

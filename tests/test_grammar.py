@@ -355,38 +355,6 @@ def test_a_filter_the_question_says_is_given() -> None:
     assert said_value("status", status, "What haven't I finished?") is None
 
 
-@pytest.mark.parametrize(("question", "paths"), [
-    ("cat plan.md real quick, what was step two again?", ["plan.md"]),
-    ("把 receipts/发票.txt 调出来我瞅瞅。", ["receipts/发票.txt"]),
-    ("receipts/发票.txt调出来", ["receipts/发票.txt"]),  # glued Chinese ends at the extension
-    ("看看 notes.txt 和 plan.md", ["notes.txt", "plan.md"]),
-    ("list docs/ please", ["docs/"]),
-    ("打开发票.txt", []),  # no boundary to cut the Chinese before the name at
-    ("e.g. see https://example.com/a.md; 17.5% of 2480", []),
-])
-def test_the_paths_a_question_writes(question: str, paths: list[str]) -> None:
-    from repl.providers.grammar import paths_said
-
-    assert paths_said(question) == paths
-
-
-def test_a_path_is_given_as_the_question_writes_it(llama, registry) -> None:
-    """"cat plan.md real quick" got read_file with path "/home/user/plan.md": a property for a
-    file or folder (its description says so) holds a path the question writes, when it writes any."""
-    from repl.providers.grammar import tool_grammar
-
-    asked = Grammar(llama, tool_grammar(registry.schemas(), optional="mentioned",
-                                        question="cat plan.md real quick, what was step two again?"))
-    unsaid = Grammar(llama, tool_grammar(registry.schemas(), optional="mentioned", question="what does the readme say?"))
-    try:
-        assert asked.accepts(call("read_file", path="plan.md"))
-        assert not asked.accepts(call("read_file", path="/home/user/plan.md"))
-        assert unsaid.accepts(call("read_file", path="README.md"))
-    finally:
-        asked.close()
-        unsaid.close()
-
-
 def test_a_property_is_for_a_day_when_it_says_so_not_when_an_example_names_one() -> None:
     """A user tool's search text described "what to find, e.g. meetings today" is no day: a
     question's words for it are not held to the days it says."""

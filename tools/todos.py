@@ -220,7 +220,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
         Check list_todos first if the item might already exist.
 
         Args:
-            title: A short title in the user's own words and language.
+            title: Short title, e.g. "Write the weekly report".
             detail: Longer explanation, only when the user wrote one besides the title.
             priority: How important it is; 优先级 (high = 高, 重要, urgent; low = 低).
             due: The day or time it is due, as the user said it: today, tomorrow, Friday, next

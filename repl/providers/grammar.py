@@ -155,12 +155,9 @@ def _mentioned_only(tool: ToolSchema, question: str, days: list[str]) -> ToolSch
         return tool
     required = set(parameters.get("required") or ())
     day_properties = [name for name, sub in properties.items() if name not in required and _for_a_day(sub)]
-    paths = paths_said(question)
     kept, given = {}, []
     for name, sub in properties.items():
-        if paths and _for_a_path(sub):  # a path written is one mentioned
-            kept[name] = {"description": sub.get("description", ""), "enum": paths}
-        elif name in day_properties:
+        if name in day_properties:
             if days:
                 kept[name] = {"description": sub.get("description", ""), "enum": days}
                 given += [name] * (len(day_properties) == 1)
@@ -173,33 +170,6 @@ def _mentioned_only(tool: ToolSchema, question: str, days: list[str]) -> ToolSch
             kept[name] = sub
     return {**tool, "parameters": {**parameters, "properties": kept,
                                    "required": [*(parameters.get("required") or ()), *given]}}
-
-
-# a file or folder as a question writes it: "plan.md", "receipts/发票.txt", "docs/"; it begins
-# with a Latin letter, digit, "_" or "." (Chinese glued before a name has no boundary to cut at)
-_FIRST = r"[A-Za-z0-9_.][A-Za-z0-9_.-]*"
-_PATH = re.compile(rf"(?<![A-Za-z0-9_./:-])(?:{_FIRST}(?:/[\w.-]+)+/?|{_FIRST}/|{_FIRST}\.[A-Za-z][A-Za-z0-9]{{0,7}})"
-                   r"(?![A-Za-z0-9_/])")
-_AFTER_EXTENSION = re.compile(r"(\.[A-Za-z][A-Za-z0-9]{0,7})[\u3400-\u9fff].*$")
-
-
-def paths_said(question: str) -> list[str]:
-    """The files and folders ``question`` names, as it writes them, each once (four characters
-    or more: "e.g" is none); a path glued to the Chinese after it ends at its extension."""
-    found = (_AFTER_EXTENSION.sub(r"\1", match.group()) for match in _PATH.finditer(question))
-    return list(dict.fromkeys(path for path in found if len(path) >= 4 and not path.startswith("..")))
-
-
-def _for_a_path(schema: Any) -> bool:
-    """A string property whose description says it is a file's or folder's path ("File path as
-    the user names it"): what a question gives for it is one of the paths it writes. The 0.5B
-    model wrote "/home/user/plan.md" for "cat plan.md real quick"."""
-    if not isinstance(schema, dict) or "enum" in schema or "pattern" in schema:
-        return False
-    types = schema.get("type")
-    return ("string" in (types if isinstance(types, list) else [types])
-            and bool(re.search(r"\b(?:path|file|folder|directory)\b|路径|文件", str(schema.get("description") or ""),
-                               re.IGNORECASE)))
 
 
 def _choices(schema: Any) -> list[str]:

@@ -85,7 +85,7 @@ CHINESE_EMPTY_LEAD = CHINESE_LEAD + "没有找到"
 LIST_LEAD = "The tool results above list "
 # After Chinese small talk (``_small_talk_turn``) the request adds this ("small talk: one friendly
 # line back"): the 0.5B model answered 晚安, 早上好呀 and 拜拜 with "抱歉，我无法协助完成这个请求。"
-# (8 of 12 greetings, thanks and goodbyes written to check it, none with it: bench/small_talk.py).
+# (7 of 12 greetings, thanks and goodbyes written to check it, none with it: bench/small_talk.py).
 SMALL_TALK_ZH_NOTE = "（寒暄：友好地回一句。）"
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _KANA = re.compile(r"[\u3040-\u30ff]")

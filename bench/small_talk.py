@@ -49,7 +49,7 @@ def main() -> None:
             done = cli_turn(model, work, message, args.profile) or {}
             answer = str((done.get("result") or {}).get("answer") or done.get("error") or "")
             row = {"message": message, "answer": answer, "refusal": bool(_REFUSAL.search(answer)),
-                   "note": SMALL_TALK_ZH_NOTE[1:5] in answer, "chinese": bool(_HAN.match(answer.lstrip())),
+                   "note": SMALL_TALK_ZH_NOTE[1:3] in answer, "chinese": bool(_HAN.match(answer.lstrip())),
                    "seconds": round(done.get("wall_s") or 0.0, 1)}
             rows.append(row)
             print(json.dumps(row, ensure_ascii=False), flush=True)

@@ -248,13 +248,18 @@ def test_the_users_environment_does_not_configure_the_server(
 
 @needs_extra
 def test_a_server_kept_warm_serves_the_next_glassloop_then_exits_when_idle(
-    model_path: Path, tmp_path: Path
+    model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`glassloop ask` started a server, loaded the model and its prompt state each time (about
     1.5 s of a 5 s answer): kept warm, the server outlives the glassloop that started it, the
     next one with the same settings uses it, every request needs its key, it never exits while
     a glassloop holds it, and it exits once none has for ``keep_warm_s``."""
+    from repl.providers import local
     from repl.providers.local import LocalServer
+
+    # a key may begin with "-" (one in 64 of token_urlsafe's): the server's argument parser took
+    # such a key for an option and the server did not start
+    monkeypatch.setattr(local.secrets, "token_urlsafe", lambda n: "-k" + "x" * n)
 
     def server(**knobs: Any) -> LocalServer:
         return LocalServer(model_path, n_ctx=2048, log_path=tmp_path / "server.log",

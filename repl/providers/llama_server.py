@@ -109,7 +109,9 @@ def _exit_when_idle(seconds: float, holders: str) -> None:
     key = os.environ.pop(KEY_VARIABLE, "")
     if not key:
         raise SystemExit(f"--idle-exit needs {KEY_VARIABLE}")
-    sys.argv += ["--api_key", key]  # Python's copy only: the process table keeps the original
+    # one argument, so that a key beginning with "-" is not taken for an option; in Python's copy
+    # of the arguments only: the process table keeps the original
+    sys.argv += [f"--api_key={key}"]
     last = [time.monotonic()]
     create = server_app.create_app
 

@@ -336,25 +336,48 @@ def benchmark(model: Path, work: Path, threads: int = 0, with_cli: bool = True) 
     return figures
 
 
-def ask_turns(model: Path, work: Path, profile: str) -> dict[str, Any]:
+TODO_TOOLS = ("list_todos", "get_todo")
+
+
+def ask_turns(model: Path, work: Path, profile: str, rounds: int = 3) -> dict[str, Any]:
     """``glassloop ask`` on the English todo question with an empty cache dir (no saved
-    state: the first run saves it), then on the English and the Chinese one with it, each
-    starting its own server (``keep_warm_s = 0``); then as configured (kept warm): a first ask
-    starts the server, the English and the Chinese one use it. The kept server is stopped after."""
+    state: the first run saves it), then ``rounds`` rounds of the English and the Chinese one,
+    each asked by a glassloop starting its own server (``keep_warm_s = 0``) and by one using a
+    server kept warm (as configured; the first such ask starts it), alternated. A run counts
+    only when it did the work: it read the todos (``TODO_TOOLS``) and answered after them (2
+    steps or more); any other is a failed run, listed and left out of the medians. The kept
+    server is stopped after."""
     figures: dict[str, Any] = {}
-    runs = (("en_without_state", QUESTION, False), ("en_with_state", QUESTION, False),
-            ("zh_with_state", ZH_QUESTION, False), ("en_starting_kept", QUESTION, True),
-            ("en_kept_warm", QUESTION, True), ("zh_kept_warm", ZH_QUESTION, True))
+    runs: list[dict[str, Any]] = []
+
+    def ask(label: str, question: str, kept: bool) -> dict[str, Any]:
+        load = os.getloadavg()[0]
+        done = cli_turn(model, work, question, profile, kept=kept, keep_trace=True) or {}
+        result = done.get("result") or {}
+        trace = result.pop("trace", None) or []
+        called = [e["name"] for e in trace if e.get("type") == "tool_call_started"]
+        worked = bool(set(called) & set(TODO_TOOLS)) and (result.get("steps") or 0) >= 2
+        row = {"label": label, "load_avg_1m": load, "load_avg_1m_after": os.getloadavg()[0], **done,
+               "called": called, "failed": not worked}
+        print(json.dumps(row, ensure_ascii=False), flush=True)
+        return row
+
     try:
-        for label, question, kept in runs:
-            figures[label] = {"load_avg_1m": os.getloadavg()[0],
-                              **(cli_turn(model, work, question, profile, kept=kept) or {})}
-            figures[label]["load_avg_1m_after"] = os.getloadavg()[0]
-            print(json.dumps({label: figures[label]}, ensure_ascii=False), flush=True)
+        figures["en_without_state"] = ask("en_without_state", QUESTION, False)
+        ask("kept_server_start", QUESTION, True)  # starts the server the kept runs use
+        for _ in range(rounds):
+            for lang, question in (("en", QUESTION), ("zh", ZH_QUESTION)):
+                runs += [ask(f"{lang} own server", question, False), ask(f"{lang} kept warm", question, True)]
     finally:
         for record in (work / "xdg").glob("**/server-*.json"):
             with contextlib.suppress(OSError, ValueError, KeyError):
                 os.kill(int(json.loads(record.read_text(encoding="utf-8"))["pid"]), signal.SIGTERM)
+    for label in dict.fromkeys(r["label"] for r in runs):
+        seconds = [r["wall_s"] for r in runs if r["label"] == label and not r["failed"] and "wall_s" in r]
+        figures[label] = {"failed_runs": sum(r["failed"] for r in runs if r["label"] == label),
+                          **({"median_s": statistics.median(seconds), "min_s": min(seconds), "max_s": max(seconds)}
+                             if seconds else {})}
+    figures["runs"] = runs
     return figures
 
 
@@ -559,7 +582,7 @@ def main() -> None:
     parser.add_argument("--context-sizes", nargs="?", const=",".join(map(str, CONTEXT_SIZES)), metavar="N,N,...",
                         help="only these n_ctx (default 4k, 8k, 16k, in this order): memory, prefill and decode "
                              "speed, the saved state's size and load time, `glassloop ask` warm and its context share")
-    parser.add_argument("--asks", type=int, default=3, help="--context-sizes: warm `glassloop ask` runs per size")
+    parser.add_argument("--asks", type=int, default=3, help="--context-sizes: warm `glassloop ask` runs per size; --ask: rounds of own-server and kept-warm asks")
     parser.add_argument("--profile", default="local", choices=sorted(BUNDLED),
                         help="the embedded model: local (0.5B) or local-large (1.5B, its extra installed)")
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "glassloop-bench")
@@ -585,7 +608,7 @@ def main() -> None:
             part = "threads_matrix" if args.threads_matrix else "new_session" if args.new_session else "ask"
             found = (threads_matrix(model, Path(folder)) if args.threads_matrix
                      else new_sessions(model, Path(folder), args.threads) if args.new_session
-                     else ask_turns(model, Path(folder), args.profile))
+                     else ask_turns(model, Path(folder), args.profile, args.asks))
             print(json.dumps({"profile": args.profile, part: found}, indent=1, ensure_ascii=False))
             return
         figures = benchmark(model, Path(folder), args.threads, not args.no_cli)

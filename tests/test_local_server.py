@@ -322,7 +322,7 @@ def test_a_kept_server_busy_answering_another_glassloop_is_still_used(tmp_path: 
     busy.listen(1)  # connects, never answers
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", str(local._SERVER_PROGRAM)])
     try:
-        record = server._record_path()
+        record = server._record_path
         record.parent.mkdir(parents=True)
         url = f"http://127.0.0.1:{busy.getsockname()[1]}/v1"
         record.write_text(json.dumps({"url": url, "pid": child.pid, "key": "k"}), encoding="utf-8")

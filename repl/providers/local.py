@@ -21,6 +21,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import functools
 import hashlib
 import json
 import os
@@ -178,7 +179,7 @@ class LocalServer:
         ours = ["--state", str(self.state_path(key)), "--state-key", key,
                 "--call-temperature", "off" if self.call_temperature is None else str(self.call_temperature)]
         ours += ["--grammar-first"] * self.grammar_first + ["--amx"] * self.amx
-        ours += ["--idle-exit", str(self.keep_warm_s), "--holders", str(self._holders_path())] if self.keep_warm_s else []
+        ours += ["--idle-exit", str(self.keep_warm_s), "--holders", str(self._holders_path)] if self.keep_warm_s else []
         return [
             sys.executable, "-I", str(_SERVER_PROGRAM), *ours, "--",
             "--model", str(self.model_path),
@@ -235,11 +236,15 @@ class LocalServer:
                  "program": hashlib.sha256(_SERVER_PROGRAM.read_bytes()).hexdigest()}
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
+    @functools.cached_property
     def _record_path(self) -> Path:
+        """The kept server's record (its knobs are fixed once made: read the files behind the
+        identity once)."""
         return self.state_dir / f"server-{self._identity()[:32]}.json"
 
+    @property
     def _holders_path(self) -> Path:
-        return self._record_path().with_suffix(".lock")
+        return self._record_path.with_suffix(".lock")
 
     def _hold(self) -> None:
         """Hold the kept server's holders file locked (shared) until ``stop()``: while any
@@ -248,7 +253,7 @@ class LocalServer:
 
         if self._holding is None:
             self.state_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
-            self._holding = self._holders_path().open("a")
+            self._holding = self._holders_path.open("a")
             fcntl.flock(self._holding, fcntl.LOCK_SH)
 
     def _record(self, url: str) -> None:
@@ -258,12 +263,12 @@ class LocalServer:
         assert self._process is not None
         record = json.dumps({"url": url, "pid": self._process.pid, "key": self.api_key}).encode()
         self.state_dir.mkdir(parents=True, mode=0o700, exist_ok=True)
-        atomic_write(self._record_path(), lambda out: out.write(record), mode=0o600)
+        atomic_write(self._record_path, lambda out: out.write(record), mode=0o600)
 
     def _attach(self) -> str | None:
         """The URL of a server an earlier glassloop kept warm with these settings, when it still
         answers with its key; None otherwise (a record that no longer answers is removed)."""
-        path = self._record_path()
+        path = self._record_path
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
             url, pid, key = str(record["url"]), int(record["pid"]), str(record["key"])

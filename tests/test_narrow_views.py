@@ -374,3 +374,26 @@ def test_approval_cards_fit(width: int) -> None:
     assert all(len(line) <= width for line in lines)
     assert any("~ change todo-002" in line for line in lines) and any("- delete todo-001" in line for line in lines)
     assert sum(line.startswith("│ title") and line.rstrip().endswith("… │") for line in lines) == 2  # cut, not wrapped
+
+
+@pytest.mark.parametrize(("provider", "keep_warm", "said"), [
+    ("local", "300", "stays loaded for the next glassloop: it exits after 5 min unused"),
+    ("local", "0", ""), ("openai", "300", "")])
+def test_the_exit_line_says_when_the_local_model_stays_loaded(tmp_path, provider, keep_warm, said) -> None:
+    """A kept-warm embedded server outlives the REPL (``keep_warm_s``): the goodbye says so, and
+    how to have it unloaded at exit, rather than leave a model in memory unannounced."""
+    from types import SimpleNamespace
+
+    from repl.config.load import load_settings
+    from repl.ui.render import Renderer
+    from repl.ui.terminal import Terminal
+
+    settings = load_settings({"provider": provider}, cwd=tmp_path,
+                             env={"GLASSLOOP_KEEP_WARM_S": keep_warm, "OPENAI_API_KEY": "k"})
+    terminal = Terminal(settings, None, None, None)
+    out = console(120)
+    terminal.renderer = Renderer(out, price=terminal.cost, refresh_per_second=0)
+    terminal.goodbye(SimpleNamespace(settings=settings, kept_branch=None, saved=False, turn_count=lambda: 0))
+    shown = " ".join(out.export_text().split())
+    assert "no turns: nothing saved" in shown
+    assert (said in shown and "keep_warm_s = 0" in shown) if said else "stays loaded" not in shown, shown

@@ -341,16 +341,23 @@ class Terminal:
         return fit_fields([f for f in fields if f[0]], width)
 
     def goodbye(self, session: SessionView) -> None:
+        self.renderer.notice(self._kept(session))
+        active = session.settings.active
+        if active.embedded and active.keep_warm_s > 0:  # the server outlives us (providers/local.py)
+            minutes = f"{active.keep_warm_s / 60:.0f} min" if active.keep_warm_s >= 60 else f"{active.keep_warm_s:.0f} s"
+            self.renderer.notice(f"the local model stays loaded for the next glassloop: it exits after {minutes} "
+                                 "unused (keep_warm_s = 0 unloads it at exit)")
+
+    @staticmethod
+    def _kept(session: SessionView) -> str:
+        """What of the session is kept, one line."""
         if branch := session.kept_branch:  # /rewind cut every turn: they are the branch
-            self.renderer.notice(f"no turns left; the turns rewound are kept as branch {branch} "
-                                 f"(glassloop --resume {branch})")
-            return
+            return f"no turns left; the turns rewound are kept as branch {branch} (glassloop --resume {branch})"
         if not session.saved:  # a session without a turn is not kept, nor one whose journal failed (it said so)
-            self.renderer.notice("nothing saved" if session.turn_count() else "no turns: nothing saved")
-            return
+            return "nothing saved" if session.turn_count() else "no turns: nothing saved"
         from repl.ui.event_views import plural
 
         u = session.usage
         resume = f" · resume with glassloop --resume {session.session_id}"
-        self.renderer.notice(f"session {session.session_id}: {plural(session.turn_count(), 'turn')} · "
-                             f"{u.total:,} tokens · {session.cost.text()}{resume}")
+        return (f"session {session.session_id}: {plural(session.turn_count(), 'turn')} · "
+                f"{u.total:,} tokens · {session.cost.text()}{resume}")

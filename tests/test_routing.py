@@ -53,6 +53,21 @@ def names(tools: list[ToolSchema]) -> list[str]:
     ("What am I putting off this month?", ["list_todos"]),
     ("Which document in here talks about the lease?", ["search_files"]),
     ("Get the bike serviced before spring, low priority.", ["add_todo"]),
+    # an operator between numbers is arithmetic ("What is 2+3?" had no cue: a text answer)
+    ("What is 2+3?", ["calculator"]),
+    ("1.5 × 4 是几？", ["calculator"]),
+    ("what's 37 * 12", ["calculator"]),
+    ("Is C++ hard to learn?", []),
+    ("How many todos are still open?", ["list_todos"]),
+    # everyday words of each tool's meaning
+    ("Gonna be chilly in Oslo? Should I pack a scarf?", ["get_weather"]),
+    ("去哈尔滨要不要带厚衣服？", ["get_weather"]),
+    ("What's still outstanding for me?", ["list_todos"]),
+    ("手头还有哪些事没办完？", ["list_todos"]),
+    ("I jotted the gate code somewhere, what was it?", ["search_notes"]),
+    ("帮我记着：钥匙放在鞋柜里。", ["add_note"]),
+    ("ls", ["list_files"]),
+    ("What's lying around in this folder?", ["list_files"]),
 ])
 def test_a_question_is_routed_to_the_tools_its_words_point_to(registry, question, expected) -> None:
     assert names(routed(question, registry.schemas(), registry.cues())) == expected
@@ -88,6 +103,24 @@ def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_mean
     languages: a Chinese question found none of them, and "pounds in yen" went to the calculator."""
     tools = [*registry.schemas(), CLOCK, FX, GROCERIES]
     assert names(routed(question, tools, registry.cues())) == [expected]
+
+
+CONVERT: ToolSchema = {"name": "clock__convert_time", "description": "Convert time between timezones.",
+                       "parameters": {"type": "object"}}
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("Would my sister in Lisbon be asleep by now?", ["clock__get_current_time"]),
+    ("What time is it in Denver right now?", ["clock__get_current_time"]),
+    ("这个点给悉尼的客户打电话合适吗？", ["clock__get_current_time"]),
+    ("Convert 9am Tokyo time to London time.", ["clock__convert_time"]),
+    ("北京时间下午三点换成纽约时间是几点？", ["clock__convert_time"]),
+])
+def test_now_points_to_the_current_time_rather_than_a_conversion(registry, question, expected) -> None:
+    """Both clock tools are about time; "current" in one's description is found as what people
+    say for it (now, 现在, 这个点): a question about now had both, and the 0.5B model converted."""
+    tools = [*registry.schemas(), CLOCK, CONVERT]
+    assert names(routed(question, tools, registry.cues())) == expected
 
 
 @pytest.mark.parametrize(("question", "expected"), [

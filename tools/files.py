@@ -252,7 +252,8 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
             result["note"] = cut
         return result
 
-    @tool(cues=("folder", "directory", "dir", "files here", "which files are", "目录", "文件夹", "哪些文件"))
+    @tool(cues=("folder", "directory", "dir", "ls", "in here", "files here", "which files are", "lying around",
+                "目录", "文件夹", "哪些文件", "这里有什么"))
     def list_files(path: str = ".", glob: str = "*") -> dict:
         """List files and folders in the current folder or one below it.
 

@@ -52,7 +52,7 @@ def make_note_tools(path: Path) -> list[Tool]:
     @tool(side_effects=True, preview=preview_add, examples=("notes", "笔记"), hint="the note tools",
           cues=("note down", "jot", "write down", "write this down", "take a note", "remember that", "remember this",
                 "keep this", "save this", "for later", "keep in mind",
-                "记一下", "记住", "记下来", "写下来", "记个笔记", "备忘"))
+                "记一下", "记住", "记下来", "写下来", "记个笔记", "备忘", "记着", "帮我记"))
     def add_note(text: str, tags: list[str] | None = None) -> dict:
         """Save a short note for later. Use when the user asks to note or remember a fact
         (for tasks with a status or due date use add_todo instead).
@@ -75,7 +75,8 @@ def make_note_tools(path: Path) -> list[Tool]:
         notes = load()
         return {"count": len(notes), "notes": notes}
 
-    @tool(cues=("did i note", "in my notes", "noted", "wrote down", "记过", "记了", "笔记里", "备忘"))
+    @tool(cues=("did i note", "in my notes", "noted", "wrote down", "jotted", "scribbled", "somewhere", "i saved",
+                "记过", "记了", "笔记里", "备忘", "记在哪", "存过"))
     def search_notes(query: str) -> dict:
         """Find notes whose text or tags contain the query (case-insensitive substring).
 

@@ -332,6 +332,7 @@ _GENERIC = frozenset("""about after also among another based before being betwee
  they this those through under using very what when where which while will with within would your
  specific something things thing current the and for all any are but can get has its not one out
  own put set use new two may""".split())
+_OPERATORS = frozenset("+*×÷")  # cues found only between numbers
 _CUE_WORD = re.compile(r"[a-z0-9][a-z0-9'-]*")
 
 
@@ -341,8 +342,8 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
     tool name: ``@tool(cues=...)``), else the words of three letters or more of its
     description's first sentence (an MCP tool's, a user's tool without cues), each with the
     everyday words of its meaning in both languages (``gloss.widened``). A one-word cue
-    is found as a word in any of its forms (``_forms``); a phrase, signs (".md", "%") or
-    Chinese anywhere."""
+    is found as a word in any of its forms (``_forms``); an operator ("+", "×") between numbers;
+    a phrase, other signs (".md", "%") or Chinese anywhere."""
     said = question.casefold()
     named = [tool for tool in tools if re.search(rf"(?<![\w-]){re.escape(tool['name'].casefold())}(?![\w-])", said)]
     if named:
@@ -353,6 +354,8 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
         cue = cue.casefold().strip()
         if not cue:
             return False
+        if cue in _OPERATORS:  # an operator between numbers: "2+3", "1.5 × 4" (not "C++")
+            return bool(re.search(rf"\d\s*{re.escape(cue)}\s*[\d.(]", said))
         if _HAN.search(cue) or not _CUE_WORD.fullmatch(cue):  # a phrase, ".md", "%", Chinese
             return cue in said
         return cue in forms or (cue.endswith("s") and cue[:-1] in forms)
@@ -362,7 +365,8 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
         own = cues.get(tool["name"])
         if own is None:
             first = str(tool.get("description") or "").split(". ")[0].casefold()
-            own = widened(w for w in _CUE_WORD.findall(first) if len(w) >= 3 and w not in _GENERIC)
+            # a generic word is no cue, but what people say for it may be ("current": now)
+            own = [cue for cue in widened(w for w in _CUE_WORD.findall(first) if len(w) >= 3) if cue not in _GENERIC]
         scored.append((sum(1 for cue in dict.fromkeys(own) if found(cue)), tool))
     best = max((score for score, _ in scored), default=0)
     return [tool for score, tool in scored if best and score == best]

@@ -62,9 +62,12 @@ def names(tools: list[ToolSchema]) -> list[str]:
     # everyday words of each tool's meaning
     ("Gonna be chilly in Oslo? Should I pack a scarf?", ["get_weather"]),
     ("去哈尔滨要不要带厚衣服？", ["get_weather"]),
-    ("What's still outstanding for me?", ["list_todos"]),
+    ("Anything still on the hook for me this week?", ["list_todos"]),
     ("手头还有哪些事没办完？", ["list_todos"]),
-    ("I jotted the gate code somewhere, what was it?", ["search_notes"]),
+    ("I scribbled the gate code down, what was it?", ["search_notes"]),
+    # words of a topic that are everyday words too are no cues: praise, money, saving
+    ("That answer was outstanding!", []),
+    ("这个月手头有点紧。", []),
     ("帮我记着：钥匙放在鞋柜里。", ["add_note"]),
     ("ls", ["list_files"]),
     ("What's lying around in this folder?", ["list_files"]),
@@ -115,6 +118,9 @@ CONVERT: ToolSchema = {"name": "clock__convert_time", "description": "Convert ti
     ("这个点给悉尼的客户打电话合适吗？", ["clock__get_current_time"]),
     ("Convert 9am Tokyo time to London time.", ["clock__convert_time"]),
     ("北京时间下午三点换成纽约时间是几点？", ["clock__convert_time"]),
+    # "now" alone names no topic: chat that says it is no question about the time
+    ("I'm so tired right now, tell me something nice.", []),
+    ("我现在有点无聊。", []),
 ])
 def test_now_points_to_the_current_time_rather_than_a_conversion(registry, question, expected) -> None:
     """Both clock tools are about time; "current" in one's description is found as what people

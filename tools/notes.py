@@ -75,7 +75,7 @@ def make_note_tools(path: Path) -> list[Tool]:
         notes = load()
         return {"count": len(notes), "notes": notes}
 
-    @tool(cues=("did i note", "in my notes", "noted", "wrote down", "jotted", "scribbled", "somewhere", "i saved",
+    @tool(cues=("did i note", "in my notes", "noted", "wrote down", "jotted", "scribbled",
                 "记过", "记了", "笔记里", "备忘", "记在哪", "存过"))
     def search_notes(query: str) -> dict:
         """Find notes whose text or tags contain the query (case-insensitive substring).

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 from repl.config.settings import ProviderSettings
 from repl.providers.base import Message, SystemPrompt
-from repl.providers.gloss import widened
+from repl.providers.gloss import GLOSS, widened
 from tools.registry import ToolSchema
 
 if TYPE_CHECKING:
@@ -341,7 +341,8 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
     with the most cues found in it (none found: none). A tool's cues are its own (``cues``, by
     tool name: ``@tool(cues=...)``), else the words of three letters or more of its
     description's first sentence (an MCP tool's, a user's tool without cues), each with the
-    everyday words of its meaning in both languages (``gloss.widened``). A one-word cue
+    everyday words of its meaning in both languages (``gloss.widened``), and the everyday words
+    of a generic one ("current": now) counted only beside one of those. A one-word cue
     is found as a word in any of its forms (``_forms``); an operator ("+", "×") between numbers;
     a phrase, other signs (".md", "%") or Chinese anywhere."""
     said = question.casefold()
@@ -362,12 +363,15 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
 
     scored = []
     for tool in tools:
-        own = cues.get(tool["name"])
+        own, modifiers = cues.get(tool["name"]), []
         if own is None:
-            first = str(tool.get("description") or "").split(". ")[0].casefold()
-            # a generic word is no cue, but what people say for it may be ("current": now)
-            own = [cue for cue in widened(w for w in _CUE_WORD.findall(first) if len(w) >= 3) if cue not in _GENERIC]
-        scored.append((sum(1 for cue in dict.fromkeys(own) if found(cue)), tool))
+            words = _CUE_WORD.findall(str(tool.get("description") or "").split(". ")[0].casefold())
+            own = widened(w for w in words if len(w) >= 3 and w not in _GENERIC)
+            # a generic word ("current") is no cue, and what people say for it ("now", 现在) is
+            # no topic either: it only tips the balance between tools the question is about
+            modifiers = widened(w for w in words if w in _GENERIC and w in GLOSS)
+        topic = sum(1 for cue in dict.fromkeys(own) if found(cue))
+        scored.append((topic + (sum(1 for cue in dict.fromkeys(modifiers) if found(cue)) if topic else 0), tool))
     best = max((score for score, _ in scored), default=0)
     return [tool for score, tool in scored if best and score == best]
 

@@ -20,8 +20,9 @@ from collections.abc import Iterable
 # description word (singular, lower case) -> words of the same meaning people use
 GLOSS: dict[str, tuple[str, ...]] = {
     # time and dates
-    "time": ("o'clock", "what time", "too late", "too early", "middle of the night", "daytime", "still up",
-             "awake", "几点", "时间", "钟点", "白天", "半夜", "凌晨"),
+    "time": ("o'clock", "what time", "too late", "too early", "middle of the night", "daytime", "by now",
+             "still up", "awake", "几点", "时间", "钟点", "这个点", "这会儿", "白天", "半夜", "凌晨"),
+    # a generic word of a description: found only beside a topic's (``dialect.routed``)
     "current": ("now", "right now", "by now", "at the moment", "currently", "现在", "此刻", "这个点", "这会儿", "眼下"),
     "clock": ("o'clock", "几点", "时钟"),
     "timezone": ("time zone", "时区", "几点"),

@@ -223,7 +223,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
         Args:
             title: Short title, e.g. "Write the weekly report".
             detail: Longer explanation, only when the user wrote one besides the title.
-            priority: How important it is; 优先级 (high = 高, 重要, urgent; low = 低).
+            priority: How important it is; 优先级 (high = 高, 重要, 紧急, 要紧, urgent; low = 低).
             due: The day or time it is due, as the user said it: today, tomorrow, Friday, next
                 week, a date like "2025-05-01"; 今天, 明天, 周五, 下周.
             tag: A label or category the user named, e.g. "work"; 标签.

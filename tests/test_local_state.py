@@ -216,6 +216,28 @@ def test_a_new_server_with_the_saved_state_answers_exactly_like_a_cold_one(
     assert not _log_lines(log, "glassloop prefix state: saved")  # it still fits: kept as is
 
 
+@needs_extra
+@pytest.mark.timeout(900)
+def test_a_prefix_another_system_text_set_aside_is_put_back_for_the_next_request(
+        model_file, cold_answer, tmp_path):
+    """A request with another system text (the chat without tools) evicted the cache; the next
+    request of the conversation before it evaluated its whole prompt again."""
+    log = tmp_path / "kept.log"
+    with _server(model_file, tmp_path / "state", log) as server:
+        first = _answer(server, SECOND)
+        reply = httpx.post(f"{server.base_url}/chat/completions", timeout=600, json={
+            "messages": [{"role": "system", "content": "Reply with one friendly word."},
+                         {"role": "user", "content": "hello"}], "temperature": 0, "max_tokens": 4})
+        reply.raise_for_status()
+        again = _answer(server, SECOND)
+    assert first == again == cold_answer
+    assert len(_log_lines(log, "glassloop kept prefix: set aside")) == 1  # the shop's (the chat's is short)
+    assert len(back := _log_lines(log, "glassloop kept prefix: put back")) == 1, log.read_text()[-3000:]
+    assert int(back[0].split("put back ")[1].split()[0]) > 60
+    reused = _log_lines(log, "prefix-match hit")
+    assert int(reused[-1].split("Llama.generate: ")[1].split()[0]) > 60  # the shop's prefix, not evaluated again
+
+
 def _truncated(data: bytes) -> bytes:
     return data[: len(data) // 2]
 

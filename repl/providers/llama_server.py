@@ -19,7 +19,9 @@ used here still exists):
 - a request's grammar is checked on the sampled token only, and calls are decoded at a
   low temperature (``_GrammarLast``);
 - the KV cache of the prompt prefix is restored at start and saved after the first
-  completion (``_PrefixState``).
+  completion (``_PrefixState``);
+- the KV cache a request sets aside (another system text) is kept in memory and put back
+  when a later request continues it (``_KeptPrefix``).
 
 Standard library only at import; ``llama_cpp`` is imported by the parts that need it.
 """
@@ -438,6 +440,98 @@ class _PrefixState:
         llama_cpp.Llama.create_completion = create_saving  # type: ignore[method-assign]
 
 
+KEPT_LINE = "glassloop kept prefix: "
+_KEPT_MIN = 64  # tokens: a shorter prefix costs less to evaluate again than to keep
+
+
+def _note(text: str) -> None:
+    sys.stderr.write(KEPT_LINE + text + "\n")
+    sys.stderr.flush()
+
+
+class _KeptPrefix:
+    """A second prompt prefix kept in memory: the KV cache of the conversation a request set
+    aside, put back when a later request continues it. llama-cpp-python's server keeps one:
+    a request with another system text (the embedded model's chat without tools, docs/
+    LOCAL_MODEL.md) evicted the tool prompt, and the next question about the todos evaluated
+    its ~2,400 tokens again (about 15 s on two cores). Costs the set-aside cache's memory
+    (~12 KB per token for the 0.5B, at most its KV cache) while one is kept."""
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self.blob: Any = None
+
+    @staticmethod
+    def _common(a: Sequence[int], b: Sequence[int]) -> int:
+        n = 0
+        for x, y in zip(a, b, strict=False):
+            if x != y:
+                break
+            n += 1
+        return n
+
+    def _take(self, llama: Any) -> None:
+        import llama_cpp
+
+        ctx = llama._ctx.ctx
+        blob = (ctypes.c_uint8 * llama_cpp.llama_state_seq_get_size(ctx, 0))()
+        size = llama_cpp.llama_state_seq_get_data(ctx, blob, len(blob), 0)
+        self.tokens, self.blob = llama.input_ids[:llama.n_tokens].tolist(), (blob, size)
+
+    @staticmethod
+    def _put_back(llama: Any, tokens: list[int], blob: Any) -> bool:
+        import llama_cpp
+
+        data, size = blob
+        llama._ctx.kv_cache_seq_rm(-1, 0, -1)
+        if llama_cpp.llama_state_seq_set_data(llama._ctx.ctx, data, size, 0) != size:
+            llama._ctx.kv_cache_seq_rm(-1, 0, -1)
+            llama.n_tokens = 0
+            return False
+        llama.input_ids[:len(tokens)] = tokens
+        llama.n_tokens = len(tokens)
+        llama._requires_eval = True  # the logits are not restored: always evaluate one token
+        return True
+
+    def before(self, llama: Any, tokens: Sequence[int]) -> None:
+        """Before ``tokens`` are evaluated: put the kept prefix back if it serves them better
+        than the cache does (the cache is then kept in its place), or keep the cache if they
+        set it aside (they share less than half of it)."""
+        current = llama.input_ids[:llama.n_tokens].tolist()
+        here = self._common(current, tokens)
+        kept = self._common(self.tokens, tokens) if self.blob is not None else 0
+        started = time.perf_counter()
+        if kept >= here + _KEPT_MIN:
+            back, blob = self.tokens, self.blob
+            if len(current) >= _KEPT_MIN:
+                self._take(llama)
+            else:
+                self.tokens, self.blob = [], None
+            done = "put back" if self._put_back(llama, back, blob) else "could not put back"
+            _note(f"{done} {len(back)} tokens ({time.perf_counter() - started:.2f} s)")
+        elif len(current) >= _KEPT_MIN and 2 * here < len(current):
+            self._take(llama)
+            _note(f"set aside {len(current)} tokens ({time.perf_counter() - started:.2f} s)")
+
+    def install(self) -> None:
+        import llama_cpp
+
+        generate = llama_cpp.Llama.generate
+        kept = self
+
+        def generate_keeping(self: Any, tokens: Sequence[int], *args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("reset", True):
+                try:
+                    kept.before(self, tokens)
+                except Exception as exc:  # a cache we could not keep costs time, not the answer
+                    self.n_tokens = 0
+                    kept.tokens, kept.blob = [], None
+                    _note(f"dropped ({type(exc).__name__}: {exc})")
+            return generate(self, tokens, *args, **kwargs)
+
+        llama_cpp.Llama.generate = generate_keeping  # type: ignore[method-assign]
+
+
 def _settings_not_from_environment() -> None:
     """Drop the variables llama-cpp-python's server would read its settings from: they are
     pydantic settings, each field also read from a variable of its name in any case, and the
@@ -466,6 +560,7 @@ def main(argv: Sequence[str]) -> None:
         _grammar_last(options.call_temperature)
     if options.state:
         _PrefixState(options.state, options.state_key).install()
+    _KeptPrefix().install()
     runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 
 

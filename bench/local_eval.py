@@ -264,8 +264,18 @@ def judge_case(case: dict[str, Any], turn: dict[str, Any], schemas: dict[str, di
         out.update(right_tool=right_tool, valid=valid, args_ok=args_ok, invented=extra, unsaid=copied,
                    ok=args_ok and not extra)
     else:
-        out.update(ok=not turn["calls"] and bool(answer.strip()))
+        out.update(ok=not turn["calls"] and bool(answer.strip()), off=off_answer(answer, list(schemas)))
     return out
+
+
+_REFUSAL = re.compile(r"抱歉，?我(无法|不能)|无法协助|\bI (cannot|can't|am unable to) (assist|help)"
+                      r"|\bsorry, (but )?I (cannot|can't)", re.IGNORECASE)
+
+
+def off_answer(answer: str, tools: list[str]) -> bool:
+    """A control's answer that refuses ("抱歉，我无法协助完成这个请求。") or speaks of the tools
+    ("To list todos, call list_todos.") instead of answering what was said."""
+    return bool(_REFUSAL.search(answer)) or any(name in answer for name in tools)
 
 
 def _same(got: Any, want: Any) -> bool:
@@ -290,6 +300,7 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
         "faithful_pct": pct([not r["invented"] for r in tools if r["right_tool"]]),
         "unsaid_args": sum(bool(r.get("unsaid")) for r in tools),  # not part of right_pct (``unsaid``)
         "controls_no_call_pct": pct([r["ok"] for r in controls]),
+        "controls_off_answers": sum(bool(r.get("off")) for r in controls),  # refusals, talk of tools
         "answer_language_pct": pct([r["answer_in_language"] for r in results]),
         "echoes": sum(r["echo"] for r in results),
         "asked_again": sum(r["asked_again"] for r in results),

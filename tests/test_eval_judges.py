@@ -7,6 +7,8 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from bench.first_conversation import SCRIPT, Turn, judge
 from bench.local_eval import CASE_FILES, echoed, invented, unsaid
 
@@ -131,3 +133,17 @@ def test_a_case_whose_tool_is_not_offered_fails_the_run() -> None:
     require_offered([], [], "hello")  # a control needs no tool
     with pytest.raises(RuntimeError, match="clock__get_current_time not offered"):
         require_offered(["clock__get_current_time"], ["get_weather"], "几点了？")
+
+
+@pytest.mark.parametrize(("answer", "off"), [
+    ("抱歉，我无法协助完成这个请求。", True),
+    ("To list todos, call list_todos.", True),
+    ("Sorry, I can't help with that.", True),
+    ("周末睡懒觉，真舒服！", False),
+    ("Mount Kilimanjaro, about 5,895 m.", False),
+    ("Sorry to hear that! Hope the coffee machine is fixed soon.", False),
+])
+def test_a_control_answered_with_a_refusal_or_talk_of_tools_is_off(answer: str, off: bool) -> None:
+    from bench.local_eval import off_answer
+
+    assert off_answer(answer, ["list_todos", "get_weather"]) is off

@@ -373,6 +373,45 @@ def test_a_session_on_the_embedded_model_routes_with_its_registrys_cues(fake_ser
     assert first["messages"][0]["content"] == second["messages"][0]["content"]
 
 
+def test_a_question_no_tool_is_pointed_to_is_asked_without_the_tool_block(fake_server, tmp_path, monkeypatch):
+    """Through the session core: chat goes under the chat prompt, with the date and the user's own
+    prompt but neither tools nor advice, and the conversation before it; the next question about
+    a tool gets the whole tool prompt again. Under the tool prompt the 0.5B model answered chat with
+    "抱歉，我无法协助完成这个请求。" or "To list todos, call list_todos."."""
+    from repl.config.load import load_settings
+    from repl.providers.dialect import CHAT_PROMPT
+    from repl.session import runtime
+    from repl.session.chat import ChatSession
+    from tests.support import StubUI
+
+    for name in ("DATA", "STATE", "CONFIG"):
+        monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
+    server = SimpleNamespace(base_url=fake_server.base_url, api_key="", notice=None, stop=lambda: None)
+    monkeypatch.setattr(runtime, "_start_local", lambda *args: server)
+    (tmp_path / "config" / "glassloop").mkdir(parents=True)
+    (tmp_path / "config" / "glassloop" / "AGENTS.md").write_text("Call me Sam.\n", "utf-8")  # the user's own prompt
+    settings = load_settings({"provider": "local", "approval": "auto", "weather": "sample",
+                              "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={})
+    weather = json.dumps({"name": "get_weather", "arguments": {"city": "Oslo"}})
+    fake_server.script(text("周末睡懒觉，真不错！"), text(f"<tool_call>\n{weather}\n</tool_call>"),
+                       text("Rain in Oslo."), text("Mount Kilimanjaro, Sam."))
+    session = ChatSession(settings, StubUI(), interactive=False)
+    try:
+        for question in ("周末终于能睡个懒觉了。", "Will it rain in Oslo?", "What's the tallest mountain in Africa?"):
+            assert session.run_turn(question).stopped_by == "answer"
+    finally:
+        session.close()
+    chat, call, _, last = (request.body for request in fake_server.chat_requests())
+    system = chat["messages"][0]["content"]
+    assert system.startswith(CHAT_PROMPT) and "Call me Sam." in system
+    assert "<tools>" not in system and "When to call a tool" not in system
+    assert chat["messages"][1:] == [{"role": "user", "content": "周末终于能睡个懒觉了。"}]
+    assert '"name": "get_weather"' in call["messages"][0]["content"] and "Call me Sam." in call["messages"][0]["content"]
+    assert call["messages"][1:3] == [{"role": "user", "content": "周末终于能睡个懒觉了。"},
+                                     {"role": "assistant", "content": "周末睡懒觉，真不错！"}]
+    assert last["messages"][0]["content"] == system and "Rain in Oslo." in str(last["messages"])  # the turns before stay
+
+
 def test_cues_must_be_strings() -> None:
     from tools.registry import tool
 

@@ -178,12 +178,13 @@ class ChatProvider(SdkEndpoint):
         # server reuses its evaluated tokens instead of re-reading ~1,500 tokens.
         # With no names to recognise, anything call-shaped stays visible text.
         self._text_tools = tools or self._text_tools
-        params = self._params(textcalls.to_text_messages(messages, self._text_tools, self.dialect), [])
         cues = self._cues() if self._cues else None
+        chat = self.dialect.chats(messages, tools, cues)
+        params = self._params(self._text_messages(messages, self._text_tools, chat), [])
         if grammar := self.dialect.grammar_for(messages, tools, cues):
             params["grammar"] = grammar
         question = self.dialect.echo_question(messages)
-        return params, _Assembly(text_filter=textcalls.TextCallFilter([t["name"] for t in tools]),
+        return params, _Assembly(text_filter=textcalls.TextCallFilter([] if chat else [t["name"] for t in tools]),
                                  hold=textcalls.EchoHold(question, self.dialect.answer_lead(messages))
                                  if question else None)
 
@@ -197,10 +198,18 @@ class ChatProvider(SdkEndpoint):
         """``messages`` as this endpoint is sent them (step mode shows them); with text tool calls,
         in text form with ``tools`` (none: the tool list last sent, as ``stream`` does)."""
         if self.dialect.text_calls:
-            from repl.providers import textcalls
-
-            return textcalls.to_text_messages(messages, tools or self._text_tools, self.dialect)
+            tools = tools or self._text_tools
+            return self._text_messages(messages, tools, self.dialect.chats(messages, tools, self._cues() if self._cues else None))
         return to_wire_messages(messages)
+
+    def _text_messages(self, messages: list[Message], tools: list[ToolSchema], chat: bool) -> list[dict[str, Any]]:
+        """Text-mode wire messages: with the tool block, or for a question the dialect answers as
+        chat (``Dialect.chats``), under its chat prompt without it."""
+        from repl.providers import textcalls
+
+        if chat:
+            return textcalls.to_text_messages(self.dialect.chat_history(messages), [], self.dialect)
+        return textcalls.to_text_messages(messages, tools, self.dialect)
 
     def _params(self, wire: list[dict[str, Any]], tools: list[ToolSchema]) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "messages": wire}

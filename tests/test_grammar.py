@@ -249,6 +249,21 @@ def test_small_talk_gets_prose_without_braces_tags_or_code(llama) -> None:
         prose.close()
 
 
+def test_chat_in_chinese_begins_in_chinese(llama) -> None:
+    """A question in Chinese that no tool answers: under the chat prompt in English the 0.5B model
+    answered "周末终于能睡个懒觉了，美滋滋。" in English."""
+    from repl.providers.grammar import PROSE_ZH_GRAMMAR
+
+    prose = Grammar(llama, PROSE_ZH_GRAMMAR)
+    try:
+        assert prose.accepts("周末能睡懒觉，真不错！") and prose.accepts("《红楼梦》的作者是曹雪芹。")
+        assert prose.accepts("长城很长，总长度超过两万公里（包括各代的长城）。")
+        assert not prose.accepts("It sounds like a great weekend!")
+        assert not prose.accepts('{"name": "list_todos"}') and not prose.accepts("<tool_call>")
+    finally:
+        prose.close()
+
+
 def test_no_default_keeps_the_optional_properties_that_have_no_default(llama, registry) -> None:
     from repl.providers.grammar import tool_grammar
 

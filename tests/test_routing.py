@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from repl.providers.dialect import Dialect, routed
-from repl.providers.grammar import PROSE_GRAMMAR, SMALL_TALK_GRAMMAR, without_han
+from repl.providers.grammar import PROSE_GRAMMAR, PROSE_ZH_GRAMMAR, SMALL_TALK_GRAMMAR, without_han
 from tests.fakeserver import text
 from tools.calculator import make_calculator_tool
 from tools.files import make_file_tools
@@ -260,8 +260,8 @@ def test_a_question_no_tool_is_pointed_to_is_answered_in_text(registry, question
     words point to no tool, and that follows up no call, is answered in text."""
     messages: list[Any] = [{"role": "user", "content": question}]
     grammar = ROUTED.grammar_for(messages, registry.schemas(), registry.cues())
-    prose = PROSE_GRAMMAR if any("\u4e00" <= char <= "\u9fff" for char in question) else without_han(PROSE_GRAMMAR)
-    assert grammar == prose  # prose from its first character: no fenced pseudo-call
+    prose = PROSE_ZH_GRAMMAR if any("\u4e00" <= char <= "\u9fff" for char in question) else without_han(PROSE_GRAMMAR)
+    assert grammar == prose  # prose from its first character (in Chinese for Chinese): no fenced pseudo-call
     assert all(f'\\"{name}\\"' not in grammar for name in registry.names())
     unrouted = ROUTED.grammar_for(messages, registry.schemas(), None)  # no cues known: no routing at all
     assert unrouted is not None and grammar_root(unrouted) == "root ::= calls | fenced | tagged | answer"

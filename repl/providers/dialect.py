@@ -47,10 +47,7 @@ user's approval. Reply in the user's language, briefly."""
 # A question that points to no tool is asked under this instead, without the tool block
 # (``Dialect.chats``): under the tool prompt the 0.5B model answered chat with a refusal
 # ("抱歉，我无法协助完成这个请求。") or about its tools ("To list todos, call list_todos.").
-CHAT_PROMPT = """\
-You are glassloop, a friendly assistant in the user's terminal. Answer briefly, in the \
-language of the user's message. You have not looked at the user's todos, notes, files, \
-weather or clock: never make them up; if asked about them, say you did not look."""
+CHAT_PROMPT = "You are glassloop, a helpful assistant. Answer briefly, in the language of the user's message."
 ADVICE_MARK = "\n\nWhen to call a tool: "  # how the advice begins (SystemPrompt.advice, after the tool block)
 ADVICE_END = ("For greetings, thanks or jokes, answer in text without a tool. "
               "Answer in the language of the user's question.")
@@ -190,6 +187,7 @@ class Dialect:
         from repl.providers.grammar import (
             ANSWER_GRAMMAR,
             PROSE_GRAMMAR,
+            PROSE_ZH_GRAMMAR,
             SMALL_TALK_GRAMMAR,
             SMALL_TALK_ZH_GRAMMAR,
             led_answer,
@@ -217,8 +215,8 @@ class Dialect:
         elif self.unmatched_text and cues is not None:
             # its words point to no tool: answered in text, as prose from its first character
             # (from text alone, the 0.5B model wrote the call it wanted as a fenced pseudo-object:
-            # ```xml\n{\n  name: "list_todos", ...)
-            grammar = PROSE_GRAMMAR
+            # ```xml\n{\n  name: "list_todos", ...), beginning in Chinese for a question in it
+            grammar = PROSE_ZH_GRAMMAR if chinese else PROSE_GRAMMAR
         else:
             grammar = tool_grammar(tools, optional="mentioned", question=question)
         # the reply's prose in the question's language: the 0.5B model answered "add a todo: buy

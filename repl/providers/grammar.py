@@ -50,6 +50,9 @@ ANSWER_GRAMMAR = "root ::= answer\n" + _ANSWER.lstrip()
 # or a blank to begin with; braces further on stay). Asked which todos were open, the 0.5B
 # model answered with one of them as an object ("{\n  id: todo-002, ...").
 PROSE_GRAMMAR = r"root ::= [^{[<`\x00-\x20] answer-piece*" + "\n" + _ANSWER.lstrip()
+# ... to a question in Chinese that no tool answers (chat, general knowledge): it begins in
+# Chinese. Under a chat prompt in English the 0.5B model answered "周末终于能睡个懒觉了" in English.
+PROSE_ZH_GRAMMAR = r"root ::= [\u3001-\u303f\u3400-\u9fff\uff01-\uff5e] answer-piece*" + "\n" + _ANSWER.lstrip()
 # A reply to small talk (a greeting, thanks, a goodbye: ``smalltalk.py``): prose without
 # braces, tags or code. Given the answer grammar, the 0.5B model wrote the call it wanted to
 # make as a fenced pseudo-object instead (```xml {name: "list_todos", …}) for 3 of 10.

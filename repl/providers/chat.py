@@ -199,7 +199,8 @@ class ChatProvider(SdkEndpoint):
         in text form with ``tools`` (none: the tool list last sent, as ``stream`` does)."""
         if self.dialect.text_calls:
             tools = tools or self._text_tools
-            return self._text_messages(messages, tools, self.dialect.chats(messages, tools, self._cues() if self._cues else None))
+            chat = self.dialect.chats(messages, tools, self._cues() if self._cues else None)
+            return self._text_messages(messages, tools, chat)
         return to_wire_messages(messages)
 
     def _text_messages(self, messages: list[Message], tools: list[ToolSchema], chat: bool) -> list[dict[str, Any]]:

@@ -11,9 +11,10 @@ server's knobs.
 The embedded dialect also routes (``routed``): a question whose words match some tools'
 ``cues`` (words by meaning, both languages, ``@tool(cues=...)``; a tool without cues: its
 description's first sentence) gets a first step that must call one of those tools; one that
-matches none (and follows up no call) is answered in text (``unmatched``: "text") or left to
-the model; the step after results is text, led in by "... show no" when the results list
-nothing. The tool block stays whole (the server's cached prefix); only the grammar narrows.
+matches none (and follows up no call) is answered in text (``unmatched``: "text"), under a chat
+prompt without the tool block (``chats``), or left to the model; the step after results is text,
+led in by "... show no" when the results list nothing. Otherwise the tool block stays whole (the
+server's cached prefix); only the grammar narrows.
 
 The advice is made from the tools offered: each tool's ``examples`` (what people say when
 they want it; an MCP tool's are its description's first sentence) become one clause,

@@ -488,3 +488,52 @@ def test_the_server_program_takes_its_knobs_as_arguments_and_passes_the_rest_on(
     assert options == Options("/s.bin", "k", 0.1, True, False)
     assert rest == ["--model", "m.gguf", "--port", "1"]
     assert parse(["--call-temperature", "off", "--"])[0].call_temperature is None
+
+
+class _Cache:
+    """What ``_KeptPrefix`` reads of a llama: the evaluated tokens (the KV cache's stand-in)."""
+
+    def __init__(self, tokens: list[int]) -> None:
+        self.input_ids: list[int] = []
+        self.n_tokens = 0
+        self.set(tokens)
+
+    def set(self, tokens: list[int]) -> None:
+        self.input_ids, self.n_tokens = _Ids(tokens), len(tokens)
+
+
+class _Ids(list):  # a list with numpy's tolist(), as input_ids has
+    def __getitem__(self, index):  # type: ignore[no-untyped-def]
+        got = super().__getitem__(index)
+        return _Ids(got) if isinstance(index, slice) else got
+
+    def tolist(self) -> list[int]:
+        return list(self)
+
+
+def test_a_run_of_short_chats_does_not_replace_the_longer_prefix_kept() -> None:
+    """Four chat questions in a row (each sharing under half of the one before) set the tool
+    prompt aside, then the next chat replaced it: the weather question after them waited 90 s."""
+    from repl.providers.llama_server import _KeptPrefix
+
+    put_back: list[int] = []
+
+    class Kept(_KeptPrefix):  # the cache copied as its tokens
+        def _take(self, llama: Any) -> None:
+            self.tokens, self.blob = llama.input_ids[:llama.n_tokens].tolist(), "state"
+
+        @staticmethod
+        def _put_back(llama: Any, tokens: list[int], blob: Any) -> bool:
+            put_back.append(len(tokens))
+            llama.set(tokens)
+            return True
+
+    kept, tool_prompt = Kept(), list(range(1, 2501))
+    llama = _Cache([*tool_prompt, 9001, 9002])
+    for n in range(4):  # chat prompts of 100 tokens: the same 20 of system text, then the question
+        chat = [7] * 20 + [8000 + n] * 80
+        kept.before(llama, chat)
+        llama.set(chat)
+    assert kept.tokens[:2500] == tool_prompt
+    kept.before(llama, [*tool_prompt, 9003])
+    assert put_back == [2502]

@@ -496,7 +496,7 @@ class _KeptPrefix:
     def before(self, llama: Any, tokens: Sequence[int]) -> None:
         """Before ``tokens`` are evaluated: put the kept prefix back if it serves them better
         than the cache does (the cache is then kept in its place), or keep the cache if they
-        set it aside (they share less than half of it)."""
+        set it aside (they share less than half of it) and it is longer than the one kept."""
         current = llama.input_ids[:llama.n_tokens].tolist()
         here = self._common(current, tokens)
         kept = self._common(self.tokens, tokens) if self.blob is not None else 0
@@ -509,7 +509,8 @@ class _KeptPrefix:
                 self.tokens, self.blob = [], None
             done = "put back" if self._put_back(llama, back, blob) else "could not put back"
             _note(f"{done} {len(back)} tokens ({time.perf_counter() - started:.2f} s)")
-        elif len(current) >= _KEPT_MIN and 2 * here < len(current):
+        elif len(current) >= max(_KEPT_MIN, len(self.tokens) + 1) and 2 * here < len(current):
+            # the longer of the two is kept: a few chat questions in a row replaced the tool prompt
             self._take(llama)
             _note(f"set aside {len(current)} tokens ({time.perf_counter() - started:.2f} s)")
 

@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     path = CASE_FILES.get(args.cases, Path(args.cases))
     runs = [run_cases(path, args.profile) for _ in range(args.runs)]
     summary = {key: spread(runs, key) for key in ("right_pct", "right_en_pct", "right_zh_pct", "right_tool_pct",
-                                                   "faithful_pct", "unsaid_args", "controls_no_call_pct",
+                                                   "faithful_pct", "unsaid_args", "controls_no_call_pct", "controls_off_answers",
                                                    "answer_language_pct",
                                                    "echoes", "asked_again", "list_answers_named_pct", "seconds_median")}
     for run in runs:

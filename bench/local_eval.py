@@ -39,7 +39,8 @@ from repl.ui.plain import Unattended
 CASES = ROOT / "bench" / "cases"
 USER_TOOLS = CASES / "local_tools.py"
 CASE_FILES = {"dev": CASES / "local_dev.toml", "dev2": CASES / "local_dev2.toml", "dev3": CASES / "local_dev3.toml",
-              "dev4": CASES / "local_dev4.toml", "heldout": CASES / "local_heldout.toml"}
+              "dev4": CASES / "local_dev4.toml",
+              "dev5": CASES / "local_dev5.toml", "heldout": CASES / "local_heldout.toml"}
 # the prompt state survives between runs here (a run rebuilds it only when the prompt changed)
 CACHE = Path(os.environ.get("GLASSLOOP_BENCH_CACHE", "/tmp/glassloop-bench/local-eval-cache"))
 MODELS = Path("/tmp/glassloop-bench")
@@ -343,7 +344,7 @@ def spread(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", default="dev", help="dev, dev2, dev3, dev4, heldout or a case file")
+    parser.add_argument("--cases", default="dev", help="dev, dev2, dev3, dev4, dev5, heldout or a case file")
     parser.add_argument("--profile", default="local", choices=("local", "local-large"))
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")

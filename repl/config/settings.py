@@ -28,7 +28,7 @@ from repl.config.project import ProjectTrust, ToolsTrust
 ApprovalMode = Literal["ask", "auto", "read-only"]
 Api = Literal["chat", "responses"]
 ToolCallFormat = Literal["native", "text"]
-Unmatched = Literal["text", "free"]
+Unmatched = Literal["text", "chat", "free"]
 Weather = Literal["open-meteo", "sample"]
 # What an untrusted ./glassloop.toml may do with a key: set it, only make it stricter, nothing.
 ProjectRule = Literal["safe", "tighten", "trust"]

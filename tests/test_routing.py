@@ -299,11 +299,10 @@ def test_each_profile_says_what_a_question_matching_no_tool_gets() -> None:
     dialects = {name: Dialect.of(profile) for name, profile in providers.items()}
     assert dialects["local"].unmatched_text and not dialects["local-large"].unmatched_text
     assert not any(d.unmatched_text for name, d in dialects.items() if name not in ("local", "local-large"))
-    # under the tool prompt by default: under the chat prompt a request the cues missed was answered
-    # with made-up data ("Yes, you will need a proper raincoat.")
-    assert not any(d.chat_prompt for d in dialects.values())
-    chat = Dialect.of(replace(providers["local"], unmatched="chat"))
-    assert chat.unmatched_text and chat.chat_prompt
+    # the 0.5B's under the chat prompt; "text" keeps the tool prompt
+    assert [name for name, d in dialects.items() if d.chat_prompt] == ["local"]
+    text = Dialect.of(replace(providers["local"], unmatched="text"))
+    assert text.unmatched_text and not text.chat_prompt
 
 
 def test_after_results_the_step_is_text_and_small_talk_stays_small_talk(registry) -> None:
@@ -394,7 +393,7 @@ def test_a_session_on_the_embedded_model_routes_with_its_registrys_cues(fake_ser
 
 
 def test_a_question_no_tool_is_pointed_to_is_asked_without_the_tool_block(fake_server, tmp_path, monkeypatch):
-    """``unmatched = "chat"``, through the session core: chat goes under the chat prompt, with the date and the user's own
+    """Through the session core (``unmatched = "chat"``, the 0.5B's): chat goes under the chat prompt, with the date and the user's own
     prompt but neither tools nor advice, and the conversation before it; the next question about
     a tool gets the whole tool prompt again. Under the tool prompt the 0.5B model answered chat with
     "抱歉，我无法协助完成这个请求。" or "To list todos, call list_todos."."""
@@ -410,9 +409,8 @@ def test_a_question_no_tool_is_pointed_to_is_asked_without_the_tool_block(fake_s
     monkeypatch.setattr(runtime, "_start_local", lambda *args: server)
     (tmp_path / "config" / "glassloop").mkdir(parents=True)
     (tmp_path / "config" / "glassloop" / "AGENTS.md").write_text("Call me Sam.\n", "utf-8")  # the user's own prompt
-    (config := tmp_path / "chat.toml").write_text('[providers.local]\nunmatched = "chat"\n', "utf-8")
     settings = load_settings({"provider": "local", "approval": "auto", "weather": "sample",
-                              "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={}, config_file=config)
+                              "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={})
     weather = json.dumps({"name": "get_weather", "arguments": {"city": "Oslo"}})
     fake_server.script(text("周末睡懒觉，真不错！"), text(f"<tool_call>\n{weather}\n</tool_call>"),
                        text("Rain in Oslo."), text("Mount Kilimanjaro, Sam."))

@@ -537,3 +537,22 @@ def test_a_run_of_short_chats_does_not_replace_the_longer_prefix_kept() -> None:
     assert kept.tokens[:2500] == tool_prompt
     kept.before(llama, [*tool_prompt, 9003])
     assert put_back == [2502]
+
+
+def test_a_shorter_first_request_does_not_replace_the_saved_prefix(monkeypatch) -> None:
+    """A session whose first question was chat (asked under the chat prompt) saved its 69 tokens
+    over the tool prompt's 2,528: the next start's first question about the todos evaluated the
+    tool prompt again."""
+    from repl.providers.llama_server import _PrefixState
+
+    saved: list[int] = []
+    state = _PrefixState("/nonexistent/state.bin", "key")
+    monkeypatch.setattr(state, "save", lambda llama: saved.append(llama.n_tokens) or (llama.n_tokens, 0))
+    state.restored = list(range(1, 2529))
+    state.after_first(_Cache([7] * 20 + [8000] * 49))
+    assert saved == []
+    longer = _PrefixState("/nonexistent/state.bin", "key")
+    monkeypatch.setattr(longer, "save", lambda llama: saved.append(llama.n_tokens) or (llama.n_tokens, 0))
+    longer.restored = [7] * 20 + [8000] * 49  # a chat prefix saved before the fix: replaced by the tool prompt
+    longer.after_first(_Cache(list(range(1, 2601))))
+    assert saved == [2600]

@@ -393,8 +393,10 @@ class _PrefixState:
             if a != b:
                 break
             same += 1
-        if self.restored and 2 * same >= n:
-            return  # the saved prefix served this request: keep it
+        if self.restored and (2 * same >= n or n <= len(self.restored)):
+            # the saved prefix served this request, or this one is shorter (a question asked
+            # under the chat prompt first: its 69 tokens replaced the tool prompt's 2,528)
+            return
         started = time.perf_counter()
         try:
             saved, size = self.save(llama)

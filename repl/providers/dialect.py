@@ -366,7 +366,6 @@ _GENERIC = frozenset("""about after also among another based before being betwee
  specific something things thing current the and for all any are but can get has its not one out
  own put set use new two may""".split())
 _OPERATORS = frozenset("+*×÷")  # cues found only between numbers
-_OPERATOR_WORDS = frozenset(("times", "plus", "minus"))  # ... only after a number ("3 times 4", not "the time")
 # a bare question for an amount (or a price) is weak evidence: weather, money, todos and time are
 # asked about with it too ("How many yen would 50 bucks get me?" is a conversion, not arithmetic)
 _QUANTITY_QUESTIONS = frozenset(("how many", "how much", "多少", "多少钱", "几"))
@@ -380,11 +379,10 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
     description's first sentence (an MCP tool's, a user's tool without cues), each with the
     everyday words of its meaning in both languages (``gloss.widened``), and the everyday words
     of a generic one ("current": now) counted only beside one of those; a bare question for an
-    amount ("how many", 多少) counts half, a cue inside another found one not at all; of tools
-    found equally, those needing the fewest arguments. A one-word cue is found as a word in any
-    of its forms (``_forms``); an operator ("+", "×") between numbers, one in words ("times")
-    after a number; a phrase, other signs (".md", "%") or Chinese anywhere, two Chinese
-    characters also asked as A-not-A (下不下雨)."""
+    amount ("how many", 多少) counts half; of tools found equally, those needing the fewest
+    arguments. A one-word cue
+    is found as a word in any of its forms (``_forms``); an operator ("+", "×") between numbers;
+    a phrase, other signs (".md", "%") or Chinese anywhere."""
     said = question.casefold()
     named = [tool for tool in tools if re.search(rf"(?<![\w-]){re.escape(tool['name'].casefold())}(?![\w-])", said)]
     if named:
@@ -397,20 +395,9 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
             return False
         if cue in _OPERATORS:  # an operator between numbers: "2+3", "1.5 × 4" (not "C++")
             return bool(re.search(rf"\d\s*{re.escape(cue)}\s*[\d.(]", said))
-        if cue in _OPERATOR_WORDS:
-            return bool(re.search(rf"\d\s*{cue}\b", said))
-        if len(cue) == 2 and _HAN.fullmatch(cue[0]) and _HAN.fullmatch(cue[1]):
-            # also asked as "A-not-A": 下雨 in 下不下雨, 刮风 in 刮不刮大风
-            return cue in said or bool(re.search(f"{cue[0]}不{cue[0]}.{{0,2}}{cue[1]}", said))
         if _HAN.search(cue) or not _CUE_WORD.fullmatch(cue):  # a phrase, ".md", "%", Chinese
             return cue in said
         return cue in forms or (cue.endswith("s") and cue[:-1] in forms)
-
-    def counted(cues: Sequence[str]) -> list[str]:
-        """The cues found, each once: one inside another found ("which file" in "which files") is
-        the same words."""
-        hits = [cue for cue in dict.fromkeys(cues) if found(cue)]
-        return [cue for cue in hits if not any(cue != other and cue.casefold() in other.casefold() for other in hits)]
 
     scored = []
     for tool in tools:
@@ -421,8 +408,9 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
             # a generic word ("current") is no cue, and what people say for it ("now", 现在) is
             # no topic either: it only tips the balance between tools the question is about
             modifiers = widened(w for w in words if w in _GENERIC and w in GLOSS)
-        topic = sum(0.5 if cue.casefold() in _QUANTITY_QUESTIONS else 1 for cue in counted(own))
-        scored.append((topic + (len(counted(modifiers)) if topic else 0), tool))
+        topic = sum(0.5 if cue.casefold() in _QUANTITY_QUESTIONS else 1
+                    for cue in dict.fromkeys(own) if found(cue))
+        scored.append((topic + (sum(1 for cue in dict.fromkeys(modifiers) if found(cue)) if topic else 0), tool))
     best = max((score for score, _ in scored), default=0)
     tied = [tool for score, tool in scored if best and score == best]
     # of tools found equally, those needing the fewest arguments: the question says no more than

@@ -34,11 +34,11 @@ GLOSS: dict[str, tuple[str, ...]] = {
     "timer": ("countdown", "计时", "倒计时"),
     "reminder": ("remind", "提醒"),
     # money
-    "currency": ("dollar", "euro", "yen", "pound", "yuan", "rmb", "peso", "franc", "rupee", "in euros", "in dollars",
+    "currency": ("dollar", "euro", "yen", "pound", "yuan", "rmb", "peso", "franc", "rupee",
                  "美元", "美金", "欧元", "日元", "英镑", "人民币", "港币", "汇率", "外币", "货币"),
     "money": ("dollar", "euro", "cash", "多少钱", "块钱"),
     "exchange": ("汇率", "兑换", "换成"),
-    "convert": ("换算", "转换", "换成", "兑换", "折合"),
+    "convert": ("in euros", "in dollars", "换算", "转换", "换成", "兑换", "折合"),
     "price": ("cost", "costs", "how much", "价格", "价钱", "多少钱"),
     "stock": ("share price", "股票", "股价"),
     "payment": ("pay", "付款", "支付"),

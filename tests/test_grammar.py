@@ -343,8 +343,6 @@ def test_a_value_the_question_says_is_given(llama, registry) -> None:
     ("I need to call the dentist at some point, low priority.", "low"),
     ("add a todo: buy a high chair", None),        # "high", but no priority named
     ("这事不重要，记一下：买电池", None),            # negated
-    ("周五前把房租交了，挺要紧的。", "high"),
-    ("这事不要紧，周末弄完就行。", None),
     ("add a todo: file the taxes, it is not urgent", None),
     ("Add 'fix the bike'", None),
 ])

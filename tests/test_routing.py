@@ -72,12 +72,6 @@ def names(tools: list[ToolSchema]) -> list[str]:
     ("帮我记着：钥匙放在鞋柜里。", ["add_note"]),
     ("ls", ["list_files"]),
     ("What's lying around in this folder?", ["list_files"]),
-    ("Will it drop below zero in Harbin tonight?", ["get_weather"]),
-    ("明天西湖边天儿好不好？", ["get_weather"]),
-    ("给我设个提醒：周三取快递。", ["add_todo"]),
-    ("Book the vet, don't let it slip.", ["add_todo"]),
-    ("门禁密码 2580，帮我存一下。", ["add_note"]),
-    ("What's in this project so far?", ["list_files"]),
 ])
 def test_a_question_is_routed_to_the_tools_its_words_point_to(registry, question, expected) -> None:
     assert names(routed(question, registry.schemas(), registry.cues())) == expected
@@ -92,9 +86,9 @@ def test_a_tool_without_cues_is_routed_by_its_description() -> None:
 
 
 CLOCK: ToolSchema = {"name": "clock__get_current_time", "description": "Get current time in a specific timezone.",
-                     "parameters": {"type": "object", "required": ["timezone"]}}
+                     "parameters": {"type": "object"}}
 FX: ToolSchema = {"name": "fx", "description": "Convert an amount between currencies at today's rate.",
-                  "parameters": {"type": "object", "required": ["amount", "source", "target"]}}
+                  "parameters": {"type": "object"}}
 GROCERIES: ToolSchema = {"name": "groceries", "description": "Add a product to the shopping list.",
                          "parameters": {"type": "object"}}
 
@@ -116,7 +110,7 @@ def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_mean
 
 
 CONVERT: ToolSchema = {"name": "clock__convert_time", "description": "Convert time between timezones.",
-                       "parameters": {"type": "object", "required": ["source_timezone", "time", "target_timezone"]}}
+                       "parameters": {"type": "object"}}
 
 
 @pytest.mark.parametrize(("question", "expected"), [
@@ -133,24 +127,6 @@ def test_now_points_to_the_current_time_rather_than_a_conversion(registry, quest
     """Both clock tools are about time; "current" in one's description is found as what people
     say for it (now, 现在, 这个点): a question about now had both, and the 0.5B model converted."""
     tools = [*registry.schemas(), CLOCK, CONVERT]
-    assert names(routed(question, tools, registry.cues())) == expected
-
-
-@pytest.mark.parametrize(("question", "expected"), [
-    # a bare question for an amount is weak: the currency named is the topic
-    ("How many yen would 40 bucks buy?", ["fx"]),
-    ("500欧能换多少美金？", ["fx"]),
-    ("How many seconds are there in a week?", ["calculator"]),  # alone, it still points somewhere
-    # found equally, the tool needing fewer arguments: no money named to convert, no time given
-    ("三千二打个八五折，最后得掏多少钱？", ["calculator"]),
-    ("Is it too late to ring my mum in Toronto?", ["clock__get_current_time"]),
-    ("给伦敦的同事发消息，他那边是不是已经大半夜了？", ["clock__get_current_time"]),
-    ("Convert 9am Tokyo time to London time.", ["clock__convert_time"]),
-])
-def test_a_question_for_an_amount_and_a_tie_go_to_the_tool_the_question_can_fill(registry, question, expected) -> None:
-    """Between tools found equally the 0.5B model chose the one needing what the question does
-    not say (a time to convert, for "is it too late to ring"; the calculator, for yen and dollars)."""
-    tools = [*registry.schemas(), CLOCK, CONVERT, FX]
     assert names(routed(question, tools, registry.cues())) == expected
 
 

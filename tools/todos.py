@@ -167,9 +167,9 @@ def make_todo_tools(path: Path) -> list[Tool]:
 
     @tool(examples=("todos or tasks", "待办", "任务", "没完成"), hint="call {name} or another todo tool",
           cues=("todos", "tasks", "to-do", "to do list", "still open", "unfinished", "pending", "left to do",
-                "on my plate", "putting off", "backlog", "on the hook", "get done",
+                "on my plate", "putting off", "backlog", "on the hook",
                 "待办", "任务", "没完成", "没做完", "还没做", "没干", "要做的事", "没办完", "没弄完", "没收尾", "手头还有", "手上还有",
-                "待处理", "哪些活"))
+                "待处理"))
     def list_todos(status: Status | None = None, priority: Priority | None = None,
                    offset: int = 0, limit: int = PAGE) -> dict:
         """List todo summaries (id, title, status, priority, due) and a count.
@@ -212,8 +212,8 @@ def make_todo_tools(path: Path) -> list[Tool]:
 
     @tool(side_effects=True, preview=_previewer(path, _add),
           cues=("remind me", "don't forget", "do not forget", "add a task", "add a todo", "new task",
-                "need to remember to", "high priority", "low priority", "slip",
-                "提醒", "别忘了", "记得要", "加个待办", "添加任务", "新任务", "优先级"))
+                "need to remember to", "high priority", "low priority",
+                "提醒我", "别忘了", "记得要", "加个待办", "添加任务", "新任务", "优先级"))
     def add_todo(title: str, detail: str = "", priority: Priority = "medium",
                  due: str | None = None, tag: str | None = None) -> dict:
         """Add a new todo (status "todo"). Use only when the user asks to add or remember something.
@@ -223,7 +223,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
         Args:
             title: Short title, e.g. "Write the weekly report".
             detail: Longer explanation, only when the user wrote one besides the title.
-            priority: How important it is; 优先级 (high = 高, 重要, 紧急, 要紧, urgent; low = 低).
+            priority: How important it is; 优先级 (high = 高, 重要, urgent; low = 低).
             due: The day or time it is due, as the user said it: today, tomorrow, Friday, next
                 week, a date like "2025-05-01"; 今天, 明天, 周五, 下周.
             tag: A label or category the user named, e.g. "work"; 标签.

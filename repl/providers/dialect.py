@@ -366,9 +366,6 @@ _GENERIC = frozenset("""about after also among another based before being betwee
  specific something things thing current the and for all any are but can get has its not one out
  own put set use new two may""".split())
 _OPERATORS = frozenset("+*×÷")  # cues found only between numbers
-# a bare question for an amount (or a price) is weak evidence: weather, money, todos and time are
-# asked about with it too ("How many yen would 50 bucks get me?" is a conversion, not arithmetic)
-_QUANTITY_QUESTIONS = frozenset(("how many", "how much", "多少", "多少钱", "几"))
 _CUE_WORD = re.compile(r"[a-z0-9][a-z0-9'-]*")
 
 
@@ -378,9 +375,7 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
     tool name: ``@tool(cues=...)``), else the words of three letters or more of its
     description's first sentence (an MCP tool's, a user's tool without cues), each with the
     everyday words of its meaning in both languages (``gloss.widened``), and the everyday words
-    of a generic one ("current": now) counted only beside one of those; a bare question for an
-    amount ("how many", 多少) counts half; of tools found equally, those needing the fewest
-    arguments. A one-word cue
+    of a generic one ("current": now) counted only beside one of those. A one-word cue
     is found as a word in any of its forms (``_forms``); an operator ("+", "×") between numbers;
     a phrase, other signs (".md", "%") or Chinese anywhere."""
     said = question.casefold()
@@ -408,20 +403,10 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
             # a generic word ("current") is no cue, and what people say for it ("now", 现在) is
             # no topic either: it only tips the balance between tools the question is about
             modifiers = widened(w for w in words if w in _GENERIC and w in GLOSS)
-        topic = sum(0.5 if cue.casefold() in _QUANTITY_QUESTIONS else 1
-                    for cue in dict.fromkeys(own) if found(cue))
+        topic = sum(1 for cue in dict.fromkeys(own) if found(cue))
         scored.append((topic + (sum(1 for cue in dict.fromkeys(modifiers) if found(cue)) if topic else 0), tool))
     best = max((score for score, _ in scored), default=0)
-    tied = [tool for score, tool in scored if best and score == best]
-    # of tools found equally, those needing the fewest arguments: the question says no more than
-    # one of them needs ("Is it too late to ring my mum in Toronto?" gives no time to convert)
-    fewest = min((len(_required(tool)) for tool in tied), default=0)
-    return [tool for tool in tied if len(_required(tool)) == fewest]
-
-
-def _required(tool: ToolSchema) -> list[str]:
-    required = (tool.get("parameters") or {}).get("required")
-    return required if isinstance(required, list) else []
+    return [tool for score, tool in scored if best and score == best]
 
 
 def _forms(word: str) -> set[str]:

@@ -38,9 +38,8 @@ from repl.ui.plain import Unattended
 
 CASES = ROOT / "bench" / "cases"
 USER_TOOLS = CASES / "local_tools.py"
-CASE_FILES = {"dev": CASES / "local_dev.toml", "dev2": CASES / "local_dev2.toml", "dev3": CASES / "local_dev3.toml",
-              "dev4": CASES / "local_dev4.toml",
-              "dev5": CASES / "local_dev5.toml", "heldout": CASES / "local_heldout.toml"}
+CASE_FILES = {"dev": CASES / "local_dev.toml", **{f"dev{n}": CASES / f"local_dev{n}.toml" for n in range(2, 6)},
+              "heldout": CASES / "local_heldout.toml"}
 # the prompt state survives between runs here (a run rebuilds it only when the prompt changed)
 CACHE = Path(os.environ.get("GLASSLOOP_BENCH_CACHE", "/tmp/glassloop-bench/local-eval-cache"))
 MODELS = Path("/tmp/glassloop-bench")

@@ -275,6 +275,16 @@ def _grammar_last(call_temperature: float | None) -> None:
     sys.stderr.write(SAMPLER_LINE + "\n")
 
 
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many tokens ``a`` and ``b`` begin with alike."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def _say(text: str) -> None:
     sys.stderr.write(STATE_LINE + text + "\n")
     sys.stderr.flush()
@@ -388,11 +398,7 @@ class _PrefixState:
             return
         self.handled = True
         n = llama.n_tokens
-        same = 0
-        for a, b in zip(self.restored, llama.input_ids[:n].tolist(), strict=False):
-            if a != b:
-                break
-            same += 1
+        same = _common(self.restored, llama.input_ids[:n].tolist())
         if self.restored and (2 * same >= n or n <= len(self.restored)):
             # the saved prefix served this request, or this one is shorter (a question asked
             # under the chat prompt first: its 69 tokens replaced the tool prompt's 2,528)
@@ -463,15 +469,6 @@ class _KeptPrefix:
         self.tokens: list[int] = []
         self.blob: Any = None
 
-    @staticmethod
-    def _common(a: Sequence[int], b: Sequence[int]) -> int:
-        n = 0
-        for x, y in zip(a, b, strict=False):
-            if x != y:
-                break
-            n += 1
-        return n
-
     def _take(self, llama: Any) -> None:
         import llama_cpp
 
@@ -500,8 +497,8 @@ class _KeptPrefix:
         than the cache does (the cache is then kept in its place), or keep the cache if they
         set it aside (they share less than half of it) and it is longer than the one kept."""
         current = llama.input_ids[:llama.n_tokens].tolist()
-        here = self._common(current, tokens)
-        kept = self._common(self.tokens, tokens) if self.blob is not None else 0
+        here = _common(current, tokens)
+        kept = _common(self.tokens, tokens) if self.blob is not None else 0
         started = time.perf_counter()
         if kept >= here + _KEPT_MIN:
             back, blob = self.tokens, self.blob

@@ -5,6 +5,7 @@ answers in text. Checked on the grammar each request carries to the (stand-in) m
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -325,10 +326,9 @@ def test_after_results_that_list_records_the_nudge_asks_for_each_item() -> None:
         assert dialect.nudge(after_search("What did I note?", *results)) == AFTER_RESULTS, results
 
 
-def test_a_session_on_the_embedded_model_routes_with_its_registrys_cues(fake_server, tmp_path, monkeypatch):
-    """Through the session core, as every door builds it: the request the model server gets for
-    a weather question in Chinese carries a grammar of calls to get_weather alone; the tool block
-    in the system text still lists every tool (the server's cached prefix is kept)."""
+def embedded_session(fake_server, tmp_path, monkeypatch, ui=None, agents: str = "") -> Any:
+    """A session on the embedded profile (``local``), built as every door builds it, whose model
+    server is the scripted one; ``agents``: the user's own prompt (AGENTS.md)."""
     from repl.config.load import load_settings
     from repl.session import runtime
     from repl.session.chat import ChatSession
@@ -338,11 +338,21 @@ def test_a_session_on_the_embedded_model_routes_with_its_registrys_cues(fake_ser
         monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
     server = SimpleNamespace(base_url=fake_server.base_url, api_key="", notice=None, stop=lambda: None)
     monkeypatch.setattr(runtime, "_start_local", lambda *args: server)
+    if agents:
+        (tmp_path / "config" / "glassloop").mkdir(parents=True)
+        (tmp_path / "config" / "glassloop" / "AGENTS.md").write_text(agents, "utf-8")
     settings = load_settings({"provider": "local", "approval": "auto", "weather": "sample",
                               "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={})
+    return ChatSession(settings, ui or StubUI(), interactive=False)
+
+
+def test_a_session_on_the_embedded_model_routes_with_its_registrys_cues(fake_server, tmp_path, monkeypatch):
+    """Through the session core, as every door builds it: the request the model server gets for
+    a weather question in Chinese carries a grammar of calls to get_weather alone; the tool block
+    in the system text still lists every tool (the server's cached prefix is kept)."""
     weather = json.dumps({"name": "get_weather", "arguments": {"city": "上海"}}, ensure_ascii=False)
     fake_server.script(text(f"<tool_call>\n{weather}\n</tool_call>"), text("上海明天有小雨，记得带伞。"))
-    session = ChatSession(settings, StubUI(), interactive=False)
+    session = embedded_session(fake_server, tmp_path, monkeypatch)
     try:
         assert session.run_turn("上海明天会下雨吗？").stopped_by == "answer"
     finally:
@@ -359,24 +369,12 @@ def test_a_question_no_tool_is_pointed_to_is_asked_without_the_tool_block(fake_s
     prompt but neither tools nor advice, and the conversation before it; the next question about
     a tool gets the whole tool prompt again. Under the tool prompt the 0.5B model answered chat with
     "抱歉，我无法协助完成这个请求。" or "To list todos, call list_todos."."""
-    from repl.config.load import load_settings
     from repl.providers.dialect import CHAT_PROMPT
-    from repl.session import runtime
-    from repl.session.chat import ChatSession
-    from tests.support import StubUI
 
-    for name in ("DATA", "STATE", "CONFIG"):
-        monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
-    server = SimpleNamespace(base_url=fake_server.base_url, api_key="", notice=None, stop=lambda: None)
-    monkeypatch.setattr(runtime, "_start_local", lambda *args: server)
-    (tmp_path / "config" / "glassloop").mkdir(parents=True)
-    (tmp_path / "config" / "glassloop" / "AGENTS.md").write_text("Call me Sam.\n", "utf-8")  # the user's own prompt
-    settings = load_settings({"provider": "local", "approval": "auto", "weather": "sample",
-                              "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={})
     weather = json.dumps({"name": "get_weather", "arguments": {"city": "Oslo"}})
     fake_server.script(text("周末睡懒觉，真不错！"), text(f"<tool_call>\n{weather}\n</tool_call>"),
                        text("Rain in Oslo."), text("Mount Kilimanjaro, Sam."))
-    session = ChatSession(settings, StubUI(), interactive=False)
+    session = embedded_session(fake_server, tmp_path, monkeypatch, agents="Call me Sam.\n")  # the user's own prompt
     try:
         for question in ("周末终于能睡个懒觉了。", "Will it rain in Oslo?", "What's the tallest mountain in Africa?"):
             assert session.run_turn(question).stopped_by == "answer"
@@ -418,3 +416,73 @@ def test_a_question_that_names_a_tool_is_routed_to_it(registry) -> None:
 
 def test_a_cue_of_signs_is_found_anywhere(registry) -> None:
     assert names(routed("What's 15% of 86?", registry.schemas(), registry.cues())) == ["calculator"]
+
+
+def test_the_routing_of_each_question_is_an_event_the_terminal_and_the_trace_show(fake_server, tmp_path, monkeypatch):
+    """Through the session core on the embedded dialect: each question's first step says how it
+    was routed, before the request (the tools its words are cues of and those words; none found:
+    answered without tools), so a call made for a word such as "shorts" or an answer made up
+    without a tool is not a silent choice. The step after results is not routed."""
+    from rich.console import Console
+
+    from repl.loop.events import ModelRequest, Routed, WireRecord
+    from repl.tracing.timeline import draw_turn
+    from repl.tracing.trace import read_records, turns
+    from repl.ui.render import Renderer
+    from tests.support import StubUI
+
+    weather = json.dumps({"name": "get_weather", "arguments": {"city": "Oslo"}})
+    fake_server.script(text(f"<tool_call>\n{weather}\n</tool_call>"), text("Rain in Oslo."),
+                       text("Mount Kilimanjaro."))
+    ui = StubUI()
+    session = embedded_session(fake_server, tmp_path, monkeypatch, ui)
+    try:
+        for question in ("Will I need an umbrella in Oslo?", "What's the tallest mountain in Africa?"):
+            assert session.run_turn(question).stopped_by == "answer"
+        assert session.trace is not None
+        trace = session.trace.path
+    finally:
+        session.close()
+    routes = [event for event in ui.events if isinstance(event, Routed)]
+    assert [(r.step, r.how, r.tools, r.words) for r in routes] == [
+        (1, "cues", ("get_weather",), ("umbrella",)), (1, "unmatched", (), ())]
+    first = ui.events.index(routes[0])  # after the step's request is announced, before it is sent
+    assert isinstance(ui.events[first - 1], ModelRequest)
+    assert isinstance(ui.events[first + 1], WireRecord) and ui.events[first + 1].kind == "request"
+
+    out = Console(file=io.StringIO(), width=80, color_system=None, record=True)
+    renderer = Renderer(out, refresh_per_second=0)
+    for route in routes:
+        renderer(route)
+    assert out.export_text().splitlines() == [
+        'routed to get_weather by "umbrella"', "no tool's words found: answered without tools (name one to use it; /tools)"]
+    drawn = "\n".join(line for turn in turns(read_records(trace)) for line in draw_turn(turn, width=200))
+    assert 'model step 1 routed to get_weather by "umbrella"' in drawn
+    assert "model step 1 no tool's words found: answered without tools" in drawn
+
+
+def test_route_of_says_each_way_a_first_step_is_decided(registry) -> None:
+    from repl.config.load import load_settings
+    from repl.providers.base import Route
+    from repl.providers.dialect import Dialect
+
+    providers = load_settings({}, env={}).providers
+    small, large = Dialect.of(providers["local"]), Dialect.of(providers["local-large"])
+    tools, cues = registry.schemas(), registry.cues()
+
+    def asked(text: str) -> list[Any]:
+        return [{"role": "user", "content": text}]
+
+    assert small.route_of(asked("call add_todo with milk"), tools, cues) == Route("named", ("add_todo",))
+    assert small.route_of(asked("Do I need an umbrella in Oslo?"), tools, cues) == Route(
+        "cues", ("get_weather",), ("umbrella",))
+    assert small.route_of(turn_after_weather("And in Paris?"), tools, cues) == Route("follow_up", ("get_weather",))
+    assert small.route_of(asked("Thanks, see you!"), tools, cues) == Route("small_talk")
+    assert small.route_of(asked("Who wrote Hamlet?"), tools, cues) == Route("unmatched")
+    assert large.route_of(asked("Who wrote Hamlet?"), tools, cues) == Route("free")
+    after = [*asked("Do I need an umbrella in Oslo?"),
+             {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "get_weather", "arguments": "{}"}]},
+             {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "{}"}]
+    assert small.route_of(after, tools, cues) is None  # the step after results is text, not routed
+    assert small.route_of(asked("Who wrote Hamlet?"), tools, None) is None  # no cues: no routing
+    assert Dialect.of(providers["openai"]).route_of(asked("Who wrote Hamlet?"), tools, cues) is None

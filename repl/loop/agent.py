@@ -64,6 +64,7 @@ from repl.loop.events import (
     ModelUsage,
     Notice,
     ReasoningDelta,
+    Routed,
     StopReason,
     TextDelta,
     ToolCallFinished,
@@ -95,6 +96,7 @@ from repl.providers.base import (
     ReasoningPart,
     RequestSent,
     Retrying,
+    Route,
     TextPart,
     ToolCall,
     new_call_id,
@@ -190,6 +192,8 @@ class Runner:
                     emit(ReasoningDelta(step, valid_text(part.text)))
                 elif isinstance(part, Retrying):
                     emit(ModelRetry(step, part.attempt, part.attempts, part.delay_s, part.reason))
+                elif isinstance(part, Route):
+                    emit(Routed(step, part.how, part.tools, part.words))
                 elif isinstance(part, RequestSent):
                     emit(WireRecord(step, "request", part.body))
                 elif isinstance(part, AttemptFailed):

@@ -37,6 +37,29 @@ class ModelRequest:
 
 
 @dataclass(frozen=True)
+class Routed:
+    """How the embedded model's step was routed before it was sent (``providers.base.Route``):
+    ``how`` "named", "cues" (``words`` found are cues of ``tools``), "follow_up", "small_talk",
+    "unmatched" (no tool's words: answered without tools) or "free"."""
+
+    step: int
+    how: str
+    tools: tuple[str, ...]
+    words: tuple[str, ...]
+    type: Literal["routed"] = "routed"
+
+    def said(self) -> str:
+        """The routing in words, for the terminal and the trace (names and cues unescaped)."""
+        tools = ", ".join(self.tools)
+        return {"cues": f"routed to {tools} by " + ", ".join(f'"{word}"' for word in self.words),
+                "named": f"routed to {tools}: the message names it",
+                "follow_up": f"routed to {tools}: a follow-up of the turn before",
+                "small_talk": "small talk: answered without tools",
+                "unmatched": "no tool's words found: answered without tools (name one to use it; /tools)",
+                "free": "no tool's words found: the model may call any tool"}.get(self.how, self.how)
+
+
+@dataclass(frozen=True)
 class TextDelta:
     step: int
     text: str
@@ -232,6 +255,7 @@ class TurnFinished:
 Event = (
     TurnStarted
     | ModelRequest
+    | Routed
     | TextDelta
     | ReasoningDelta
     | ModelRetry

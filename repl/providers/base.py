@@ -170,6 +170,19 @@ class AttemptFailed:
 
 
 @dataclass(frozen=True)
+class Route:
+    """How the first step of a question to a routing model (the embedded one) was decided, before
+    it is sent (``Dialect.route_of``): ``how`` is "named" (the question names ``tools``), "cues"
+    (its ``words`` are those tools' cues), "follow_up" (a short follow-up of the turn before's
+    ``tools``), "small_talk" (answered in text), "unmatched" (no tool's words: answered without
+    tools) or "free" (no tool's words: the model may call any tool or answer)."""
+
+    how: Literal["named", "cues", "follow_up", "small_talk", "unmatched", "free"]
+    tools: tuple[str, ...] = ()  # the tools the step may call
+    words: tuple[str, ...] = ()  # the tools' cues found in the question
+
+
+@dataclass(frozen=True)
 class Completed:
     """The end of one model call: the whole assistant message and its cost."""
 
@@ -184,7 +197,7 @@ class Completed:
     echoed: bool = False
 
 
-Part = TextPart | ReasoningPart | Retrying | RequestSent | AttemptFailed | Completed
+Part = TextPart | ReasoningPart | Retrying | RequestSent | AttemptFailed | Route | Completed
 
 
 class ProviderError(Exception):

@@ -186,7 +186,7 @@ class ChatProvider(SdkEndpoint):
         question = self.dialect.echo_question(messages)
         return params, _Assembly(text_filter=textcalls.TextCallFilter([] if chat else [t["name"] for t in tools]),
                                  hold=textcalls.EchoHold(question, self.dialect.answer_lead(messages))
-                                 if question else None)
+                                 if question else None, route=self.dialect.route_of(messages, tools, cues))
 
     def route_by(self, cues: Callable[[], Mapping[str, Sequence[str]]]) -> None:
         """Where the tools' cues are read, for a dialect that routes (``Dialect.route``): the

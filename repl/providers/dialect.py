@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from repl.config.settings import ProviderSettings
-from repl.providers.base import Message, SystemPrompt
+from repl.providers.base import Message, Route, SystemPrompt
 from repl.providers.gloss import GLOSS, widened
 from tools.registry import ToolSchema
 
@@ -139,20 +139,36 @@ class Dialect:
         advice (a hosted model's) is returned as it is."""
         return system.with_advice(advice(tools)) if self.compact_prompt else system
 
+    def route_of(self, messages: list[Message], tools: Sequence[ToolSchema],
+                 cues: Mapping[str, Sequence[str]] | None) -> Route | None:
+        """How the request's first step is routed (with ``route``): to the tools the question
+        names, else to those its words are cues of (``routed``), else to those a short follow-up
+        continues (``followed``); small talk and a question pointing to no tool are answered in
+        text (``unmatched_text``) or left to the model. None: no routing (not this dialect, no
+        tools or cues, or a step after results). The grammar (``grammar_for``) and the chat
+        prompt (``chats``) follow it; the user sees it (a ``Route`` part, then an event)."""
+        if not (self.route and tools and cues is not None):
+            return None
+        messages = _unnoted(messages)
+        if not messages or messages[-1]["role"] == "tool":
+            return None
+        if self.small_talk_gate and _small_talk_turn(messages):
+            return Route("small_talk")
+        chosen, words = _cued(_question(messages), tools, cues)
+        if chosen:
+            return Route("cues" if words else "named", tuple(tool["name"] for tool in chosen), words)
+        if chosen := followed(messages, tools):
+            return Route("follow_up", tuple(tool["name"] for tool in chosen))
+        return Route("unmatched" if self.unmatched_text else "free")
+
     def chats(self, messages: list[Message], tools: Sequence[ToolSchema],
               cues: Mapping[str, Sequence[str]] | None) -> bool:
         """The request is the first step of a question that points to no tool, answered in
         text (``unmatched_text``): it goes under ``chat_prompt`` without the tool block
         (``chat_history``). The server keeps the tool prompt's cache aside meanwhile and puts
         it back for the next request (``llama_server._KeptPrefix``)."""
-        if not (self.chat_prompt and self.route and tools and cues is not None):
-            return False
-        messages = _unnoted(messages)
-        if not messages or messages[-1]["role"] == "tool":
-            return False
-        if self.small_talk_gate and _small_talk_turn(messages):
-            return False
-        return not (routed(_question(messages), tools, cues) or followed(messages, tools))
+        route = self.route_of(messages, tools, cues) if self.chat_prompt else None
+        return route is not None and route.how == "unmatched"
 
     def chat_history(self, messages: list[Message]) -> list[Message]:
         """``messages`` under ``chat_prompt``: the session's own part of the system prompt (the
@@ -211,10 +227,10 @@ class Dialect:
             # with: the 0.5B model answered 拜拜 with the note itself
             grammar = (not_beginning_with(SMALL_TALK_ZH_GRAMMAR, SMALL_TALK_ZH_NOTE[1]) if chinese
                        else SMALL_TALK_GRAMMAR)
-        elif chosen := (routed(question, tools, cues) or followed(messages, tools)
-                        if self.route and cues is not None else []):
+        elif (route := self.route_of(messages, tools, cues)) and route.tools:
+            chosen = [tool for tool in tools if tool["name"] in route.tools]
             grammar = tool_grammar(chosen, optional="mentioned", question=question, text=False)
-        elif self.unmatched_text and cues is not None:
+        elif route and route.how == "unmatched":
             # its words point to no tool: answered in text, as prose from its first character
             # (from text alone, the 0.5B model wrote the call it wanted as a fenced pseudo-object:
             # ```xml\n{\n  name: "list_todos", ...), beginning in Chinese for a question in it
@@ -378,10 +394,16 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
     of a generic one ("current": now) counted only beside one of those. A one-word cue
     is found as a word in any of its forms (``_forms``); an operator ("+", "×") between numbers;
     a phrase, other signs (".md", "%") or Chinese anywhere."""
+    return _cued(question, tools, cues)[0]
+
+
+def _cued(question: str, tools: Sequence[ToolSchema],
+          cues: Mapping[str, Sequence[str]]) -> tuple[list[ToolSchema], tuple[str, ...]]:
+    """``routed``'s tools, and the cues found for them (none when the question names them)."""
     said = question.casefold()
     named = [tool for tool in tools if re.search(rf"(?<![\w-]){re.escape(tool['name'].casefold())}(?![\w-])", said)]
     if named:
-        return named
+        return named, ()
     forms = {form for word in _CUE_WORD.findall(said) for form in _forms(word)}
 
     def found(cue: str) -> bool:
@@ -403,10 +425,12 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
             # a generic word ("current") is no cue, and what people say for it ("now", 现在) is
             # no topic either: it only tips the balance between tools the question is about
             modifiers = widened(w for w in words if w in _GENERIC and w in GLOSS)
-        topic = sum(1 for cue in dict.fromkeys(own) if found(cue))
-        scored.append((topic + (sum(1 for cue in dict.fromkeys(modifiers) if found(cue)) if topic else 0), tool))
-    best = max((score for score, _ in scored), default=0)
-    return [tool for score, tool in scored if best and score == best]
+        topic = [cue for cue in dict.fromkeys(own) if found(cue)]
+        tipped = [cue for cue in dict.fromkeys(modifiers) if found(cue)] if topic else []
+        scored.append((len(topic) + len(tipped), tool, topic + tipped))
+    best = max((score for score, _, _ in scored), default=0)
+    chosen = [(tool, words) for score, tool, words in scored if best and score == best]
+    return [tool for tool, _ in chosen], tuple(dict.fromkeys(word for _, words in chosen for word in words))
 
 
 def _forms(word: str) -> set[str]:

@@ -35,6 +35,7 @@ from repl.providers.base import (
     ProviderError,
     RequestSent,
     Retrying,
+    Route,
     ToolCall,
     Usage,
     estimate_tokens,
@@ -68,6 +69,7 @@ class Assembly:
     first_event: float = 0.0  # time.monotonic() when the first and the last arrived
     last_event: float = 0.0
     echo: str = ""  # the answer, when it only repeated the question: held back, never shown
+    route: Route | None = None  # how the request was routed (Dialect.route_of), yielded before it is sent
 
     @property
     def text(self) -> str:
@@ -155,6 +157,8 @@ class SdkEndpoint:
         self._get_client()  # the SDK import is start-up cost, not model latency
         started = time.monotonic()
         params, acc = self._prepare(messages, tools or [])
+        if acc.route is not None:
+            yield acc.route
         sdk_stream, http = yield from self._open(params, deadline)
         watch = StreamDeadline(sdk_stream.response, deadline)
         try:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from repl.loop.events import Routed
 from repl.tracing.trace import read_records, turns
 from repl.ui.escape import clean, json_display, one_line
 
@@ -119,6 +120,8 @@ def _describe(r: dict[str, Any]) -> str | None:
         return f"turn {as_int(r.get('turn'))} undone"
     if kind == "guard_tripped":
         return f"guard {as_text(r.get('guard'))}: {as_text(r.get('detail'))}"
+    if kind == "routed":
+        return f"  model step {as_int(r.get('step'))} {routed_said(r)}"
     if kind == "error":
         return f"error ({as_text(r.get('kind'))}): {as_text(r.get('message'), 500)}"
     if kind == "turn_finished":
@@ -332,6 +335,14 @@ def as_number(value: Any, default: float = 0.0) -> float:
     return number if math.isfinite(number) else default
 
 
+def routed_said(r: dict[str, Any]) -> str:
+    """A ``routed`` record in words (``Routed.said``), each field read as the others are."""
+    def texts(value: Any) -> tuple[str, ...]:
+        return tuple(as_text(item) for item in value) if isinstance(value, list) else ()
+
+    return Routed(as_int(r.get("step")), as_text(r.get("how")), texts(r.get("tools")), texts(r.get("words"))).said()
+
+
 def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -387,8 +398,8 @@ def draw_turn(records: list[dict[str, Any]], width: int = 80, undone: set[int] |
             lines.append(_fit(f"{_fit(row.label, label_w):<{label_w}} {bar} {_fit(row.info, info_w)}", width))
         used = {cell for bar in bars for cell in bar}
         lines += _wrapped([f"{cell} {LEGEND[part]}" for part, cell in CELLS.items() if cell in used], width)
-    notes = [r for r in records[1:] if r.get("type") in ("approval_decided", "user_step", "guard_tripped", "error",
-                                                          "model_retry", "turn_finished", "compared")
+    notes = [r for r in records[1:] if r.get("type") in ("routed", "approval_decided", "user_step", "guard_tripped",
+                                                          "error", "model_retry", "turn_finished", "compared")
              and not (r.get("type") == "approval_decided" and r.get("by") == "mode" and r.get("allowed"))]
     lines += [_fit(line, width) for r in notes if (line := _describe(r))]
     return lines

@@ -37,6 +37,7 @@ from repl.tracing.timeline import (
     compared,
     failed_attempt,
     raw_calls,
+    routed_said,
     turn_head,
     turn_rows,
     undone_turns,
@@ -258,6 +259,8 @@ def _note(r: dict[str, Any], models: dict[int, str]) -> str:
         return _text(f"error ({_field(r.get('kind'))}): {_field(r.get('message'))}")
     if kind == "notice":
         return _text(_field(r.get("message")))
+    if kind == "routed":
+        return _text(f"model call {step}: {routed_said(r)}")
     return ""
 
 

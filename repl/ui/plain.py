@@ -26,6 +26,7 @@ from repl.loop.events import (
     GuardTripped,
     ModelUsage,
     Notice,
+    Routed,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
@@ -126,6 +127,8 @@ def _progress_line(event: Event) -> str | None:
         return f"error: {event.message}"
     if isinstance(event, Notice):
         return event.message
+    if isinstance(event, Routed):
+        return f"step {event.step} {event.said()}"
     return None
 
 

@@ -33,6 +33,7 @@ from repl.loop.events import (
     ModelUsage,
     Notice,
     ReasoningDelta,
+    Routed,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
@@ -168,7 +169,7 @@ class Renderer:
             ReasoningDelta: self._reasoning_delta, ModelRetry: self._retry,
             ApprovalRequested: self._approval_requested, ApprovalDecided: self._approval_decided,
             ToolCallFinished: self._call_finished, GuardTripped: self._guard, UserStep: self._user_step,
-            Notice: self._notice, ErrorEvent: self._error_event, TurnFinished: self._turn_finished,
+            Routed: self._routed, Notice: self._notice, ErrorEvent: self._error_event, TurnFinished: self._turn_finished,
         }
 
     def __call__(self, event: Event) -> None:
@@ -472,6 +473,11 @@ class Renderer:
     def _guard(self, event: GuardTripped) -> None:
         self._end_text()
         self.console.print(Text(f"guard {event.guard}: {one_line(event.detail, 200)}", "yellow"))
+
+    def _routed(self, event: Routed) -> None:
+        # shown where it decides what the model may do: the tools its words chose, or none
+        if event.how in ("cues", "follow_up", "unmatched"):
+            self.console.print(Text(clean(event.said()), "dim"))
 
     def _notice(self, event: Notice) -> None:
         self.console.print(Text(clean(event.message), "dim"))

@@ -11,7 +11,9 @@ A tool case is right when the first step calls the expected tool with arguments 
 schema, each of the case's ``args`` equal, and no optional argument the message does not give
 (``faithful``: a due date, a tag or a detail the user never said). A control is right when it
 is answered in text without a call. Answers are checked for the question's language and for
-echoes (an answer that repeats the user's message).
+echoes (an answer that repeats the user's message). On the held-out half the progress lines give
+only each case's number and seconds, so a run does not show its requests and answers: read its
+figures, not its cases.
 """
 
 from __future__ import annotations
@@ -326,6 +328,9 @@ def run_cases(path: Path, profile: str = "local") -> dict[str, Any]:
             schemas = {s["name"]: s.get("parameters") or {} for s in core.registry.schemas()}
             result = judge_case(case, judge_turn(surface.events, schemas), schemas)
             results.append(result)
+            if path == CASE_FILES["heldout"]:  # the held-out half's requests and answers are not for reading
+                print(f"  {number:2} {result['seconds'] or 0:5.1f} s", file=sys.stderr, flush=True)
+                continue
             mark = "ok" if result["ok"] else ("CALLED" if not case.get("tool") else "WRONG")
             got = " ".join(f"{c['name']}{'' if c['valid'] else '(INVALID)'}" for c in result["calls"]) or "-"
             print(f"  {number:2} {result['lang']} {mark:<6} {result['seconds'] or 0:5.1f} s  "

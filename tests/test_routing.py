@@ -73,6 +73,13 @@ def names(tools: list[ToolSchema]) -> list[str]:
     ("帮我记着：钥匙放在鞋柜里。", ["add_note"]),
     ("ls", ["list_files"]),
     ("What's lying around in this folder?", ["list_files"]),
+    # a cue written as a plural is found as that word, a singular one in both forms
+    ("Keep your answer short, please.", []),
+    ("That's the second time today the printer jammed.", []),
+    ("Can I wear shorts in Rome tomorrow?", ["get_weather"]),
+    ("What is 6 times 7?", ["calculator"]),
+    ("Any task I should look at first?", ["list_todos"]),
+    ("List my todos.", ["list_todos"]),
 ])
 def test_a_question_is_routed_to_the_tools_its_words_point_to(registry, question, expected) -> None:
     assert names(routed(question, registry.schemas(), registry.cues())) == expected

@@ -226,7 +226,7 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
     sandbox = Sandbox(root, max_bytes)
 
     @tool(examples=("files", "文件"), hint="the file tools",
-          cues=("read", "open", "show me", "says", "contents", ".md", ".txt", ".csv", ".json", ".py", ".toml",
+          cues=("read", "open", "show me", "say", "content", ".md", ".txt", ".csv", ".json", ".py", ".toml",
                 "看一下", "内容", "写了什么", "打开"))
     def read_file(path: str, offset: int = 0, limit: int = 200) -> dict:
         """Read lines of a text file in the current folder or below.
@@ -284,7 +284,7 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
         return result
 
     @tool(cues=("which files", "which file", "which document", "files mention", "mention", "mentions", "talks about",
-                "contains", "grep", "哪个文件", "提到", "包含"))
+                "contain", "grep", "哪个文件", "提到", "包含"))
     def search_files(pattern: str, path: str = ".") -> dict:
         """Find lines containing a text (case-insensitive, plain substring) in files of the current folder.
 

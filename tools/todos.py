@@ -166,7 +166,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
         return read_json(path, DEFAULT, _validate)["todos"]
 
     @tool(examples=("todos or tasks", "待办", "任务", "没完成"), hint="call {name} or another todo tool",
-          cues=("todos", "tasks", "to-do", "to do list", "still open", "unfinished", "pending", "left to do",
+          cues=("todo", "task", "to-do", "to do list", "still open", "unfinished", "pending", "left to do",
                 "on my plate", "putting off", "backlog", "on the hook",
                 "待办", "任务", "没完成", "没做完", "还没做", "没干", "要做的事", "没办完", "没弄完", "没收尾", "手头还有", "手上还有",
                 "待处理"))

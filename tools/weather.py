@@ -220,8 +220,8 @@ def make_weather_tool(
                        "not a live forecast; say so when answering).")
     return tool(get_weather, description=description, timeout_s=timeout_s * 2 + 1, examples=("weather", "天气"),
                 cues=("weather", "forecast", "rain", "raining", "snow", "wind", "windy", "sunny", "cloudy", "storm",
-                      "temperature", "degrees", "hot", "cold", "warm", "umbrella", "jacket", "coat", "sunglasses",
-                      "outside", "outdoors", "picnic", "hike", "soaked", "wet", "shorts", "t-shirt", "sweater",
-                      "freezing", "chilly", "humid", "sunscreen", "scarf", "gloves", "天气", "暴雨", "大雨", "短袖", "淋雨", "下雨", "下雪",
+                      "temperature", "degree", "hot", "cold", "warm", "umbrella", "jacket", "coat", "sunglasses",
+                      "outside", "outdoor", "picnic", "hike", "soaked", "wet", "shorts", "t-shirt", "sweater",
+                      "freezing", "chilly", "humid", "sunscreen", "scarf", "glove", "天气", "暴雨", "大雨", "短袖", "淋雨", "下雨", "下雪",
                       "刮风", "风大", "晴", "阴天",
                       "气温", "温度", "冷", "热", "凉快", "凉不凉", "外套", "厚衣服", "带伞", "雨伞", "穿什么", "出门", "户外", "爬山", "野餐"))

@@ -406,7 +406,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
         return named, ()
     forms = {form for word in _CUE_WORD.findall(said) for form in _forms(word)}
 
-    def found(cue: str) -> bool:
+    def found(cue: str, singular: bool) -> bool:
         cue = cue.casefold().strip()
         if not cue:
             return False
@@ -414,19 +414,23 @@ def _cued(question: str, tools: Sequence[ToolSchema],
             return bool(re.search(rf"\d\s*{re.escape(cue)}\s*[\d.(]", said))
         if _HAN.search(cue) or not _CUE_WORD.fullmatch(cue):  # a phrase, ".md", "%", Chinese
             return cue in said
-        return cue in forms or (cue.endswith("s") and cue[:-1] in forms)
+        return cue in forms or (singular and cue.endswith("s") and cue[:-1] in forms)
 
     scored = []
     for tool in tools:
         own, modifiers = cues.get(tool["name"]), []
+        # a cue written for the tool is found as written, in the forms of the question's words
+        # (cue "todo": "todos"); a plural one is no singular ("shorts" is not "a short joke",
+        # "times" not "the third time"). Words taken from a description may be either.
+        singular = own is None
         if own is None:
             words = _CUE_WORD.findall(str(tool.get("description") or "").split(". ")[0].casefold())
             own = widened(w for w in words if len(w) >= 3 and w not in _GENERIC)
             # a generic word ("current") is no cue, and what people say for it ("now", 现在) is
             # no topic either: it only tips the balance between tools the question is about
             modifiers = widened(w for w in words if w in _GENERIC and w in GLOSS)
-        topic = [cue for cue in dict.fromkeys(own) if found(cue)]
-        tipped = [cue for cue in dict.fromkeys(modifiers) if found(cue)] if topic else []
+        topic = [cue for cue in dict.fromkeys(own) if found(cue, singular)]
+        tipped = [cue for cue in dict.fromkeys(modifiers) if found(cue, singular)] if topic else []
         scored.append((len(topic) + len(tipped), tool, topic + tipped))
     best = max((score for score, _, _ in scored), default=0)
     chosen = [(tool, words) for score, tool, words in scored if best and score == best]

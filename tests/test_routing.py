@@ -80,6 +80,10 @@ def names(tools: list[ToolSchema]) -> list[str]:
     ("What is 6 times 7?", ["calculator"]),
     ("Any task I should look at first?", ["list_todos"]),
     ("List my todos.", ["list_todos"]),
+    # the weather's words: storms, fog, what to wear
+    ("Will there be a blizzard in Denver on Sunday?", ["get_weather"]),
+    ("今天下午会有雷阵雨吗？", ["get_weather"]),
+    ("Is it foggy over in London this morning?", ["get_weather"]),
 ])
 def test_a_question_is_routed_to_the_tools_its_words_point_to(registry, question, expected) -> None:
     assert names(routed(question, registry.schemas(), registry.cues())) == expected

@@ -463,7 +463,7 @@ def test_the_routing_of_each_question_is_an_event_the_terminal_and_the_trace_sho
 
     out = Console(file=io.StringIO(), width=80, color_system=None, record=True)
     renderer = Renderer(out, refresh_per_second=0)
-    for route in routes:
+    for route in [*routes, routes[-1]]:  # a step asked again after an echo: shown once
         renderer(route)
     assert out.export_text().splitlines() == [
         'routed to get_weather by "umbrella"', "no tool's words found: answered without tools (name one to use it; /tools)"]

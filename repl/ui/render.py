@@ -163,13 +163,14 @@ class Renderer:
         self._paging: list[RenderableType] | None = None  # what paged() collects
         self.verbose = False  # a usage line for every model call, also in one-call turns
         self._held_usage: Text | None = None  # a turn's first usage line, until it has a second call
+        self._routed: tuple[str, tuple[str, ...]] | None = None  # the turn's routing shown last
         self._handlers: dict[type, Callable[[Any], None]] = {
             TurnStarted: self._turn_started, ModelRequest: self._model_request,
             TextDelta: self._text, ModelUsage: self._usage, ToolCallStarted: self._call_started,
             ReasoningDelta: self._reasoning_delta, ModelRetry: self._retry,
             ApprovalRequested: self._approval_requested, ApprovalDecided: self._approval_decided,
             ToolCallFinished: self._call_finished, GuardTripped: self._guard, UserStep: self._user_step,
-            Routed: self._routed, Notice: self._notice, ErrorEvent: self._error_event, TurnFinished: self._turn_finished,
+            Routed: self._route, Notice: self._notice, ErrorEvent: self._error_event, TurnFinished: self._turn_finished,
         }
 
     def __call__(self, event: Event) -> None:
@@ -359,6 +360,7 @@ class Renderer:
     def _turn_started(self, event: TurnStarted) -> None:
         self._end_text()
         self._held_usage = None
+        self._routed = None
         self._running.clear()
         self._waiting = None  # the provider is ready once a turn starts
         self._approval_open = False
@@ -474,9 +476,11 @@ class Renderer:
         self._end_text()
         self.console.print(Text(f"guard {event.guard}: {one_line(event.detail, 200)}", "yellow"))
 
-    def _routed(self, event: Routed) -> None:
-        # shown where it decides what the model may do: the tools its words chose, or none
-        if event.how in ("cues", "follow_up", "unmatched"):
+    def _route(self, event: Routed) -> None:
+        # shown where it decides what the model may do: the tools its words chose, or none;
+        # once a turn (a step asked again after an echo is routed the same way)
+        if event.how in ("cues", "follow_up", "unmatched") and self._routed != (event.how, event.tools):
+            self._routed = (event.how, event.tools)
             self.console.print(Text(clean(event.said()), "dim"))
 
     def _notice(self, event: Notice) -> None:

@@ -89,6 +89,35 @@ def test_a_question_is_routed_to_the_tools_its_words_point_to(registry, question
     assert names(routed(question, registry.schemas(), registry.cues())) == expected
 
 
+@pytest.mark.parametrize(("question", "expected"), [
+    # a cue inside a word or phrase of another sense is not found: "冷笑话" is a corny joke
+    ("给我讲个冷笑话吧。", []),
+    ("最近有什么热门电影？", []),
+    ("我想减肥，有什么建议？", []),
+    ("I have a cold, any tips?", []),
+    ("外面冷吗？", ["get_weather"]),
+    ("今天好热啊，晚上会凉快点吗？", ["get_weather"]),
+    ("Is it cold in Oslo tonight?", ["get_weather"]),
+    ("100减37是多少？", ["calculator"]),
+    # a sum needs numbers: without one, "how many" and "多少" ask a fact
+    ("How many bones are in the human body?", []),
+    ("光速大概是多少？", []),
+    ("How many boxes are 24 and 17 together?", ["calculator"]),
+    ("三千二打个八五折是多少？", ["calculator"]),
+    ("Split a hundred between four people, how much each?", ["calculator"]),
+    ("你们一共有几个人？", []),
+])
+def test_a_cue_of_another_sense_or_a_sum_without_numbers_points_nowhere(registry, question, expected) -> None:
+    assert names(routed(question, registry.schemas(), registry.cues())) == expected
+
+
+def test_a_description_word_of_another_sense_points_nowhere() -> None:
+    """"time" is a clock's word, not in "the third time this week" (nor "3 times 4")."""
+    assert routed("Ugh, my train is late again. Third time this week.", [CLOCK], {}) == []
+    assert routed("What is 3 times 4?", [CLOCK], {}) == []
+    assert names(routed("What time is it in Lima this time of year?", [CLOCK], {})) == [CLOCK["name"]]
+
+
 def test_a_tool_without_cues_is_routed_by_its_description() -> None:
     """An MCP tool (or a user's tool without cues): its description's first sentence."""
     clock: ToolSchema = {"name": "clock__get_current_time", "description": "Get current time in a specific "

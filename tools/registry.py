@@ -57,11 +57,18 @@ class Tool:
     hint: str = "call {name}"
     # Words by meaning, in any language, that show a request wants this tool ("rain",
     # "umbrella", "下雨"): a small model is offered only the tools a request's words point to
-    # (repl/loop/routing.py); none: the first sentence of the description stands in.
+    # (repl/loop/routing.py); none: the first sentence of the description stands in. With
+    # NUMBER_CUE among them, the others count only in a question that gives a number.
     cues: tuple[str, ...] = ()
 
     def schema(self) -> ToolSchema:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+# A cue that is no word: the tool's other cues are found only in a question that gives a number
+# (the calculator: "how many" asks it for "How many boxes are 24 and 17?", not for "How many
+# bones are in the human body?")
+NUMBER_CUE = "<number>"
 
 
 def tool(

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING
 
 from repl.config.settings import ProviderSettings
 from repl.providers.base import Message, Route, SystemPrompt
-from repl.providers.gloss import GLOSS, widened
-from tools.registry import ToolSchema
+from repl.providers.gloss import GLOSS, NOT_MEANT, widened
+from tools.registry import NUMBER_CUE, ToolSchema
 
 if TYPE_CHECKING:
     from tools.registry import Tool
@@ -404,17 +404,22 @@ def _cued(question: str, tools: Sequence[ToolSchema],
     named = [tool for tool in tools if re.search(rf"(?<![\w-]){re.escape(tool['name'].casefold())}(?![\w-])", said)]
     if named:
         return named, ()
-    forms = {form for word in _CUE_WORD.findall(said) for form in _forms(word)}
+    forms = _word_forms(said)
+    numbered = bool(_NUMBER.search(said))
 
     def found(cue: str, singular: bool) -> bool:
         cue = cue.casefold().strip()
-        if not cue:
+        if not cue or cue == NUMBER_CUE:
             return False
         if cue in _OPERATORS:  # an operator between numbers: "2+3", "1.5 × 4" (not "C++")
             return bool(re.search(rf"\d\s*{re.escape(cue)}\s*[\d.(]", said))
+        text, words = said, forms
+        if cue in NOT_MEANT:  # not inside a word or phrase of another sense: "冷笑话", "the third time"
+            text = _masked(said, NOT_MEANT[cue])
+            words = _word_forms(text)
         if _HAN.search(cue) or not _CUE_WORD.fullmatch(cue):  # a phrase, ".md", "%", Chinese
-            return cue in said
-        return cue in forms or (singular and cue.endswith("s") and cue[:-1] in forms)
+            return cue in text
+        return cue in words or (singular and cue.endswith("s") and cue[:-1] in words)
 
     scored = []
     for tool in tools:
@@ -423,6 +428,8 @@ def _cued(question: str, tools: Sequence[ToolSchema],
         # (cue "todo": "todos"); a plural one is no singular ("shorts" is not "a short joke",
         # "times" not "the third time"). Words taken from a description may be either.
         singular = own is None
+        if own is not None and NUMBER_CUE in own and not numbered:
+            own = ()  # "How many bones are in the human body?" is no sum
         if own is None:
             words = _CUE_WORD.findall(str(tool.get("description") or "").split(". ")[0].casefold())
             own = widened(w for w in words if len(w) >= 3 and w not in _GENERIC)
@@ -435,6 +442,27 @@ def _cued(question: str, tools: Sequence[ToolSchema],
     best = max((score for score, _, _ in scored), default=0)
     chosen = [(tool, words) for score, tool, words in scored if best and score == best]
     return [tool for tool, _ in chosen], tuple(dict.fromkeys(word for _, words in chosen for word in words))
+
+
+# a number in a question: digits, a number word, a Chinese numeral ("一" only before another
+# numeral or a measure word: not "一共", "一下", "一起")
+_NUMBER = re.compile(r"\d|\b(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
+                     r"fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen|half|twice|"
+                     r"double|triple)s?\b|[二三四五六七八九十百千万亿两半零〇]|一[十百千万亿个箱件瓶本张天年月周斤块]")
+
+
+def _word_forms(text: str) -> set[str]:
+    return {form for word in _CUE_WORD.findall(text) for form in _forms(word)}
+
+
+def _masked(text: str, phrases: Sequence[str]) -> str:
+    """``text`` with each of ``phrases`` (a word or phrase as such; Chinese anywhere) blanked out."""
+    for phrase in phrases:
+        if _HAN.search(phrase):
+            text = text.replace(phrase, " ")
+        else:
+            text = re.sub(rf"(?<![\w-]){re.escape(phrase)}(?![\w-])", " ", text)
+    return text
 
 
 def _forms(word: str) -> set[str]:

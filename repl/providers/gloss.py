@@ -96,6 +96,27 @@ GLOSS: dict[str, tuple[str, ...]] = {
 }
 
 
+# cue -> words and phrases that hold it and mean something else: a cue is not found inside one
+# ("冷笑话" is a corny joke, not cold weather; "the third time this week" asks no clock). General
+# language, for the cues that have such senses, not any evaluation's requests.
+NOT_MEANT: dict[str, tuple[str, ...]] = {
+    "冷": ("冷笑话", "冷笑", "冷知识", "冷静", "冷门", "冷漠", "冷淡", "冷落", "冷场", "冷战", "冷眼", "冷藏", "冷冻",
+          "冷饮", "冷盘", "高冷", "泼冷水"),
+    "热": ("热门", "热情", "热闹", "热点", "热爱", "热心", "热搜", "热线", "热身", "热量", "发热", "热水", "加热",
+          "热度", "热烈", "热播", "热销", "热恋", "狂热", "亲热", "热狗", "热词"),
+    "乘": ("乘客", "乘坐", "乘车", "乘机", "搭乘", "乘务", "乘胜", "乘风"),
+    "减": ("减肥", "减少", "减轻", "减压", "减速", "减负", "削减"),
+    "time": ("last time", "next time", "every time", "each time", "first time", "second time", "third time",
+             "this time", "that time", "one time", "some time", "any time", "a long time", "same time",
+             "free time", "spare time", "good time", "great time", "hard time", "on time", "in time",
+             "at a time", "time after time", "times"),
+    "cold": ("have a cold", "has a cold", "had a cold", "got a cold", "caught a cold", "catch a cold",
+             "catching a cold", "cold feet", "cold call", "cold shoulder", "cold brew", "cold case"),
+    "hot": ("hot dog", "hot take", "hot topic", "hot sauce", "hot pot", "hot tub"),
+    "wind": ("wind down", "wind up", "winding"),
+}
+
+
 def widened(words: Iterable[str]) -> list[str]:
     """``words`` (a description's words, lower case) and, after each the table knows (a plural
     alike: "currencies", "timezones"), its everyday words of the same meaning; each once."""

@@ -221,6 +221,20 @@ def test_a_user_tools_own_cues_route_to_it(tmp_path) -> None:
     assert names(routed("美元对欧元的汇率是多少？", [fx.schema()], {fx.name: fx.cues})) == ["fx_rate"]
 
 
+def test_a_user_tools_cues_may_need_a_number(tmp_path) -> None:
+    from tools.user_loader import load_sources, read_sources, tool_files
+
+    (tmp_path / "tip.py").write_text(
+        "from glassloop_tools import NUMBER_CUE, tool\n\n"
+        "@tool(cues=(NUMBER_CUE, 'tip', '小费'))\n"
+        "def tip(bill: float, percent: float) -> dict:\n"
+        '    """The tip on a bill."""\n'
+        "    return {'tip': bill * percent / 100}\n", "utf-8")
+    [tip] = load_sources(read_sources(tool_files(tmp_path)), {}).tools
+    assert names(routed("What tip on 86 at 15%?", [tip.schema()], {tip.name: tip.cues})) == ["tip"]
+    assert routed("Any tips for a first date?", [tip.schema()], {tip.name: tip.cues}) == []
+
+
 def turn_after_weather(question: str) -> list[Any]:
     call = {"id": "c1", "name": "get_weather", "arguments": '{"city": "Rome"}'}
     return [{"role": "system", "content": "s"}, {"role": "user", "content": "Is it warm in Rome?"},

@@ -381,6 +381,55 @@ def ask_turns(model: Path, work: Path, profile: str, rounds: int = 3) -> dict[st
     return figures
 
 
+DECODE_THREADS = {"auto": "", "1 thread": "threads = 1\n", "2 threads": "threads = 2\n"}
+
+
+def decode_threads_under_load(model: Path, work: Path, rounds: int = 3) -> dict[str, Any]:
+    """The warm English ``glassloop ask`` with the decode threads chosen per request (``auto``,
+    the default) beside one and two fixed threads, with 0, 1 and 2 other processes spinning on
+    the CPUs: side by side, each setting's server kept warm (its first ask, which starts it, not
+    counted), the settings alternated within each round. A run counts only when it read the
+    todos and answered after them; the medians leave failed runs out."""
+    figures: dict[str, Any] = {"cpus": os.cpu_count()}
+    spinners: list[subprocess.Popen[bytes]] = []
+    try:
+        for busy in (0, 1, 2):
+            while len(spinners) < busy:
+                spinners.append(subprocess.Popen([sys.executable, "-c", "while True: pass"]))
+            time.sleep(2)
+            runs: list[dict[str, Any]] = []
+            for round_number in range(rounds + 1):
+                for label, lines in DECODE_THREADS.items():
+                    load = os.getloadavg()[0]
+                    done = cli_turn(model, work, QUESTION, profile_lines=lines, kept=True, keep_trace=True) or {}
+                    result = done.get("result") or {}
+                    trace = result.pop("trace", None) or []
+                    called = [e["name"] for e in trace if e.get("type") == "tool_call_started"]
+                    worked = bool(set(called) & set(TODO_TOOLS)) and (result.get("steps") or 0) >= 2
+                    if round_number:  # the first round starts the servers
+                        runs.append({"label": label, "wall_s": done.get("wall_s"), "failed": not worked,
+                                     "load_avg_1m": load})
+                        print(json.dumps({"busy": busy, **runs[-1]}), flush=True)
+            figures[f"{busy} busy"] = {
+                label: {"failed_runs": sum(r["failed"] for r in runs if r["label"] == label),
+                        **_spread([r["wall_s"] for r in runs if r["label"] == label and not r["failed"]])}
+                for label in DECODE_THREADS}
+        log = (work / "xdg" / "glassloop" / "local-server.log")
+        figures["auto_chose"] = [line.split(": ", 1)[1] for line in
+                                 log.read_text("utf-8", "replace").splitlines() if "glassloop decode threads: " in line]
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+        for record in (work / "xdg").glob("**/server-*.json"):
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                os.kill(int(json.loads(record.read_text(encoding="utf-8"))["pid"]), signal.SIGTERM)
+    return figures
+
+
+def _spread(seconds: list[float]) -> dict[str, float]:
+    return {"median_s": statistics.median(seconds), "min_s": min(seconds), "max_s": max(seconds)} if seconds else {}
+
+
 _PREFIX_HIT = re.compile(r"(\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")
 _PROMPT_EVAL = re.compile(r"prompt eval time =\s*([\d.]+) ms /\s*(\d+) tokens")
 _DECODE = re.compile(r"\s eval time =\s*([\d.]+) ms /\s*(\d+) runs")
@@ -577,12 +626,16 @@ def main() -> None:
                         help="only the new-session first token, without and with the saved state")
     parser.add_argument("--ask", action="store_true",
                         help="only `glassloop ask` on the English and Chinese todo questions")
+    parser.add_argument("--decode-threads", action="store_true",
+                        help="only the warm `glassloop ask` with decode threads auto, 1 and 2, beside 0, 1 and 2 "
+                             "busy processes")
     parser.add_argument("--step2", type=int, nargs="?", const=1, default=0, metavar="ROUNDS",
                         help="only step 2 of `glassloop ask` (8 todos, en + zh): tool results as JSON vs compact")
     parser.add_argument("--context-sizes", nargs="?", const=",".join(map(str, CONTEXT_SIZES)), metavar="N,N,...",
                         help="only these n_ctx (default 4k, 8k, 16k, in this order): memory, prefill and decode "
                              "speed, the saved state's size and load time, `glassloop ask` warm and its context share")
-    parser.add_argument("--asks", type=int, default=3, help="--context-sizes: warm `glassloop ask` runs per size; --ask: rounds of own-server and kept-warm asks")
+    parser.add_argument("--asks", type=int, default=3, help="--context-sizes: warm `glassloop ask` runs per size; --ask: rounds of own-server and kept-warm asks; "
+                             "--decode-threads: rounds per load")
     parser.add_argument("--profile", default="local", choices=sorted(BUNDLED),
                         help="the embedded model: local (0.5B) or local-large (1.5B, its extra installed)")
     parser.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "glassloop-bench")
@@ -603,6 +656,9 @@ def main() -> None:
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(json.dumps(sizes, indent=1, ensure_ascii=False), encoding="utf-8")
             print(json.dumps(sizes, indent=1, ensure_ascii=False))
+            return
+        if args.decode_threads:
+            print(json.dumps({"decode_threads": decode_threads_under_load(model, Path(folder), args.asks)}, indent=1))
             return
         if args.threads_matrix or args.new_session or args.ask:
             part = "threads_matrix" if args.threads_matrix else "new_session" if args.new_session else "ask"

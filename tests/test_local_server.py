@@ -17,6 +17,7 @@ import textwrap
 import time
 from importlib import util
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -156,6 +157,46 @@ def test_threads_default_to_one_decoding_and_all_cpus_evaluating(tmp_path: Path)
     assert server.state_dir == tmp_path / "cache" / "glassloop" / "local-model"
     explicit = LocalServer(tmp_path / "m.gguf", log_path=tmp_path / "log", threads=3, threads_batch=5)
     assert (explicit.threads, explicit.threads_batch) == (3, 5)
+    # auto (threads = 0): each request decodes on up to every CPU, the ones left free; a
+    # number the user set is kept for every request
+    assert Path("/proc/stat").exists() == ("--decode-threads" in command)
+    if "--decode-threads" in command:
+        assert command[command.index("--decode-threads") + 1] == str(_usable_cpus())
+    assert "--decode-threads" not in explicit.command(8080)
+
+
+@pytest.mark.parametrize(("most", "others", "threads"), [
+    (2, 0.0, 2), (2, 0.4, 2), (2, 0.6, 1), (2, 1.3, 1), (2, 2.0, 1), (1, 0.0, 1), (8, 3.0, 5), (8, 9.0, 1)])
+def test_decode_threads_are_the_cpus_other_processes_leave_free(most: int, others: float, threads: int) -> None:
+    from repl.providers.llama_server import decode_threads
+
+    assert decode_threads(most, others) == threads
+
+
+def test_the_cpus_busy_elsewhere_are_all_cpus_busy_time_less_the_servers_own(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Measured over the prompt's evaluation, when the asking glassloop waits: the server's own
+    threads are not "elsewhere"; a span too short to say anything keeps the threads as they are."""
+    from repl.providers import llama_server
+
+    chooser = llama_server._DecodeThreads(2)
+    samples = iter([(10.5, 101.6, 4.0), (10.55, 101.6, 4.0), (11.0, 102.0, 4.1)])  # (wall, all CPUs busy, own CPU) now
+    monkeypatch.setattr(chooser, "_sample", lambda: next(samples))
+    assert chooser.others((10.0, 100.0, 3.0)) == pytest.approx((1.6 - 1.0) / 0.5)
+    assert chooser.others((10.5, 101.6, 4.0)) is None  # 0.05 s
+    assert chooser.others(None) is None
+
+    set_to: list[tuple[int, int]] = []
+    monkeypatch.setattr(chooser, "others", lambda since: 1.2)
+    monkeypatch.setitem(sys.modules, "llama_cpp", SimpleNamespace(
+        llama_set_n_threads=lambda ctx, threads, batch: set_to.append((threads, batch))))
+    llama = SimpleNamespace(_ctx=SimpleNamespace(ctx=object()), n_threads=1, n_threads_batch=2)
+    chooser.choose(llama)
+    chooser.choose(llama)  # unchanged: set once
+    assert set_to == [(1, 2)] and llama.n_threads == 1
+    monkeypatch.setattr(chooser, "others", lambda since: 0.1)
+    chooser.choose(llama)
+    assert set_to == [(1, 2), (2, 2)] and llama.n_threads == 2
 
 
 def test_openmp_threads_sleep_while_waiting_unless_the_user_says_otherwise(
@@ -448,8 +489,8 @@ PRIVATE_NAMES = {
     "llama_cpp": ("llama_sampler_init_grammar", "llama_sampler_apply", "llama_sampler_accept",
                   "llama_sampler_free", "llama_get_logits_ith", "llama_token_data",
                   "llama_token_data_array", "llama_state_seq_get_size", "llama_state_seq_get_data",
-                  "llama_state_seq_set_data"),
-    "llama_cpp.Llama": ("_init_sampler", "create_completion", "generate", "detokenize", "n_ctx"),
+                  "llama_state_seq_set_data", "llama_set_n_threads"),
+    "llama_cpp.Llama": ("_init_sampler", "create_completion", "generate", "eval", "detokenize", "n_ctx"),
     "llama_cpp.llama.llama_cpp": ("llama_model_default_params",),
     "llama_cpp.server.model.LlamaProxy": ("load_llama_from_model_settings",),
 }
@@ -486,6 +527,7 @@ def test_the_server_program_takes_its_knobs_as_arguments_and_passes_the_rest_on(
     options, rest = parse(["--state", "/s.bin", "--state-key", "k", "--call-temperature", "0.1",
                            "--grammar-first", "--", "--model", "m.gguf", "--port", "1"])
     assert options == Options("/s.bin", "k", 0.1, True, False)
+    assert parse(["--decode-threads", "2", "--"])[0].decode_threads == 2
     assert rest == ["--model", "m.gguf", "--port", "1"]
     assert parse(["--call-temperature", "off", "--"])[0].call_temperature is None
 

@@ -21,7 +21,9 @@ used here still exists):
 - the KV cache of the prompt prefix is restored at start and saved after the first
   completion (``_PrefixState``);
 - the KV cache a request sets aside (another system text) is kept in memory and put back
-  when a later request continues it (``_KeptPrefix``).
+  when a later request continues it (``_KeptPrefix``);
+- with ``--decode-threads auto``, each request decodes on as many threads as other processes
+  leave CPUs free (``_DecodeThreads``).
 
 Standard library only at import; ``llama_cpp`` is imported by the parts that need it.
 """
@@ -58,6 +60,7 @@ class Options:
     amx: bool  # keep llama.cpp's AMX weight buffers even where they crash
     idle_exit: float = 0.0  # > 0: outlive the parent, exit after this many seconds without a request
     holders: str = ""  # ... unless a glassloop holds this file locked (shared): it is still using us
+    decode_threads: int = 0  # > 0: each request decodes on 1 to this many threads, the CPUs left free
 
 
 def parse(argv: Sequence[str]) -> tuple[Options, list[str]]:
@@ -76,13 +79,14 @@ def parse(argv: Sequence[str]) -> tuple[Options, list[str]]:
     parser.add_argument("--amx", action="store_true")
     parser.add_argument("--idle-exit", type=float, default=0.0)
     parser.add_argument("--holders", default="")
+    parser.add_argument("--decode-threads", type=int, default=0)
     args = parser.parse_args(ours)
     try:
         low: float | None = float(args.call_temperature)
     except ValueError:  # "off": every token at the request's temperature
         low = None
     return Options(args.state, args.state_key, low, args.grammar_first, args.amx,
-                   args.idle_exit, args.holders), server
+                   args.idle_exit, args.holders, max(0, args.decode_threads)), server
 
 
 def _watch_parent() -> None:
@@ -532,6 +536,92 @@ class _KeptPrefix:
         llama_cpp.Llama.generate = generate_keeping  # type: ignore[method-assign]
 
 
+DECODE_LINE = "glassloop decode threads: "
+
+
+def decode_threads(most: int, others: float) -> int:
+    """Threads to decode on, of ``most``: the CPUs other processes leave free (``others``: the
+    CPUs they kept busy meanwhile), at least one. llama.cpp's decode threads wait for each other
+    at every layer, so one that shares its CPU stalls them all: on two cores a warm ``glassloop
+    ask`` took 4.7 s on two threads and 5.9 s on one with the machine idle, 7.7 s and 8.5 s beside
+    one busy process, 10.8 s and 8.9 s beside two (docs/BENCHMARKS.md, local_model)."""
+    return max(1, min(most, math.floor(most - others + 0.5)))
+
+
+class _DecodeThreads:
+    """Each request's decode threads, chosen between its prompt's evaluation and its first
+    decoded token (``decode_threads``) from the CPU time other processes took while the prompt
+    was evaluated: ``/proc/stat``'s busy time of all CPUs less this process's own (``os.times``).
+    Then the glassloop that asked is waiting, so its own start-up is not counted. Prompt
+    evaluation keeps all its threads: its large matrix products share a CPU well. A prompt
+    evaluated in under ``_SHORTEST`` seconds says too little: the threads stay as they were."""
+
+    _SHORTEST = 0.1
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self.current = 0
+        self._tick = os.sysconf("SC_CLK_TCK")
+        self._since: tuple[float, float, float] | None = None  # the sample the prompt began with
+        self._evals = 0
+
+    def _sample(self) -> tuple[float, float, float] | None:
+        """(wall s, all CPUs' busy s, this process's CPU s), or None without ``/proc/stat``."""
+        try:
+            with open("/proc/stat", encoding="ascii") as stat:
+                fields = stat.readline().split()
+        except OSError:
+            return None
+        if len(fields) < 8 or fields[0] != "cpu":
+            return None
+        # user nice system idle iowait irq softirq steal: busy is all but idle and iowait
+        numbers = [int(field) for field in fields[1:9]]
+        own = os.times()
+        return time.monotonic(), (sum(numbers) - numbers[3] - numbers[4]) / self._tick, own.user + own.system
+
+    def others(self, since: tuple[float, float, float] | None) -> float | None:
+        """The CPUs other processes kept busy since ``since``; None: unknown or too short a time."""
+        now = self._sample()
+        if since is None or now is None or now[0] - since[0] < self._SHORTEST:
+            return None
+        return max(0.0, ((now[1] - since[1]) - (now[2] - since[2])) / (now[0] - since[0]))
+
+    def choose(self, llama: Any) -> None:
+        import llama_cpp
+
+        others = self.others(self._since)
+        if others is None:
+            return
+        threads = decode_threads(self.most, others)
+        if threads != self.current:
+            llama_cpp.llama_set_n_threads(llama._ctx.ctx, threads, llama.n_threads_batch)
+            self.current = llama.n_threads = threads
+            sys.stderr.write(f"{DECODE_LINE}{threads} ({others:.1f} CPUs busy elsewhere)\n")
+            sys.stderr.flush()
+
+    def install(self) -> None:
+        import llama_cpp
+
+        generate, evaluate = llama_cpp.Llama.generate, llama_cpp.Llama.eval
+        chooser = self
+
+        def generate_timed(self: Any, tokens: Sequence[int], *args: Any, **kwargs: Any) -> Any:
+            chooser._since, chooser._evals = chooser._sample(), 0
+            return generate(self, tokens, *args, **kwargs)
+
+        def eval_choosing(self: Any, tokens: Sequence[int]) -> None:
+            chooser._evals += 1
+            if chooser._evals == 2:  # the prompt is in; the first decoded token is next
+                try:
+                    chooser.choose(self)
+                except Exception as exc:  # the threads it has decode too, only slower
+                    sys.stderr.write(f"{DECODE_LINE}kept ({type(exc).__name__}: {exc})\n")
+            evaluate(self, tokens)
+
+        llama_cpp.Llama.generate = generate_timed  # type: ignore[method-assign]
+        llama_cpp.Llama.eval = eval_choosing  # type: ignore[method-assign]
+
+
 def _settings_not_from_environment() -> None:
     """Drop the variables llama-cpp-python's server would read its settings from: they are
     pydantic settings, each field also read from a variable of its name in any case, and the
@@ -561,6 +651,8 @@ def main(argv: Sequence[str]) -> None:
     if options.state:
         _PrefixState(options.state, options.state_key).install()
     _KeptPrefix().install()
+    if options.decode_threads:
+        _DecodeThreads(options.decode_threads).install()
     runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 
 

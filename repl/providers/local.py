@@ -100,16 +100,19 @@ def _usable_cpus() -> int:
 
 
 def _default_threads() -> int:
-    """Decode threads: half the usable CPUs (llama-cpp-python's own default).
-
-    On the 2-core benchmark machine one thread decoded 3-10x faster than two
-    whenever anything else ran (the REPL rendering, a test): llama.cpp's
-    threads wait for each other, so one preempted thread stalls them all.
-    Prompt evaluation (``threads_batch``) uses all of them: it is one long
-    burst of large matrix products, where a second thread nearly doubled
-    the speed (docs/LOCAL_MODEL.md).
+    """Decode threads a server starts with: half the usable CPUs (llama-cpp-python's own
+    default). Where it can see what else runs (Linux), each request then decodes on as many
+    as other processes leave free (``llama_server.decode_threads``): llama.cpp's decode threads
+    wait for each other, so one preempted thread stalls them all, and on the 2-core benchmark
+    machine two threads were faster than one only while at most one other process ran.
+    Prompt evaluation (``threads_batch``) uses all of them: it is one long burst of large
+    matrix products, where a second thread nearly doubled the speed (docs/LOCAL_MODEL.md).
     """
     return max(1, _usable_cpus() // 2)
+
+
+def _sees_other_processes() -> bool:
+    return os.path.exists("/proc/stat")
 
 
 def default_state_dir() -> Path:
@@ -149,6 +152,8 @@ class LocalServer:
         self.model_path = Path(model_path).absolute()
         self.n_ctx = n_ctx
         self.threads = threads if threads > 0 else _default_threads()
+        # threads = 0 (auto): each request's decode threads, 1 to this many, the CPUs left free
+        self.decode_threads = _usable_cpus() if threads <= 0 and _sees_other_processes() else 0
         self.threads_batch = threads_batch if threads_batch > 0 else max(self.threads, _usable_cpus())
         self.state_dir = Path(state_dir) if state_dir else default_state_dir()
         self.prefix_state: str | None = None  # what the server did with the saved prefix state
@@ -180,6 +185,7 @@ class LocalServer:
                 "--call-temperature", "off" if self.call_temperature is None else str(self.call_temperature)]
         ours += ["--grammar-first"] * self.grammar_first + ["--amx"] * self.amx
         ours += ["--idle-exit", str(self.keep_warm_s), "--holders", str(self._holders_path)] if self.keep_warm_s else []
+        ours += ["--decode-threads", str(self.decode_threads)] if self.decode_threads else []
         return [
             sys.executable, "-I", str(_SERVER_PROGRAM), *ours, "--",
             "--model", str(self.model_path),
@@ -230,7 +236,8 @@ class LocalServer:
     def _identity(self) -> str:
         """What a kept server must have been started with to serve this one: the state key,
         every other knob, the Python and the server program."""
-        parts = {"state": self.state_key(), "threads": self.threads, "call_temperature": self.call_temperature,
+        parts = {"state": self.state_key(), "threads": self.threads, "decode_threads": self.decode_threads,
+                 "call_temperature": self.call_temperature,
                  "grammar_first": self.grammar_first, "amx": self.amx, "keep_warm_s": self.keep_warm_s,
                  "python": sys.executable, "model_path": str(self.model_path),
                  "program": hashlib.sha256(_SERVER_PROGRAM.read_bytes()).hexdigest()}

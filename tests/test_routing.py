@@ -106,6 +106,10 @@ def test_a_question_is_routed_to_the_tools_its_words_point_to(registry, question
     ("三千二打个八五折是多少？", ["calculator"]),
     ("Split a hundred between four people, how much each?", ["calculator"]),
     ("你们一共有几个人？", []),
+    # a two-character word split as a verb and its object are: 带把伞, 下了雪
+    ("去杭州要不要带把伞？", ["get_weather"]),
+    ("北京昨晚下了雪吗？", ["get_weather"]),
+    ("我今天很生气。", []),
 ])
 def test_a_cue_of_another_sense_or_a_sum_without_numbers_points_nowhere(registry, question, expected) -> None:
     assert names(routed(question, registry.schemas(), registry.cues())) == expected

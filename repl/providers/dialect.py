@@ -417,6 +417,8 @@ def _cued(question: str, tools: Sequence[ToolSchema],
         if cue in NOT_MEANT:  # not inside a word or phrase of another sense: "冷笑话", "the third time"
             text = _masked(said, NOT_MEANT[cue])
             words = _word_forms(text)
+        if _HAN_PAIR.fullmatch(cue):  # 下雨 also as 下大雨, 下了雨; 带伞 as 带把伞
+            return bool(re.search(f"{cue[0]}{_INFIX}{cue[1]}", text))
         if _HAN.search(cue) or not _CUE_WORD.fullmatch(cue):  # a phrase, ".md", "%", Chinese
             return cue in text
         return cue in words or (singular and cue.endswith("s") and cue[:-1] in words)
@@ -449,6 +451,12 @@ def _cued(question: str, tools: Sequence[ToolSchema],
 _NUMBER = re.compile(r"\d|\b(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
                      r"fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen|half|twice|"
                      r"double|triple)s?\b|[二三四五六七八九十百千万亿两半零〇]|一[十百千万亿个箱件瓶本张天年月周斤块]")
+
+
+# A two-character Chinese word split by what a verb and its object take between them: an aspect
+# word, a measure word, "big" or "a bit" (下了雨, 下大雨, 下场雨, 带把伞, 带上伞, 刮大风, 出个门)
+_HAN_PAIR = re.compile(r"[\u3400-\u9fff]{2}")
+_INFIX = "[了过个把场大小点一上着阵几]{0,2}"
 
 
 def _word_forms(text: str) -> set[str]:

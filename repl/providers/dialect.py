@@ -418,7 +418,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
             text = _masked(said, NOT_MEANT[cue])
             words = _word_forms(text)
         if _HAN_PAIR.fullmatch(cue):  # 下雨 also as 下大雨, 下了雨; 带伞 as 带把伞
-            return bool(re.search(f"{cue[0]}{_INFIX}{cue[1]}", text))
+            return bool(re.search(f"{re.escape(cue[0])}{_INFIX}{re.escape(cue[1])}", text))
         if _HAN.search(cue) or not _CUE_WORD.fullmatch(cue):  # a phrase, ".md", "%", Chinese
             return cue in text
         return cue in words or (singular and cue.endswith("s") and cue[:-1] in words)

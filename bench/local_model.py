@@ -618,7 +618,7 @@ def collect(model: Path, work: Path, target: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--collect", type=Path, help="write a corpus of real replies here")
-    parser.add_argument("--threads", type=int, default=0, help="llama.cpp decode threads (0 = half the CPUs)")
+    parser.add_argument("--threads", type=int, default=0, help="llama.cpp decode threads (0 = auto: per request, the CPUs left free)")
     parser.add_argument("--no-cli", action="store_true", help="skip the `glassloop ask` turns")
     parser.add_argument("--threads-matrix", action="store_true",
                         help="only compare thread counts and OMP_WAIT_POLICY")

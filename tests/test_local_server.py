@@ -145,7 +145,7 @@ def _own_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
 
 
-def test_threads_default_to_one_decoding_and_all_cpus_evaluating(tmp_path: Path) -> None:
+def test_decoding_starts_on_half_the_cpus_then_takes_the_free_ones_and_prompts_use_all(tmp_path: Path) -> None:
     from repl.providers.local import LocalServer, _usable_cpus
 
     (tmp_path / "m.gguf").write_bytes(b"x")  # the command names its state, keyed by the file

@@ -57,7 +57,7 @@ class Tool:
     hint: str = "call {name}"
     # Words by meaning, in any language, that show a request wants this tool ("rain",
     # "umbrella", "下雨"): a small model is offered only the tools a request's words point to
-    # (repl/loop/routing.py); none: the first sentence of the description stands in. With
+    # (repl/providers/dialect.py, routed); none: the first sentence of the description stands in. With
     # NUMBER_CUE among them, the others count only in a question that gives a number.
     cues: tuple[str, ...] = ()
 

@@ -22,7 +22,7 @@ used here still exists):
   completion (``_PrefixState``);
 - the KV cache a request sets aside (another system text) is kept in memory and put back
   when a later request continues it (``_KeptPrefix``);
-- with ``--decode-threads auto``, each request decodes on as many threads as other processes
+- with ``--decode-threads N``, each request decodes on as many threads, of N, as other processes
   leave CPUs free (``_DecodeThreads``).
 
 Standard library only at import; ``llama_cpp`` is imported by the parts that need it.
@@ -543,8 +543,8 @@ def decode_threads(most: int, others: float) -> int:
     """Threads to decode on, of ``most``: the CPUs other processes leave free (``others``: the
     CPUs they kept busy meanwhile), at least one. llama.cpp's decode threads wait for each other
     at every layer, so one that shares its CPU stalls them all: on two cores a warm ``glassloop
-    ask`` took 4.7 s on two threads and 5.9 s on one with the machine idle, 7.7 s and 8.5 s beside
-    one busy process, 10.8 s and 8.9 s beside two (docs/BENCHMARKS.md, local_model)."""
+    ask`` took 6.6 s on two threads and 7.1 s on one beside no busy process, 8.1 s and 7.8 s
+    beside one, 10.2 s and 9.0 s beside two (docs/BENCHMARKS.md, local_model)."""
     return max(1, min(most, math.floor(most - others + 0.5)))
 
 

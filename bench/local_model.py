@@ -353,10 +353,7 @@ def ask_turns(model: Path, work: Path, profile: str, rounds: int = 3) -> dict[st
     def ask(label: str, question: str, kept: bool) -> dict[str, Any]:
         load = os.getloadavg()[0]
         done = cli_turn(model, work, question, profile, kept=kept, keep_trace=True) or {}
-        result = done.get("result") or {}
-        trace = result.pop("trace", None) or []
-        called = [e["name"] for e in trace if e.get("type") == "tool_call_started"]
-        worked = bool(set(called) & set(TODO_TOOLS)) and (result.get("steps") or 0) >= 2
+        called, worked = _read_todos(done)
         row = {"label": label, "load_avg_1m": load, "load_avg_1m_after": os.getloadavg()[0], **done,
                "called": called, "failed": not worked}
         print(json.dumps(row, ensure_ascii=False), flush=True)
@@ -369,16 +366,33 @@ def ask_turns(model: Path, work: Path, profile: str, rounds: int = 3) -> dict[st
             for lang, question in (("en", QUESTION), ("zh", ZH_QUESTION)):
                 runs += [ask(f"{lang} own server", question, False), ask(f"{lang} kept warm", question, True)]
     finally:
-        for record in (work / "xdg").glob("**/server-*.json"):
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                os.kill(int(json.loads(record.read_text(encoding="utf-8"))["pid"]), signal.SIGTERM)
+        _stop_kept_servers(work)
     for label in dict.fromkeys(r["label"] for r in runs):
-        seconds = [r["wall_s"] for r in runs if r["label"] == label and not r["failed"] and "wall_s" in r]
-        figures[label] = {"failed_runs": sum(r["failed"] for r in runs if r["label"] == label),
-                          **({"median_s": statistics.median(seconds), "min_s": min(seconds), "max_s": max(seconds)}
-                             if seconds else {})}
+        figures[label] = _figures(runs, label)
     figures["runs"] = runs
     return figures
+
+
+def _read_todos(done: dict[str, Any]) -> tuple[list[str], bool]:
+    """The tools an ask called (its trace taken out of ``done``), and whether it did the work:
+    read the todos (``TODO_TOOLS``) and answered after them (2 steps or more)."""
+    result = done.get("result") or {}
+    called = [e["name"] for e in result.pop("trace", None) or [] if e.get("type") == "tool_call_started"]
+    return called, bool(set(called) & set(TODO_TOOLS)) and (result.get("steps") or 0) >= 2
+
+
+def _figures(runs: list[dict[str, Any]], label: str) -> dict[str, Any]:
+    """``label``'s failed runs, and the median, min and max seconds of the others."""
+    seconds = [r["wall_s"] for r in runs if r["label"] == label and not r["failed"] and "wall_s" in r]
+    return {"failed_runs": sum(r["failed"] for r in runs if r["label"] == label),
+            **({"median_s": statistics.median(seconds), "min_s": min(seconds), "max_s": max(seconds)}
+               if seconds else {})}
+
+
+def _stop_kept_servers(work: Path) -> None:
+    for record in (work / "xdg").glob("**/server-*.json"):
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            os.kill(int(json.loads(record.read_text(encoding="utf-8"))["pid"]), signal.SIGTERM)
 
 
 DECODE_THREADS = {"auto": "", "1 thread": "threads = 1\n", "2 threads": "threads = 2\n"}
@@ -402,32 +416,20 @@ def decode_threads_under_load(model: Path, work: Path, rounds: int = 3) -> dict[
                 for label, lines in DECODE_THREADS.items():
                     load = os.getloadavg()[0]
                     done = cli_turn(model, work, QUESTION, profile_lines=lines, kept=True, keep_trace=True) or {}
-                    result = done.get("result") or {}
-                    trace = result.pop("trace", None) or []
-                    called = [e["name"] for e in trace if e.get("type") == "tool_call_started"]
-                    worked = bool(set(called) & set(TODO_TOOLS)) and (result.get("steps") or 0) >= 2
+                    _, worked = _read_todos(done)
                     if round_number:  # the first round starts the servers
                         runs.append({"label": label, "wall_s": done.get("wall_s"), "failed": not worked,
                                      "load_avg_1m": load})
                         print(json.dumps({"busy": busy, **runs[-1]}), flush=True)
-            figures[f"{busy} busy"] = {
-                label: {"failed_runs": sum(r["failed"] for r in runs if r["label"] == label),
-                        **_spread([r["wall_s"] for r in runs if r["label"] == label and not r["failed"]])}
-                for label in DECODE_THREADS}
+            figures[f"{busy} busy"] = {label: _figures(runs, label) for label in DECODE_THREADS}
         log = (work / "xdg" / "glassloop" / "local-server.log")
         figures["auto_chose"] = [line.split(": ", 1)[1] for line in
                                  log.read_text("utf-8", "replace").splitlines() if "glassloop decode threads: " in line]
     finally:
         for spinner in spinners:
             spinner.kill()
-        for record in (work / "xdg").glob("**/server-*.json"):
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                os.kill(int(json.loads(record.read_text(encoding="utf-8"))["pid"]), signal.SIGTERM)
+        _stop_kept_servers(work)
     return figures
-
-
-def _spread(seconds: list[float]) -> dict[str, float]:
-    return {"median_s": statistics.median(seconds), "min_s": min(seconds), "max_s": max(seconds)} if seconds else {}
 
 
 _PREFIX_HIT = re.compile(r"(\d+) prefix-match hit, remaining (\d+) prompt tokens to eval")

@@ -461,3 +461,30 @@ def test_a_grammar_not_beginning_with_a_character_refuses_it_first_and_only_firs
     calls = tool_grammar([{"name": "t", "parameters": {"type": "object", "properties": {}}}])
     assert "\\u0047\\u0067]" in not_beginning_with(calls, "g")  # the text a call step may write
     assert not_beginning_with(SMALL_TALK_ZH_GRAMMAR, "G") == SMALL_TALK_ZH_GRAMMAR  # not in its range
+
+
+def test_building_a_grammar_leaves_the_llama_cpp_package_unloaded(tmp_path: Path) -> None:
+    """The client builds grammars without importing ``llama_cpp`` (its ``__init__`` loads the
+    llama.cpp library, numpy and jinja2: 0.2 to 0.4 s of every ``ask``), and the converter it
+    loads from its file alone imports the standard library only (at its top: ``requests`` is
+    imported only to fetch a remote ``$ref``, which glassloop turns off)."""
+    import ast
+    import subprocess
+    import sys
+
+    code = ("import json, sys\n"
+            "from repl.providers.grammar import tool_grammar\n"
+            "from pathlib import Path\n"
+            "from bench.tool_use import fixture\n"
+            f"text = tool_grammar(fixture(Path({str(tmp_path)!r})).schemas(), optional='mentioned', question='add a todo')\n"
+            "print(json.dumps([len(text), sorted(m for m in ('llama_cpp', 'numpy', 'jinja2') if m in sys.modules)]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0, done.stderr
+    size, loaded = json.loads(done.stdout.splitlines()[-1])
+    assert size > 1000 and loaded == []
+    source = Path(util.find_spec("llama_cpp").submodule_search_locations[0]) / "llama_grammar.py"
+    imported = {alias.name.split(".")[0] for node in ast.parse(source.read_text(encoding="utf-8")).body
+                if isinstance(node, ast.Import | ast.ImportFrom) for alias in
+                (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])}
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported

@@ -252,7 +252,7 @@ def test_a_follow_up_that_names_no_tool_goes_to_the_tools_the_turn_before_called
     """Left free, the 1.5B model answered "And in Paris?" after a weather question with an
     invented temperature and no call."""
     grammar = ROUTED.grammar_for(turn_after_weather(question), registry.schemas(), registry.cues())
-    assert grammar is not None and grammar_root(grammar) == "root ::= tagged"  # calls only
+    assert grammar is not None and grammar_root(grammar) == "root ::= tag-call"  # a call only
     assert '\\"get_weather\\"' in grammar and '\\"list_todos\\"' not in grammar
 
 
@@ -282,7 +282,7 @@ def grammar_root(grammar: str) -> str:
 def test_a_routed_first_step_must_call_one_of_the_routed_tools(registry) -> None:
     messages: list[Any] = [{"role": "system", "content": "s"}, {"role": "user", "content": "上海明天会下雨吗？"}]
     grammar = ROUTED.grammar_for(messages, registry.schemas(), registry.cues())
-    assert grammar is not None and grammar_root(grammar) == "root ::= tagged"  # calls only
+    assert grammar is not None and grammar_root(grammar) == "root ::= tag-call"  # a call only
     assert '\\"get_weather\\"' in grammar and '\\"list_todos\\"' not in grammar
     unrouted = ROUTED.grammar_for(messages, registry.schemas(), None)  # no cues known: as before
     assert unrouted is not None and "answer" in grammar_root(unrouted) and '\\"list_todos\\"' in unrouted
@@ -544,3 +544,18 @@ def test_route_of_says_each_way_a_first_step_is_decided(registry) -> None:
     assert small.route_of(after, tools, cues) is None  # the step after results is text, not routed
     assert small.route_of(asked("Who wrote Hamlet?"), tools, None) is None  # no cues: no routing
     assert Dialect.of(providers["openai"]).route_of(asked("Who wrote Hamlet?"), tools, cues) is None
+
+
+@pytest.mark.parametrize(("question", "several"), [
+    ("北京外面冷吗？", False), ("Which todos are not done yet? Explain the highest-priority one.", False),
+    ("What's 15% of 86?", False),
+    ("Is it raining in Paris and in London?", True), ("北京和上海哪个更冷？", True), ("杭州、苏州明天下雨吗？", True),
+    ("Remind me to call mum, then to buy milk", True)])
+def test_a_routed_step_makes_one_call_unless_the_question_may_name_several_things(registry, question, several) -> None:
+    """Asked "北京外面冷吗？", the 0.5B model called get_weather for 北京, 上海, 广州 and 深圳 (the
+    grammar let a routed step make four calls): a question naming one thing gets one call."""
+    messages: list[Any] = [{"role": "user", "content": question}]
+    grammar = ROUTED.grammar_for(messages, registry.schemas(), registry.cues())
+    assert grammar is not None
+    assert grammar_root(grammar) == ("root ::= tagged" if several else "root ::= tag-call")
+    assert "tag-call ::= " in grammar

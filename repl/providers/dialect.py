@@ -94,6 +94,11 @@ LIST_LEAD = "The tool results above list "
 # (7 of 12 greetings, thanks and goodbyes written to check it, none with it: bench/small_talk.py).
 SMALL_TALK_ZH_NOTE = "（寒暄：友好地回一句。）"
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+# A question that may ask about several things (a list, a conjunction): its routed first step may
+# make up to four calls; any other, one. Asked "北京外面冷吗？", the 0.5B model called get_weather
+# for 北京, 上海, 广州 and 深圳, the tool's sample cities.
+_SEVERAL = re.compile(r"\w\s+(?:and|or|plus|vs|versus)\b|\b(?:both|each|all|also)\b|[,;/&、，；]"
+                      r"|和|跟|与|及|还有|分别|都|各", re.IGNORECASE)  # "And in Paris?": one
 _KANA = re.compile(r"[\u3040-\u30ff]")
 
 
@@ -188,8 +193,8 @@ class Dialect:
         the 0.5B model invented a due date and a tag for "add a todo: buy oat milk, high priority".
 
         With ``route``: the first step of a question whose words point to some tools (``cues``,
-        by tool name; see ``routed``) is a call to one of those, and a step after results is
-        text. The 0.5B model answered most Chinese requests in text without a call ("抱歉，我无法
+        by tool name; see ``routed``) is a call to one of those (one call, or up to four when the
+        question may name several things: ``_SEVERAL``), and a step after results is text. The 0.5B model answered most Chinese requests in text without a call ("抱歉，我无法
         提供实时的天气信息。"), sent most English ones to ``list_todos`` whatever they asked, and
         after a result called one tool after another (docs/BENCHMARKS.md, local_eval). A short
         follow-up that points to no tool ("And in Paris?") is routed to the tools the turn before
@@ -229,7 +234,8 @@ class Dialect:
                        else SMALL_TALK_GRAMMAR)
         elif (route := self.route_of(messages, tools, cues)) and route.tools:
             chosen = [tool for tool in tools if tool["name"] in route.tools]
-            grammar = tool_grammar(chosen, optional="mentioned", question=question, text=False)
+            grammar = tool_grammar(chosen, optional="mentioned", question=question, text=False,
+                                   several=bool(_SEVERAL.search(question)))
         elif route and route.how == "unmatched":
             # its words point to no tool: answered in text, as prose from its first character
             # (from text alone, the 0.5B model wrote the call it wanted as a fenced pseudo-object:

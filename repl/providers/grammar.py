@@ -84,7 +84,7 @@ def led_answer(lead: str) -> str:
 
 
 def tool_grammar(tools: list[ToolSchema], *, optional: OptionalProps = "no-default",
-                 question: str = "", text: bool = True) -> str:
+                 question: str = "", text: bool = True, several: bool = True) -> str:
     """The GBNF grammar of a reply to a request offering ``tools`` (``{"name",
     "parameters"}`` as the registry lists them). Which of the properties a tool does not
     require its calls may hold: ``all``, those without a ``default`` (``no-default``),
@@ -95,12 +95,15 @@ def tool_grammar(tools: list[ToolSchema], *, optional: OptionalProps = "no-defau
     priority") and leaves out what they did not (a due date, a tag): docs/LOCAL_MODEL.md.
     Without ``text`` the reply is calls only, in ``<tool_call>`` blocks, the form Qwen2.5 was
     trained on (a step routed to some tools must call one; the other forms, bare or fenced
-    objects, came with more invented arguments on the development cases)."""
+    objects, came with more invented arguments on the development cases), and without
+    ``several`` exactly one of them."""
     if optional == "mentioned":
         days = days_said(question)
         tools, optional = [_mentioned_only(tool, question, days) for tool in tools], "all"
     grammar = _cached(json.dumps(tools), optional)  # key order kept: it is the order of the properties
-    return grammar if text else grammar.replace(_ROOT, "root ::= tagged", 1)
+    if text:
+        return grammar
+    return grammar.replace(_ROOT, "root ::= tagged" if several else "root ::= tag-call", 1)
 
 
 _WORD = re.compile(r"[a-z][a-z']+|[0-9]+")

@@ -552,7 +552,7 @@ def chat_events(fake: FakeServer, reply: Reply, body: dict[str, Any]) -> list[st
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
     chunks = [chunk({"role": "assistant", "content": ""})]
-    chunks += [chunk({"content": piece}) for piece in _split(reply.text, reply.chunk_size)]
+    chunks += [chunk({"content": piece}) for piece in _split(continued(reply.text, body), reply.chunk_size)]
     fragments = _call_fragments(_wire_calls(fake, reply.calls), reply.chunk_size)
     chunks += [chunk({"tool_calls": [f]}) for f in fragments]
     if (finish := _finish_reason(reply)) is not None:
@@ -563,8 +563,18 @@ def chat_events(fake: FakeServer, reply: Reply, body: dict[str, Any]) -> list[st
     return [json.dumps(c, ensure_ascii=False) for c in chunks] + ["[DONE]"]
 
 
+def continued(text: str, body: dict[str, Any]) -> str:
+    """A request whose messages end with the assistant's is answered with the rest of that
+    message, as the embedded server does (``llama_server._ReplyStart``): a script writes the whole
+    reply, and the part the request wrote is left out of what is sent."""
+    messages = body.get("messages") or []
+    last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+    start = last.get("content") if last.get("role") == "assistant" else None
+    return text.removeprefix(start) if isinstance(start, str) else text
+
+
 def chat_completion(fake: FakeServer, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
-    message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
+    message: dict[str, Any] = {"role": "assistant", "content": continued(reply.text, body) or None}
     if reply.calls:
         message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"}
                                  for c in _wire_calls(fake, reply.calls)]

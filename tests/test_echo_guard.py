@@ -118,10 +118,11 @@ def test_an_echo_after_a_tool_result_is_asked_for_again(core_on, fake_server) ->
     core = core_on()
     question = "深圳今天出门要带伞吗？"
     weather = json.dumps({"name": "get_weather", "arguments": {"city": "深圳"}}, ensure_ascii=False)
-    fake_server.script(text(f"<tool_call>\n{weather}\n</tool_call>"), text(question, chunk_size=4),
-                       text("深圳今天有小雨，出门记得带伞。"))
+    # after results the answer begins with the lead (the request writes it: Dialect.reply_start)
+    fake_server.script(text(f"<tool_call>\n{weather}\n</tool_call>"), text("根据工具结果，" + question, chunk_size=4),
+                       text("根据工具结果，深圳今天有小雨，出门记得带伞。"))
     done = core.run_turn(question)
-    assert done.answer == "深圳今天有小雨，出门记得带伞。" and "".join(shown(core)) == done.answer
+    assert done.answer == "根据工具结果，深圳今天有小雨，出门记得带伞。" and "".join(shown(core)) == done.answer
     assert [m["role"] for m in core.history.messages] == ["user", "assistant", "tool", "assistant"]
     assert answers(core) == [done.answer] and check(core.history.messages) == []
     _, echoed, retry = (request.body for request in fake_server.chat_requests())
@@ -130,21 +131,22 @@ def test_an_echo_after_a_tool_result_is_asked_for_again(core_on, fake_server) ->
     assert after.startswith("<tool_response>") and "请用中文回答。" in after and note not in after
     assert again.startswith(after) and again.endswith(note)  # the results, the nudge, then the note
     # after results the step is text, in the question's language, for the retry too
-    led = 'root ::= "根据工具结果，" answer-piece answer-piece*\n'
+    led = "root ::= answer-piece answer-piece*\n"  # the rest, after the lead the request writes
     assert retry["grammar"].startswith(led) and echoed["grammar"].startswith(led)
+    assert retry["messages"][-1] == echoed["messages"][-1] == {"role": "assistant", "content": "根据工具结果，"}
     assert len(fake_server.chat_requests()) == 3
 
 
 def test_an_answer_that_starts_like_the_question_is_shown_whole_in_order(core_on, fake_server) -> None:
     core = core_on()
-    answer = "北京今天天气晴朗，最高二十五度。"
+    answer = "北京今天有不少好去处，比如颐和园。"  # to a question no tool is routed to: text
     fake_server.script(text(answer, chunk_size=2), text("北京今天", chunk_size=2))
-    done = core.run_turn("北京今天天气怎么样？")
+    done = core.run_turn("北京今天有什么好玩的？")
     assert done.answer == answer and "".join(shown(core)) == answer
-    assert shown(core)[:2] == ["北京今天天气晴朗", "，最"]  # the held start let out, then as it streams
+    assert shown(core)[:2] == ["北京今天有不", "少好"]  # the held start let out, then as it streams
     assert len(fake_server.chat_requests()) == 1
     core.ui.events.clear()
-    again = core.run_turn("北京今天天气怎么样？")  # only the start of the question: no echo
+    again = core.run_turn("北京今天有什么好玩的？")  # only the start of the question: no echo
     assert again.answer == "北京今天" and "".join(shown(core)) == "北京今天"
     assert len(fake_server.chat_requests()) == 2
 

@@ -79,3 +79,47 @@ def test_calls_are_decoded_alike_under_any_seed_while_prose_is_sampled(
         assert all(m == made[question][0] for m in made[question]), (question, texts)
     assert not any(t.lstrip().startswith(("{", "```", "<tool_call>")) for t in prose), prose
     assert len(set(prose)) > 1, prose
+
+
+@pytest.mark.timeout(600)
+def test_a_request_ending_with_the_start_of_the_reply_is_continued(
+        tmp_path: Path, embedded_model: Path, five_tool_prompt_state: Path) -> None:
+    """The client writes the words a grammar forces (``Dialect.reply_start``): the server puts
+    them after the prompt and streams back the rest, which the grammar of the rest governs."""
+    import httpx
+
+    from repl.providers import textcalls
+    from repl.providers.grammar import after_call_start, tool_grammar
+    from repl.providers.local import LocalServer
+
+    registry = fixture(tmp_path / "tools")
+    tools = [s for s in registry.schemas() if s["name"] in TOOLS]
+    system = system_prompt_for(ProviderSettings(name="local"), registry)
+    question = CALLS[0]
+    weather = [s for s in tools if s["name"] == "get_weather"]
+    split = after_call_start(tool_grammar(weather, optional="mentioned", question=question, text=False,
+                                          several=False), "get_weather")
+    assert split is not None
+    start, rest = split
+    messages = textcalls.to_text_messages([*system.messages(), {"role": "user", "content": question}], tools)
+    with patched_environ(isolated_env(tmp_path / "xdg")), \
+            LocalServer(embedded_model, n_ctx=2048, log_path=tmp_path / "server.log",
+                        state_dir=shutil.copytree(five_tool_prompt_state, tmp_path / "state")) as server, \
+            httpx.Client(timeout=300, trust_env=False) as client:
+        def reply(body: dict[str, object]) -> dict[str, object]:
+            sent = {"model": "local", "max_tokens": 40, "temperature": 0.0, **body}
+            return client.post(f"{server.base_url}/chat/completions", json=sent).json()
+
+        continued = reply({"messages": [*messages, {"role": "assistant", "content": start}], "grammar": rest})
+        whole = reply({"messages": messages, "grammar": tool_grammar(weather, text=False, several=False)})
+        start_tokens = client.post(f"{server.base_url.removesuffix('/v1')}/extras/tokenize",
+                                   json={"input": start}).json()["tokens"]
+    rest_text = continued["choices"][0]["message"]["content"]
+    assert rest_text.startswith(" {") and "<tool_call>" not in rest_text  # the rest only
+    found = textcalls.TextCallFilter(["get_weather"])
+    found.feed(start + rest_text)
+    calls = found.finish()[1]
+    assert [(c.name, json.loads(c.arguments).get("city")) for c in calls] == [("get_weather", "Berlin")]
+    # the start went into the prompt: it is that many tokens longer than the one without it
+    added = continued["usage"]["prompt_tokens"] - whole["usage"]["prompt_tokens"]
+    assert added == len(start_tokens) > 5, (added, start_tokens)

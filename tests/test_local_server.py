@@ -490,7 +490,8 @@ PRIVATE_NAMES = {
                   "llama_sampler_free", "llama_get_logits_ith", "llama_token_data",
                   "llama_token_data_array", "llama_state_seq_get_size", "llama_state_seq_get_data",
                   "llama_state_seq_set_data", "llama_set_n_threads"),
-    "llama_cpp.Llama": ("_init_sampler", "create_completion", "generate", "eval", "detokenize", "n_ctx"),
+    "llama_cpp.Llama": ("_init_sampler", "create_completion", "create_chat_completion", "generate", "eval",
+                        "tokenize", "detokenize", "n_ctx"),
     "llama_cpp.llama.llama_cpp": ("llama_model_default_params",),
     "llama_cpp.server.model.LlamaProxy": ("load_llama_from_model_settings",),
 }

@@ -418,7 +418,12 @@ def test_a_session_on_the_embedded_model_routes_with_its_registrys_cues(fake_ser
     first, second = (request.body for request in fake_server.chat_requests())
     assert "answer" not in grammar_root(first["grammar"]) and '\\"list_todos\\"' not in first["grammar"]
     assert '"name": "list_todos"' in first["messages"][0]["content"]  # the tool block is whole
-    assert grammar_root(second["grammar"]) == 'root ::= "根据工具结果，" answer-piece answer-piece*'  # text, led in
+    assert grammar_root(second["grammar"]) == "root ::= answer-piece answer-piece*"  # text, led in:
+    assert second["messages"][-1] == {"role": "assistant", "content": "根据工具结果，"}  # the request writes the lead
+    start = '<tool_call>\n{"name": "get_weather", "arguments":'  # and the call up to its arguments,
+    assert first["messages"][-1] == {"role": "assistant", "content": start}
+    # the space before them left to the model (its token is ' {"')
+    assert grammar_root(first["grammar"]) == 'root ::= " " call-0-arguments "}" space "\\n</tool_call>"'
     assert first["messages"][0]["content"] == second["messages"][0]["content"]
 
 

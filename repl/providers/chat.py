@@ -82,6 +82,7 @@ class _Assembly(Assembly):
     text_filter: Any = None  # text tool calls: ``textcalls.TextCallFilter`` over the content
     text_calls: list[ToolCall] = field(default_factory=list)  # parsed by the text filter
     hold: EchoHold | None = None  # the embedded model's answer held back while it may repeat the question
+    start: str = ""  # the reply's start, written in the request (Dialect.reply_start): content before the first chunk's
 
     def content(self) -> str:
         return "".join(self.raw)
@@ -181,10 +182,14 @@ class ChatProvider(SdkEndpoint):
         cues = self._cues() if self._cues else None
         chat = self.dialect.chats(messages, tools, cues)
         params = self._params(self._text_messages(messages, self._text_tools, chat), [])
-        if grammar := self.dialect.grammar_for(messages, tools, cues):
+        start, grammar = self.dialect.reply_start(messages, tools, cues)
+        if grammar:
             params["grammar"] = grammar
+        if start:  # the server continues it (Dialect.reply_start); the reply is shown with it
+            params["messages"] = [*params["messages"], {"role": "assistant", "content": start}]
         question = self.dialect.echo_question(messages)
-        return params, _Assembly(text_filter=textcalls.TextCallFilter([] if chat else [t["name"] for t in tools]),
+        return params, _Assembly(start=start,
+                                 text_filter=textcalls.TextCallFilter([] if chat else [t["name"] for t in tools]),
                                  hold=textcalls.EchoHold(question, self.dialect.answer_lead(messages))
                                  if question else None, route=self.dialect.route_of(messages, tools, cues))
 
@@ -242,6 +247,10 @@ class ChatProvider(SdkEndpoint):
             raise
 
     def _parts_of(self, chunk: Any, acc: _Assembly) -> Iterator[Part]:
+        if acc.start:
+            start, acc.start = acc.start, ""
+            acc.raw.append(start)
+            yield from acc.show(acc.text_filter.feed(start) if acc.text_filter else start)
         usage = wire_field(chunk, "usage", "an object", "chunk")
         if usage:
             acc.usage, acc.reported_usage = self._reported_usage(usage), usage

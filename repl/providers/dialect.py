@@ -120,6 +120,9 @@ class Dialect:
     route: bool = False
     unmatched_text: bool = False  # routed: a question that points to no tool is answered in text
     chat_prompt: str = ""  # ... under this system text, without the tool block (``chats``)
+    # with the grammar: the words it forces a reply to begin with go in the request, as the start
+    # of the assistant's message the server continues (``reply_start``)
+    prefill: bool = False
 
     @classmethod
     def of(cls, profile: ProviderSettings) -> Dialect:
@@ -131,7 +134,8 @@ class Dialect:
                    compact_results=profile.compact_results if text else 0,
                    after_results=AFTER_RESULTS if text else "", after_lists=AFTER_LISTS if text else "",
                    language_note=IN_CHINESE if text else "",
-                   compact_prompt=embedded, call_temperature=profile.call_temperature if embedded else None)
+                   compact_prompt=embedded, call_temperature=profile.call_temperature if embedded else None,
+                   prefill=text and embedded)
 
     def instructions(self, tools: Sequence[Tool]) -> tuple[str, str] | None:
         """The system prompt's instructions and advice for ``tools`` (the offered ones, in their
@@ -252,6 +256,26 @@ class Dialect:
         for char in dict.fromkeys((echoed[:1], question.lstrip()[:1]) if echoed else ()):
             grammar = not_beginning_with(grammar, char) if char else grammar
         return grammar
+
+    def reply_start(self, messages: list[Message], tools: list[ToolSchema],
+                    cues: Mapping[str, Sequence[str]] | None = None) -> tuple[str, str | None]:
+        """How the reply to a request begins and the grammar of the rest: with ``prefill``, the
+        words ``grammar_for`` forces it to begin with (the answer's lead after results; a call
+        to the one tool a question is routed to, up to its arguments) and the grammar of what
+        follows; else "" and the whole grammar. The embedded server continues the start from
+        the request instead of decoding it token by token (``llama_server._ReplyStart``): the
+        words of the first step's call and the answer's lead took 0.6 to 0.9 s of a warm ``ask``."""
+        grammar = self.grammar_for(messages, tools, cues)
+        if not (self.prefill and grammar):
+            return "", grammar
+        from repl.providers.grammar import after_call_start, after_lead
+
+        if (lead := self.answer_lead(messages)) and (split := after_lead(grammar, lead)):
+            return split
+        route = self.route_of(messages, tools, cues)
+        if route and len(route.tools) == 1 and (split := after_call_start(grammar, route.tools[0])):
+            return split
+        return "", grammar
 
     def nudge(self, messages: list[Message]) -> str:
         """What the request adds after the history in text mode, never stored ("": nothing):

@@ -83,6 +83,51 @@ def led_answer(lead: str) -> str:
     return f"root ::= {json.dumps(lead, ensure_ascii=False)} answer-piece answer-piece*\n" + _ANSWER.lstrip()
 
 
+# The rest of a reply whose start the request writes (``Dialect.reply_start``): llama.cpp
+# decodes the words a grammar forces one token at a time, 40-50 ms each on two cores, while a
+# prompt's tokens are evaluated together, 10-16 ms each.
+_AFTER_LEAD = "root ::= answer-piece answer-piece*"
+_AFTER_CALL_START = r'root ::= call-0-arguments "}" space "\n</tool_call>"'
+
+
+def call_start(name: str) -> str:
+    """How a call to tool ``name`` begins, up to its arguments, in the form Qwen2.5 writes."""
+    return f'<tool_call>\n{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": '
+
+
+def after_lead(grammar: str, lead: str) -> tuple[str, str] | None:
+    """When ``grammar`` is ``led_answer(lead)``: the start the request writes and the grammar of
+    the rest (``split_start``); else None."""
+    root, _, rest = grammar.partition("\n")
+    if root != f"root ::= {json.dumps(lead, ensure_ascii=False)} answer-piece answer-piece*":
+        return None
+    return split_start(lead, _AFTER_LEAD, rest)
+
+
+def after_call_start(grammar: str, name: str) -> tuple[str, str] | None:
+    """When ``grammar`` is that of exactly one call to the one tool ``name`` (``tool_grammar``
+    without ``text`` or ``several``): the start the request writes, ``call_start(name)``, and the
+    grammar of the rest (``split_start``); else None."""
+    root, _, rest = grammar.partition("\n")
+    lines = rest.splitlines()
+    if (root != "root ::= tag-call" or "call ::= call-0" not in lines
+            or f"call-0-name ::= {json.dumps(json.dumps(name))} space" not in lines
+            or not any(line.startswith("call-0-arguments ::= ") for line in lines)):
+        return None
+    return split_start(call_start(name), _AFTER_CALL_START, rest)
+
+
+def split_start(start: str, root: str, rules: str) -> tuple[str, str]:
+    """``start`` without its trailing spaces, and the grammar of the rest: ``root`` after those
+    spaces, then ``rules``. Tokens carry the space before a word (" three", ' {"'): a prompt ending
+    in a space token would have the model go on from a split it never wrote."""
+    trimmed = start.rstrip(" ")
+    gap = start[len(trimmed):]
+    if gap:
+        root = root.replace("root ::= ", f"root ::= {json.dumps(gap)} ", 1)
+    return trimmed, f"{root}\n{rules}"
+
+
 def tool_grammar(tools: list[ToolSchema], *, optional: OptionalProps = "no-default",
                  question: str = "", text: bool = True, several: bool = True) -> str:
     """The GBNF grammar of a reply to a request offering ``tools`` (``{"name",

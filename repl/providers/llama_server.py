@@ -23,7 +23,9 @@ used here still exists):
 - the KV cache a request sets aside (another system text) is kept in memory and put back
   when a later request continues it (``_KeptPrefix``);
 - with ``--decode-threads N``, each request decodes on as many threads, of N, as other processes
-  leave CPUs free (``_DecodeThreads``).
+  leave CPUs free (``_DecodeThreads``);
+- a chat request whose messages end with the assistant's continues that message, as llama.cpp's
+  own server does: its text goes after the prompt and the reply is the rest (``_ReplyStart``).
 
 Standard library only at import; ``llama_cpp`` is imported by the parts that need it.
 """
@@ -198,13 +200,13 @@ class _GrammarLast:
     or argument is a wrong action, not a turn of phrase."""
 
     def __init__(self, chain: Any, grammar: Any, n_vocab: int, call_chain: Any = None,
-                 piece: Callable[[int], bytes] | None = None) -> None:
+                 piece: Callable[[int], bytes] | None = None, head: bytes = b"") -> None:
         import llama_cpp
         import numpy as np
 
         self._lc = llama_cpp
         self._chain, self._grammar, self._n_vocab = chain, grammar, n_vocab
-        self._call_chain, self._piece, self._head = call_chain, piece, b""
+        self._call_chain, self._piece, self._head = call_chain, piece, head  # head: the reply's start (_ReplyStart)
         self._cells = np.zeros(n_vocab, dtype=[("id", "<i4"), ("logit", "<f4"), ("p", "<f4")])
         self._ids = np.arange(n_vocab, dtype="<i4")
         self._one: Any = llama_cpp.llama_token_data()
@@ -273,7 +275,7 @@ def _grammar_last(call_temperature: float | None) -> None:
         if call_temperature is not None and kwargs.get("temp", 0.8) > call_temperature:
             call_chain = init_sampler(self, *args, **{**kwargs, "temp": call_temperature})
         return _GrammarLast(chain, checker, self._n_vocab, call_chain,
-                            lambda token: self.detokenize([token]))
+                            lambda token: self.detokenize([token]), head=getattr(grammar, _START, b""))
 
     llama_cpp.Llama._init_sampler = init_sampler_grammar_last  # type: ignore[method-assign]
     sys.stderr.write(SAMPLER_LINE + "\n")
@@ -622,6 +624,53 @@ class _DecodeThreads:
         llama_cpp.Llama.eval = eval_choosing  # type: ignore[method-assign]
 
 
+_START = "glassloop_reply_start"  # the attribute a request's grammar carries the reply's start in
+
+
+class _ReplyStart:
+    """A chat request whose messages end with the assistant's is answered by continuing that
+    message (the client writes the words its grammar forces a reply to begin with:
+    ``Dialect.reply_start``). The message is taken off before the chat template makes the prompt,
+    its tokens go after the prompt's, and the reply streamed back is the rest. The grammar (of
+    the rest) carries the start, so a call's arguments are decoded at the call temperature."""
+
+    def __init__(self) -> None:
+        self._pending = threading.local()  # the handler's create_completion runs on this thread
+
+    def install(self) -> None:
+        import llama_cpp
+
+        create_chat, create = llama_cpp.Llama.create_chat_completion, llama_cpp.Llama.create_completion
+        pending = self._pending
+
+        def create_chat_continuing(self: Any, *args: Any, **kwargs: Any) -> Any:
+            messages = list(kwargs["messages"] if "messages" in kwargs else args[0])
+            last = messages[-1] if messages else None
+            start = last.get("content") if isinstance(last, dict) and last.get("role") == "assistant" else None
+            if not isinstance(start, str) or not start:
+                return create_chat(self, *args, **kwargs)
+            if "messages" in kwargs:
+                kwargs["messages"] = messages[:-1]
+            else:
+                args = (messages[:-1], *args[1:])
+            pending.start = start
+            try:
+                return create_chat(self, *args, **kwargs)
+            finally:
+                pending.start = ""
+
+        def create_continuing(self: Any, prompt: Any, *args: Any, **kwargs: Any) -> Any:
+            start, pending.start = getattr(pending, "start", ""), ""
+            if start and isinstance(prompt, list):
+                prompt = prompt + self.tokenize(start.encode("utf-8"), add_bos=False, special=True)
+                if kwargs.get("grammar") is not None:
+                    setattr(kwargs["grammar"], _START, start.encode("utf-8"))
+            return create(self, prompt, *args, **kwargs)
+
+        llama_cpp.Llama.create_chat_completion = create_chat_continuing  # type: ignore[method-assign]
+        llama_cpp.Llama.create_completion = create_continuing  # type: ignore[method-assign]
+
+
 def _settings_not_from_environment() -> None:
     """Drop the variables llama-cpp-python's server would read its settings from: they are
     pydantic settings, each field also read from a variable of its name in any case, and the
@@ -651,6 +700,7 @@ def main(argv: Sequence[str]) -> None:
     if options.state:
         _PrefixState(options.state, options.state_key).install()
     _KeptPrefix().install()
+    _ReplyStart().install()
     if options.decode_threads:
         _DecodeThreads(options.decode_threads).install()
     runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)

@@ -13,6 +13,7 @@ records the 1-minute load average it ran under.
     .venv/bin/python bench/local_model.py --profile local-large --ask   # glassloop ask, en + zh
     .venv/bin/python bench/local_model.py --step2   # step 2 of glassloop ask: tool results as JSON vs compact
     .venv/bin/python bench/local_model.py --context-sizes   # n_ctx 4k / 8k / 16k: memory, speed, ask
+    .venv/bin/python bench/local_model.py --against HEAD~3 --asks 6   # warm ask: this tree beside a revision
 
 ``--collect`` records real replies of the model (several prompts, low and high
 temperature, up to three steps each with the real tools run on a fixture) as
@@ -159,13 +160,15 @@ def raw_turn(url: str, registry: Registry, question: str, *, temperature: float 
 
 def cli_turn(model: Path, work: Path, question: str = QUESTION,
              profile: str = "local", todos: list[dict[str, Any]] | None = None,
-             profile_lines: str = "", keep_trace: bool = False, kept: bool = False) -> dict[str, Any] | None:
+             profile_lines: str = "", keep_trace: bool = False, kept: bool = False,
+             tree: Path | None = None) -> dict[str, Any] | None:
     """``glassloop ask`` on the question over the fixture (server start included);
     ``todos`` replace the fixture's, ``profile_lines`` are added to the profile's table;
     ``keep_trace``: the result keeps its events; ``kept``: the server is kept warm as configured
-    (else it stops with the ask, ``keep_warm_s = 0``)."""
+    (else it stops with the ask, ``keep_warm_s = 0``); ``tree``: the glassloop of that source tree
+    (``python -m repl.cli`` with it first on the path), not the installed one."""
     exe = shutil.which("glassloop", path=str(Path(sys.executable).parent))
-    if exe is None:
+    if exe is None and tree is None:
         return None
     fixture_registry(work)  # a fresh todos.json
     if todos is not None:
@@ -178,9 +181,12 @@ def cli_turn(model: Path, work: Path, question: str = QUESTION,
            "GLASSLOOP_TODOS_FILE": str(work / "todos.json"), "GLASSLOOP_WEATHER": "sample"}  # as fixture_registry
     for key in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "GLASSLOOP_BASE_URL", "GLASSLOOP_PROVIDER"):
         env.pop(key, None)
+    program = [sys.executable, "-m", "repl.cli"] if tree is not None else [str(exe)]
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     started = time.perf_counter()
-    done = subprocess.run([exe, "ask", question, "--json", "--config", str(config), "--provider", profile], env=env,
-                          capture_output=True, text=True, timeout=900, cwd=work)
+    done = subprocess.run([*program, "ask", question, "--json", "--config", str(config), "--provider", profile],
+                          env=env, capture_output=True, text=True, timeout=900, cwd=work)
     seconds = time.perf_counter() - started
     if done.returncode != 0:
         return {"error": (done.stderr or done.stdout).strip()[-600:], "seconds": seconds}
@@ -393,6 +399,44 @@ def _stop_kept_servers(work: Path) -> None:
     for record in (work / "xdg").glob("**/server-*.json"):
         with contextlib.suppress(OSError, ValueError, KeyError):
             os.kill(int(json.loads(record.read_text(encoding="utf-8"))["pid"]), signal.SIGTERM)
+
+
+def ask_against(model: Path, work: Path, revision: str, rounds: int = 6) -> dict[str, Any]:
+    """The warm English ``glassloop ask`` of this source tree beside that of git ``revision`` (a
+    worktree made for the run and removed after): side by side, alternated, each with its own
+    home and its own server kept warm (the first ask of each, which starts it, not counted). A
+    run counts only when it read the todos and answered after them; the medians leave failed
+    runs out. ``ratio``: this tree's median over the revision's."""
+    other = work / "against"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(other), revision],
+                   check=True, capture_output=True, text=True)
+    trees = {"this tree": (ROOT, work / "this"), revision: (other, work / "revision")}
+    runs: list[dict[str, Any]] = []
+    try:
+        for round_number in range(rounds + 1):
+            order = list(trees.items())
+            for label, (tree, home) in order if round_number % 2 else order[::-1]:
+                home.mkdir(exist_ok=True)
+                load = os.getloadavg()[0]
+                done = cli_turn(model, home, QUESTION, kept=True, keep_trace=True, tree=tree) or {}
+                steps = [round(e["latency_s"], 2) for e in (done.get("result") or {}).get("trace") or []
+                         if e.get("type") == "model_usage"]
+                called, worked = _read_todos(done)
+                row = {"label": label, "round": round_number, "load_avg_1m": load, "model_steps_s": steps,
+                       **done, "called": called, "failed": not worked}
+                print(json.dumps(row, ensure_ascii=False), flush=True)
+                if round_number:  # the first round starts the servers
+                    runs.append(row)
+    finally:
+        for _, home in trees.values():
+            _stop_kept_servers(home)
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(other)], capture_output=True)
+    figures: dict[str, Any] = {label: _figures(runs, label) for label in trees}
+    medians = [figures[label].get("median_s") for label in trees]
+    if all(medians):
+        figures["ratio"] = medians[0] / medians[1]
+    figures["runs"] = runs
+    return figures
 
 
 DECODE_THREADS = {"auto": "", "1 thread": "threads = 1\n", "2 threads": "threads = 2\n"}
@@ -628,6 +672,9 @@ def main() -> None:
                         help="only the new-session first token, without and with the saved state")
     parser.add_argument("--ask", action="store_true",
                         help="only `glassloop ask` on the English and Chinese todo questions")
+    parser.add_argument("--against", metavar="REVISION",
+                        help="the warm English `glassloop ask` of this tree beside that of a git revision, "
+                             "alternated (--asks rounds)")
     parser.add_argument("--decode-threads", action="store_true",
                         help="only the warm `glassloop ask` with decode threads auto, 1 and 2, beside 0, 1 and 2 "
                              "busy processes")
@@ -661,6 +708,10 @@ def main() -> None:
             return
         if args.decode_threads:
             print(json.dumps({"decode_threads": decode_threads_under_load(model, Path(folder), args.asks)}, indent=1))
+            return
+        if args.against:
+            found = ask_against(model, Path(folder), args.against, args.asks)
+            print(json.dumps({"against": args.against, "ask": found}, indent=1, ensure_ascii=False))
             return
         if args.threads_matrix or args.new_session or args.ask:
             part = "threads_matrix" if args.threads_matrix else "new_session" if args.new_session else "ask"

@@ -564,3 +564,20 @@ def test_a_routed_step_makes_one_call_unless_the_question_may_name_several_thing
     assert grammar is not None
     assert grammar_root(grammar) == ("root ::= tagged" if several else "root ::= tag-call")
     assert "tag-call ::= " in grammar
+
+
+def test_the_messages_step_mode_shows_end_with_the_start_the_request_writes(registry) -> None:
+    """A routed call up to its arguments is written into the request (``Dialect.reply_start``):
+    the wire messages step mode shows are those the request carries, the start included."""
+    from repl.config.load import load_settings
+    from repl.providers.chat import ChatProvider
+
+    profile = load_settings({}, env={}).providers["local"]
+    provider = ChatProvider(replace(profile, base_url="http://127.0.0.1:9/v1"))
+    provider.route_by(registry.cues)
+    messages: list[Any] = [{"role": "system", "content": "s"}, {"role": "user", "content": "上海明天会下雨吗？"}]
+    params, _ = provider._prepare(messages, registry.schemas())
+    shown = provider.wire_messages(messages, registry.schemas())
+    assert shown == params["messages"]
+    assert shown[-1] == {"role": "assistant", "content": '<tool_call>\n{"name": "get_weather", "arguments":'}
+    assert params["grammar"].startswith('root ::= " " call-0-arguments')

@@ -185,8 +185,7 @@ class ChatProvider(SdkEndpoint):
         start, grammar = self.dialect.reply_start(messages, tools, cues)
         if grammar:
             params["grammar"] = grammar
-        if start:  # the server continues it (Dialect.reply_start); the reply is shown with it
-            params["messages"] = [*params["messages"], {"role": "assistant", "content": start}]
+        params["messages"] = _started(params["messages"], start)
         question = self.dialect.echo_question(messages)
         return params, _Assembly(start=start,
                                  text_filter=textcalls.TextCallFilter([] if chat else [t["name"] for t in tools]),
@@ -203,9 +202,10 @@ class ChatProvider(SdkEndpoint):
         """``messages`` as this endpoint is sent them (step mode shows them); with text tool calls,
         in text form with ``tools`` (none: the tool list last sent, as ``stream`` does)."""
         if self.dialect.text_calls:
+            cues = self._cues() if self._cues else None
+            start, _ = self.dialect.reply_start(messages, tools or [], cues)
             tools = tools or self._text_tools
-            chat = self.dialect.chats(messages, tools, self._cues() if self._cues else None)
-            return self._text_messages(messages, tools, chat)
+            return _started(self._text_messages(messages, tools, self.dialect.chats(messages, tools, cues)), start)
         return to_wire_messages(messages)
 
     def _text_messages(self, messages: list[Message], tools: list[ToolSchema], chat: bool) -> list[dict[str, Any]]:
@@ -275,6 +275,12 @@ class ChatProvider(SdkEndpoint):
             frags = wire_field(delta, "tool_calls", "a list", f"{path}.delta") or []
             for i, frag in enumerate(frags):
                 acc.add_fragment(frag, f"{path}.delta.tool_calls[{i}]")
+
+
+def _started(wire: list[dict[str, Any]], start: str) -> list[dict[str, Any]]:
+    """Text-mode wire messages ending with the reply's ``start`` as the assistant's message, which
+    the embedded server continues (``Dialect.reply_start``); as they are without one."""
+    return [*wire, {"role": "assistant", "content": start}] if start else wire
 
 
 def _optional_text(record: Any, name: str) -> str | None:

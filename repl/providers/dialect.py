@@ -198,7 +198,8 @@ class Dialect:
 
         With ``route``: the first step of a question whose words point to some tools (``cues``,
         by tool name; see ``routed``) is a call to one of those (one call, or up to four when the
-        question may name several things: ``_SEVERAL``), and a step after results is text. The 0.5B model answered most Chinese requests in text without a call ("抱歉，我无法
+        question may name several things: ``_SEVERAL``), and a step after results is text. The
+        0.5B model answered most Chinese requests in text without a call ("抱歉，我无法
         提供实时的天气信息。"), sent most English ones to ``list_todos`` whatever they asked, and
         after a result called one tool after another (docs/BENCHMARKS.md, local_eval). A short
         follow-up that points to no tool ("And in Paris?") is routed to the tools the turn before

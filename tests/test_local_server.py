@@ -599,3 +599,12 @@ def test_a_shorter_first_request_does_not_replace_the_saved_prefix(monkeypatch) 
     longer.restored = [7] * 20 + [8000] * 49  # a chat prefix saved before the fix: replaced by the tool prompt
     longer.after_first(_Cache(list(range(1, 2601))))
     assert saved == [2600]
+
+
+def test_the_client_side_of_the_server_loads_no_http_library() -> None:
+    """``LocalServer`` asks its server by the standard library: httpx, beside the openai SDK's own
+    HTTP stack, was 0.1-0.15 s of every ``ask``'s start."""
+    code = "import sys, repl.providers.local; print(sorted(m for m in ('httpx', 'httpcore') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).parent.parent)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr

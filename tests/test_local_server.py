@@ -603,7 +603,7 @@ def test_a_shorter_first_request_does_not_replace_the_saved_prefix(monkeypatch) 
 
 def test_the_client_side_of_the_server_loads_no_http_library() -> None:
     """``LocalServer`` asks its server by the standard library: httpx, beside the openai SDK's own
-    HTTP stack, was 0.1-0.15 s of every ``ask``'s start."""
+    HTTP stack, was 0.15-0.19 s of every ``ask``'s start."""
     code = "import sys, repl.providers.local; print(sorted(m for m in ('httpx', 'httpcore') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).parent.parent)

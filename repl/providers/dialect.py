@@ -264,8 +264,8 @@ class Dialect:
         words ``grammar_for`` forces it to begin with (the answer's lead after results; a call
         to the one tool a question is routed to, up to its arguments) and the grammar of what
         follows; else "" and the whole grammar. The embedded server continues the start from
-        the request instead of decoding it token by token (``llama_server._ReplyStart``): the
-        words of the first step's call and the answer's lead took 0.6 to 0.9 s of a warm ``ask``."""
+        the request instead of decoding it token by token (``llama_server._ReplyStart``): a warm
+        ``ask`` took 5.26 s against 6.99 s decoding them (docs/BENCHMARKS.md)."""
         grammar = self.grammar_for(messages, tools, cues)
         if not (self.prefill and grammar):
             return "", grammar

@@ -191,6 +191,39 @@ def test_a_word_is_found_in_its_other_forms(registry, question, expected) -> Non
     assert names(routed(question, tools, registry.cues())) == expected
 
 
+@pytest.mark.parametrize(("question", "expected"), [
+    # an action on the thing a tool's name says: more than the thing alone (each was list_todos,
+    # list_notes or no tool: a todo added as a listing, a note never saved)
+    ("添加一个待办：买牛奶。", ["add_todo"]),
+    ("Mark todo 3 as done.", ["complete_todo"]),
+    ("把第3项待办标记为已完成。", ["complete_todo"]),
+    ("Search my notes for invoice.", ["search_notes"]),
+    ("Save a note: the wifi password is on the fridge.", ["add_note"]),
+    ("Please delete the dentist task.", ["delete_todo"]),
+    ("Put milk on my todo list", ["add_todo"]),
+    ("把去牙医那个任务改成低优先级", ["update_todo"]),
+    ("帮我找一下关于发票的笔记", ["search_notes"]),
+    ("Find the file about taxes", ["search_files"]),
+    # a state or a question is no action: these stay as they were
+    ("Which todos are done?", ["list_todos"]),
+    ("哪些任务没完成？", ["list_todos"]),
+    ("我的笔记里都有什么？", ["list_notes", "search_notes"]),
+    ("Which file mentions the budget?", ["search_files"]),
+    ("Show me the details of todo-002.", ["get_todo", "read_file"]),
+    ("Can you make it shorter?", []),
+])
+def test_an_action_said_on_the_thing_a_tool_name_says_points_to_it(registry, question, expected) -> None:
+    assert names(routed(question, registry.schemas(), registry.cues())) == expected
+
+
+def test_an_action_of_a_tool_name_needs_its_thing_and_skips_a_server_prefix() -> None:
+    """An MCP tool's name, "server__verb_thing", is read without the server."""
+    find: ToolSchema = {"name": "docs__search_pages", "description": "Query the wiki.",
+                        "parameters": {"type": "object"}}
+    assert names(routed("Find the page on onboarding.", [find], {})) == ["docs__search_pages"]
+    assert routed("Find me a good recipe.", [find], {}) == []
+
+
 def test_the_gloss_widens_only_tools_without_cues_of_their_own(registry) -> None:
     """A built-in tool's own cues are its whole list; a topic the gloss does not know keeps its words."""
     from repl.providers.gloss import widened

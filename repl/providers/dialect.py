@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from repl.config.settings import ProviderSettings
 from repl.providers.base import Message, Route, SystemPrompt
-from repl.providers.gloss import GLOSS, NOT_MEANT, widened
+from repl.providers.gloss import ACTIONS, GLOSS, NOT_MEANT, widened
 from tools.registry import NUMBER_CUE, ToolSchema
 
 if TYPE_CHECKING:
@@ -422,7 +422,8 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
     tool name: ``@tool(cues=...)``), else the words of three letters or more of its
     description's first sentence (an MCP tool's, a user's tool without cues), each with the
     everyday words of its meaning in both languages (``gloss.widened``), and the everyday words
-    of a generic one ("current": now) counted only beside one of those. A one-word cue
+    of a generic one ("current": now) counted only beside one of those; and, counted as two,
+    the action of its name said on the thing it names ("save a note": add_note). A one-word cue
     is found as a word in any of its forms (``_forms``); an operator ("+", "×") between numbers;
     a phrase, other signs (".md", "%") or Chinese anywhere."""
     return _cued(question, tools, cues)[0]
@@ -471,10 +472,27 @@ def _cued(question: str, tools: Sequence[ToolSchema],
             modifiers = widened(w for w in words if w in _GENERIC and w in GLOSS)
         topic = [cue for cue in dict.fromkeys(own) if found(cue, singular)]
         tipped = [cue for cue in dict.fromkeys(modifiers) if found(cue, singular)] if topic else []
-        scored.append((len(topic) + len(tipped), tool, topic + tipped))
+        action = _action(tool["name"], lambda cue: found(cue, True))
+        # an action said on the thing it is done to counts for two: "添加一个待办" is add_todo
+        # (add, todo) more than list_todos (todo)
+        scored.append((len(topic) + len(tipped) + 2 * bool(action), tool, topic + tipped + action))
     best = max((score for score, _, _ in scored), default=0)
     chosen = [(tool, words) for score, tool, words in scored if best and score == best]
     return [tool for tool, _ in chosen], tuple(dict.fromkeys(word for _, words in chosen for word in words))
+
+
+def _action(name: str, found: Callable[[str], bool]) -> list[str]:
+    """The words of a question that say the action of a tool's name on its thing, as ``found``
+    finds them: one for the verb (``gloss.ACTIONS``) and one for the thing the name ends with
+    (the word, its plural, or ``GLOSS``'s words for it), else none. add_todo: "add" or 添加,
+    with "todo", "task" or 待办; an MCP server's prefix is no part of it ("files__search_files")."""
+    words = name.rsplit("__", 1)[-1].casefold().split("_")
+    if len(words) < 2 or words[0] not in ACTIONS:
+        return []
+    thing = words[-1][:-1] if words[-1].endswith("s") and len(words[-1]) > 3 else words[-1]
+    verb = next((cue for cue in ACTIONS[words[0]] if found(cue)), None)
+    noun = next((cue for cue in (thing, *GLOSS.get(thing, ())) if found(cue)), None) if verb else None
+    return [verb, noun] if verb and noun else []
 
 
 # a number in a question: digits, a number word, a Chinese numeral ("一" only before another

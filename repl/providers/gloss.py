@@ -79,6 +79,7 @@ GLOSS: dict[str, tuple[str, ...]] = {
     "folder": ("directory", "文件夹", "目录"),
     "note": ("memo", "笔记", "备忘"),
     "task": ("to-do", "todo", "任务", "待办"),
+    "todo": ("to-do", "task", "任务", "待办"),
     "password": ("passcode", "密码"),
     "photo": ("picture", "image", "照片", "图片"),
     "image": ("picture", "photo", "图片", "图像"),
@@ -93,6 +94,24 @@ GLOSS: dict[str, tuple[str, ...]] = {
     "unit": ("kilometers", "miles", "pounds", "kilograms", "单位", "公里", "英里", "公斤"),
     "random": ("pick one", "dice", "随机", "抽签"),
     "population": ("how many people", "人口"),
+}
+
+
+# the verb of a tool's name ("add" of add_todo, "search" of search_notes) -> words people use
+# for that action. Said together with a word for the thing the name ends with ("save a note",
+# "添加一个待办", "mark todo 3 as done"), they point to that tool (``dialect.routed``). Only
+# actions whose words are no state or question: "done" and 完成 also ask which are finished,
+# "which" and 哪些 also ask which file mentions something, so "complete" and "list" have none of
+# them. Chinese words are two characters or more (记 is inside 笔记).
+ACTIONS: dict[str, tuple[str, ...]] = {
+    "add": ("add", "put", "save", "create", "make", "添加", "加个", "加一", "加上", "新建", "新增", "记一", "记个",
+            "记下", "存一"),
+    "complete": ("mark", "tick", "check off", "cross off", "标记", "勾掉", "划掉"),
+    "delete": ("delete", "remove", "drop", "get rid of", "删掉", "删除", "去掉"),
+    "update": ("change", "rename", "edit", "update", "move", "postpone", "修改", "改成", "改为", "推迟"),
+    "search": ("search", "find", "look for", "look up", "dig up", "搜一", "搜索", "找一", "找找", "查找"),
+    "read": ("read", "open", "读一", "打开"),
+    "convert": ("convert", "换成", "换算", "兑换", "折合", "转换"),
 }
 
 

@@ -216,6 +216,13 @@ def test_an_action_said_on_the_thing_a_tool_name_says_points_to_it(registry, que
     assert names(routed(question, registry.schemas(), registry.cues())) == expected
 
 
+def test_a_cue_inside_another_found_counts_once(registry) -> None:
+    """"which file" inside "which files" is one cue, not two: it no longer outweighs the folder's "in here"."""
+    assert "list_files" in names(routed("Which files do I have in here at the moment?", registry.schemas(),
+                                        registry.cues()))
+    assert names(routed("Is it raining in Oslo?", registry.schemas(), registry.cues())) == ["get_weather"]
+
+
 def test_an_action_of_a_tool_name_needs_its_thing_and_skips_a_server_prefix() -> None:
     """An MCP tool's name, "server__verb_thing", is read without the server."""
     find: ToolSchema = {"name": "docs__search_pages", "description": "Query the wiki.",

@@ -471,6 +471,8 @@ def _cued(question: str, tools: Sequence[ToolSchema],
             # no topic either: it only tips the balance between tools the question is about
             modifiers = widened(w for w in words if w in _GENERIC and w in GLOSS)
         topic = [cue for cue in dict.fromkeys(own) if found(cue, singular)]
+        # a cue inside another one found counts once: "which file" in "which files"
+        topic = [cue for cue in topic if not any(cue != other and cue in other for other in topic)]
         tipped = [cue for cue in dict.fromkeys(modifiers) if found(cue, singular)] if topic else []
         action = _action(tool["name"], lambda cue: found(cue, True))
         # an action said on the thing it is done to counts for two: "添加一个待办" is add_todo

@@ -1,7 +1,7 @@
 """The answer comes back in the question's language: the text-mode nudge after tool results.
 
-Measured with the embedded 0.5B model (docs/LOCAL_MODEL.md, "Answer in the user's
-language"): after the English nudge it answered most Chinese questions in English.
+Measured with the embedded 0.5B model (docs/LOCAL_MODEL.md, "The prompt", and its
+history): after the English nudge it answered most Chinese questions in English.
 """
 
 from __future__ import annotations

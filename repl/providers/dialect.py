@@ -56,7 +56,7 @@ ADVICE_END = ("For greetings, thanks or jokes, answer in text without a tool. "
 _MAX_EXAMPLES = 5  # a tool's clause names at most this many, each cut to _MAX_EXAMPLE_CHARS
 _MAX_EXAMPLE_CHARS = 100
 
-# Wording measured to work (see docs/LOCAL_MODEL.md); words like "call another
+# Wording measured to work (docs/LOCAL_MODEL.md and its history); words like "call another
 # tool if needed" made the model list calls to every tool instead, and a longer nudge
 # (name what they list, say so when empty, repeat nothing) made it call again and again
 # (docs/BENCHMARKS.md, local_eval). "Use the tool results above to answer my question" had the

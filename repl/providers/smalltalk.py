@@ -1,8 +1,8 @@
 """Small talk: a message that is nothing but greetings, thanks, farewells and pleasantries.
 
 Such a message needs no tool, yet the 0.5B model answered "Goodbye, see you tomorrow." with a
-call to ``get_weather`` whatever the prompt said (docs/LOCAL_MODEL.md, "Choosing between a
-call and an answer"). ``is_small_talk`` is the pure test a provider in grammar mode uses to
+call to ``get_weather`` whatever the prompt said (docs/LOCAL_MODEL.md, "Routing by the
+tools' cues"). ``is_small_talk`` is the pure test a provider in grammar mode uses to
 send the text-only grammar on the first step of such a turn (``small_talk_gate`` of a
 profile). A message is small talk when, after punctuation, emoji and case are set aside,
 it is made entirely of the phrases below (English and Chinese, in any order and number);

@@ -211,6 +211,7 @@ def test_a_word_is_found_in_its_other_forms(registry, question, expected) -> Non
     ("Which file mentions the budget?", ["search_files"]),
     ("Show me the details of todo-002.", ["get_todo", "read_file"]),
     ("Can you make it shorter?", []),
+    ("Make a list of my todos.", ["list_todos"]),
 ])
 def test_an_action_said_on_the_thing_a_tool_name_says_points_to_it(registry, question, expected) -> None:
     assert names(routed(question, registry.schemas(), registry.cues())) == expected
@@ -245,9 +246,10 @@ def test_every_chinese_word_of_the_gloss_means_its_topic_on_its_own() -> None:
     """Found anywhere in a question, a single character would match inside other words ("灯" in "灯笼")."""
     import re
 
-    from repl.providers.gloss import GLOSS
+    from repl.providers.gloss import ACTIONS, GLOSS
 
-    chinese = [word for words in GLOSS.values() for word in words if re.search(r"[\u4e00-\u9fff]", word)]
+    chinese = [word for words in (*GLOSS.values(), *ACTIONS.values()) for word in words
+               if re.search(r"[\u4e00-\u9fff]", word)]
     assert chinese and all(len(word) >= 2 for word in chinese)
 
 

@@ -102,9 +102,10 @@ GLOSS: dict[str, tuple[str, ...]] = {
 # "添加一个待办", "mark todo 3 as done"), they point to that tool (``dialect.routed``). Only
 # actions whose words are no state or question: "done" and 完成 also ask which are finished,
 # "which" and 哪些 also ask which file mentions something, so "complete" and "list" have none of
-# them. Chinese words are two characters or more (记 is inside 笔记).
+# them; nor "make" ("make a list of my todos"). Chinese words are two characters or more (记 is
+# inside 笔记).
 ACTIONS: dict[str, tuple[str, ...]] = {
-    "add": ("add", "put", "save", "create", "make", "添加", "加个", "加一", "加上", "新建", "新增", "记一", "记个",
+    "add": ("add", "put", "save", "create", "添加", "加个", "加一", "加上", "新建", "新增", "记一", "记个",
             "记下", "存一"),
     "complete": ("mark", "tick", "check off", "cross off", "标记", "勾掉", "划掉"),
     "delete": ("delete", "remove", "drop", "get rid of", "删掉", "删除", "去掉"),

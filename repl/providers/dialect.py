@@ -486,14 +486,13 @@ def _cued(question: str, tools: Sequence[ToolSchema],
 def _action(name: str, found: Callable[[str], bool]) -> list[str]:
     """The words of a question that say the action of a tool's name on its thing, as ``found``
     finds them: one for the verb (``gloss.ACTIONS``) and one for the thing the name ends with
-    (the word, its plural, or ``GLOSS``'s words for it), else none. add_todo: "add" or 添加,
+    (the word in either number, or ``GLOSS``'s words for it: ``widened``), else none. add_todo: "add" or 添加,
     with "todo", "task" or 待办; an MCP server's prefix is no part of it ("files__search_files")."""
     words = name.rsplit("__", 1)[-1].casefold().split("_")
     if len(words) < 2 or words[0] not in ACTIONS:
         return []
-    thing = words[-1][:-1] if words[-1].endswith("s") and len(words[-1]) > 3 else words[-1]
     verb = next((cue for cue in ACTIONS[words[0]] if found(cue)), None)
-    noun = next((cue for cue in (thing, *GLOSS.get(thing, ())) if found(cue)), None) if verb else None
+    noun = next((cue for cue in widened(words[-1:]) if found(cue)), None) if verb else None
     return [verb, noun] if verb and noun else []
 
 

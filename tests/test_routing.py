@@ -154,6 +154,69 @@ def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_mean
     assert names(routed(question, tools, registry.cues())) == [expected]
 
 
+@pytest.mark.parametrize(("question", "expected"), [
+    # what must not be forgotten is a thing to do
+    ("Don't let me forget to water the plants when I'm back.", ["add_todo"]),
+    ("I never remember to take the bins out, can you help with that?", ["add_todo"]),
+    ("Please stop the gym renewal from slipping through again.", ["add_todo"]),
+    ("到时候给我提个醒，要去银行办卡。", ["add_todo"]),
+    # what is not done yet, said without the words "todo" or "task"
+    ("Anything due this week that I haven't finished?", ["list_todos"]),
+    ("I need a list of what I still have to get done.", ["list_todos"]),
+    ("这周还有什么没搞定？", ["list_todos"]),
+    # a question about something the user saved before
+    ("Didn't I save the boiler's model number somewhere?", ["search_notes"]),
+    ("上次记下的那个快递单号是多少？", ["search_notes"]),
+    # files said as documents or lines, or the project
+    ("What's in this project at the moment?", ["list_files"]),
+    ("电脑里这个目录下都有什么文档？我记不清了", ["list_files"]),
+    ("Is there a line about the deposit in these documents?", ["search_files"]),
+    ("合同的文档里提没提违约金？", ["search_files"]),
+    # the weather, said as how cold it gets
+    ("明天去长白山，会冻成什么样？", ["get_weather"]),
+    # a rate between numbers
+    ("We used 18 kWh over 6 days, how much per day?", ["calculator"]),
+    # words of those meanings in another sense point nowhere
+    ("Did you remember to be nice today? Just kidding.", []),
+    ("Is there a word for when you forget a name you just heard?", []),
+    ("My cat has a habit of knocking things off the desk.", []),
+])
+def test_everyday_words_of_each_tools_purpose_point_to_it(registry, question, expected) -> None:
+    """Asked the way people talk, not in the tool's own words."""
+    assert names(routed(question, registry.schemas(), registry.cues())) == expected
+
+
+@pytest.mark.parametrize(("question", "expected"), [
+    ("周三之前得把报销单交上去，你帮我记上。", ["add_todo"]),
+    ("By Friday I have to send the invoice. Write that down.", ["add_todo"]),
+    ("帮我记一下：门禁密码 4471。", ["add_note"]),
+    ("Will it rain before Friday in Oslo?", ["get_weather"]),
+])
+def test_something_to_be_done_by_a_day_is_a_todo_not_a_note(registry, question, expected) -> None:
+    """add_note's own description: a thing with a due date is a todo (DUE_CUE): "帮我记上" with a
+    deadline had gone to add_note; a deadline without anything to be done points nowhere."""
+    assert names(routed(question, registry.schemas(), registry.cues())) == expected
+
+
+def test_a_phrase_cue_is_found_as_words_not_inside_them(registry) -> None:
+    """"at work" is not in "that works"; "each person" is in "each person's"."""
+    office: ToolSchema = {"name": "office_hours", "description": "Office hours.", "parameters": {"type": "object"}}
+    assert routed("Cool, that works for me.", [office], {"office_hours": ("at work",)}) == []
+    assert names(routed("Who is at work today?", [office], {"office_hours": ("at work",)})) == ["office_hours"]
+    assert names(routed("64 for three, what's each person's share?", registry.schemas(),
+                        registry.cues())) == ["calculator"]
+
+
+def test_a_description_word_for_any_list_points_nowhere_alone(registry) -> None:
+    """"list" of a shopping tool's description is no topic: "a list of reasons" is no shopping."""
+    tools = [*registry.schemas(), GROCERIES]
+    assert routed("Give me a list of reasons to learn Latin.", tools, registry.cues()) == []
+    assert names(routed("牙膏用完了，买东西的时候记得加上。", tools, registry.cues())) == ["groceries"]
+    assert names(routed("Sydney folks still at the office right now?", [*tools, CLOCK],
+                        registry.cues())) == [CLOCK["name"]]
+    assert routed("时间过得真快，又到年底了。", [*tools, CLOCK], registry.cues()) == []
+
+
 CONVERT: ToolSchema = {"name": "clock__convert_time", "description": "Convert time between timezones.",
                        "parameters": {"type": "object"}}
 

@@ -253,7 +253,8 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
         return result
 
     @tool(cues=("folder", "directory", "dir", "ls", "in here", "files here", "which files are", "lying around",
-                "目录", "文件夹", "哪些文件", "这里有什么"))
+                "in this project", "what documents",
+                "目录", "文件夹", "哪些文件", "这里有什么", "哪些文档", "什么文档", "哪些资料"))
     def list_files(path: str = ".", glob: str = "*") -> dict:
         """List files and folders in the current folder or one below it.
 
@@ -284,7 +285,8 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
         return result
 
     @tool(cues=("which files", "which file", "which document", "files mention", "mention", "mentions", "talks about",
-                "contain", "grep", "哪个文件", "提到", "包含"))
+                "contain", "grep", "which line", "file that has", "files that have", "in these documents",
+                "哪个文件", "提到", "包含", "哪个文档", "文档里", "文件里", "哪一行"))
     def search_files(pattern: str, path: str = ".") -> dict:
         """Find lines containing a text (case-insensitive, plain substring) in files of the current folder.
 

@@ -75,8 +75,9 @@ def make_note_tools(path: Path) -> list[Tool]:
         notes = load()
         return {"count": len(notes), "notes": notes}
 
-    @tool(cues=("did i note", "in my notes", "noted", "wrote down", "jotted", "scribbled",
-                "记过", "记了", "笔记里", "备忘", "记在哪", "存过"))
+    @tool(cues=("did i note", "in my notes", "noted", "wrote down", "jotted", "scribbled", "didn't i write",
+                "didn't i put", "didn't i save", "didn't i note", "i saved", "saved somewhere", "put down somewhere",
+                "记过", "记了", "笔记里", "备忘", "记在哪", "存过", "记下的", "写过", "存的"))
     def search_notes(query: str) -> dict:
         """Find notes whose text or tags contain the query (case-insensitive substring).
 

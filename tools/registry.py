@@ -58,7 +58,8 @@ class Tool:
     # Words by meaning, in any language, that show a request wants this tool ("rain",
     # "umbrella", "下雨"): a small model is offered only the tools a request's words point to
     # (repl/providers/dialect.py, routed); none: the first sentence of the description stands in. With
-    # NUMBER_CUE among them, the others count only in a question that gives a number.
+    # NUMBER_CUE among them, the others count only in a question that gives a number; DUE_CUE
+    # is found where something must be done by a day.
     cues: tuple[str, ...] = ()
 
     def schema(self) -> ToolSchema:
@@ -69,6 +70,9 @@ class Tool:
 # (the calculator: "how many" asks it for "How many boxes are 24 and 17?", not for "How many
 # bones are in the human body?")
 NUMBER_CUE = "<number>"
+# A cue that is no word: found when a question says something must be done by a day ("by
+# Friday I have to...", "月底前要交..."), the mark of a todo (a note has no due date)
+DUE_CUE = "<due>"
 
 
 def tool(

@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from tools.registry import Tool, tool
+from tools.registry import DUE_CUE, Tool, tool
 from tools.results import ToolError
 from tools.store import collection_validator, read_json, update_json
 
@@ -167,9 +167,10 @@ def make_todo_tools(path: Path) -> list[Tool]:
 
     @tool(examples=("todos or tasks", "待办", "任务", "没完成"), hint="call {name} or another todo tool",
           cues=("todo", "task", "to-do", "to do list", "still open", "unfinished", "pending", "left to do",
-                "on my plate", "putting off", "backlog", "on the hook",
+                "on my plate", "putting off", "backlog", "on the hook", "get done", "haven't done", "haven't finished",
+                "haven't ticked", "haven't crossed", "haven't checked off", "haven't gotten to", "left for me", "what's due",
                 "待办", "任务", "没完成", "没做完", "还没做", "没干", "要做的事", "没办完", "没弄完", "没收尾", "手头还有", "手上还有",
-                "待处理"))
+                "待处理", "没搞定", "没勾", "没划掉", "没处理", "还剩哪些"))
     def list_todos(status: Status | None = None, priority: Priority | None = None,
                    offset: int = 0, limit: int = PAGE) -> dict:
         """List todo summaries (id, title, status, priority, due) and a count.
@@ -212,8 +213,10 @@ def make_todo_tools(path: Path) -> list[Tool]:
 
     @tool(side_effects=True, preview=_previewer(path, _add),
           cues=("remind me", "don't forget", "do not forget", "add a task", "add a todo", "new task",
-                "need to remember to", "high priority", "low priority",
-                "提醒我", "别忘了", "记得要", "加个待办", "添加任务", "新任务", "优先级"))
+                "need to remember to", "high priority", "low priority", DUE_CUE, "let me forget", "forget to", "never remember to",
+                "help me remember to", "slip my mind", "slip through", "slipping through", "slips my mind", "set a reminder",
+                "提醒我", "别忘了", "记得要", "加个待办", "添加任务", "新任务", "优先级", "别让我忘", "提个醒", "帮我记", "记上",
+                "挂个提醒"))
     def add_todo(title: str, detail: str = "", priority: Priority = "medium",
                  due: str | None = None, tag: str | None = None) -> dict:
         """Add a new todo (status "todo"). Use only when the user asks to add or remember something.

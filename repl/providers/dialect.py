@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING
 from repl.config.settings import ProviderSettings
 from repl.providers.base import Message, Route, SystemPrompt
 from repl.providers.gloss import ACTIONS, GLOSS, NOT_MEANT, widened
-from tools.registry import NUMBER_CUE, ToolSchema
+from tools.registry import DUE_CUE, NUMBER_CUE, ToolSchema
 
 if TYPE_CHECKING:
     from tools.registry import Tool
@@ -411,9 +411,10 @@ _GENERIC = frozenset("""about after also among another based before being betwee
  every from given have into more most only other over same some such than that their them then there these
  they this those through under using very what when where which while will with within would your
  specific something things thing current the and for all any are but can get has its not one out
- own put set use new two may""".split())
+ own put set use new two may list""".split())
 _OPERATORS = frozenset("+*×÷")  # cues found only between numbers
 _CUE_WORD = re.compile(r"[a-z0-9][a-z0-9'-]*")
+_PHRASE = re.compile(r"[a-z0-9'-]+(?: [a-z0-9'-]+)+")
 
 
 def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequence[str]]) -> list[ToolSchema]:
@@ -438,9 +439,12 @@ def _cued(question: str, tools: Sequence[ToolSchema],
         return named, ()
     forms = _word_forms(said)
     numbered = bool(_NUMBER.search(said))
+    due = bool(_DUE.search(said) and _MUST.search(said))
 
     def found(cue: str, singular: bool) -> bool:
         cue = cue.casefold().strip()
+        if cue == DUE_CUE:
+            return due
         if not cue or cue == NUMBER_CUE:
             return False
         if cue in _OPERATORS:  # an operator between numbers: "2+3", "1.5 × 4" (not "C++")
@@ -451,11 +455,13 @@ def _cued(question: str, tools: Sequence[ToolSchema],
             words = _word_forms(text)
         if _HAN_PAIR.fullmatch(cue):  # 下雨 also as 下大雨, 下了雨; 带伞 as 带把伞
             return bool(re.search(f"{re.escape(cue[0])}{_INFIX}{re.escape(cue[1])}", text))
-        if _HAN.search(cue) or not _CUE_WORD.fullmatch(cue):  # a phrase, ".md", "%", Chinese
+        if _PHRASE.fullmatch(cue):  # words: as words ("at work" is not in "that works")
+            return bool(re.search(rf"(?<!\w){re.escape(cue)}(?!\w)", text))
+        if _HAN.search(cue) or not _CUE_WORD.fullmatch(cue):  # ".md", "%", Chinese
             return cue in text
         return cue in words or (singular and cue.endswith("s") and cue[:-1] in words)
 
-    scored = []
+    found_for = []
     for tool in tools:
         own, modifiers = cues.get(tool["name"]), []
         # a cue written for the tool is found as written, in the forms of the question's words
@@ -470,9 +476,16 @@ def _cued(question: str, tools: Sequence[ToolSchema],
             # a generic word ("current") is no cue, and what people say for it ("now", 现在) is
             # no topic either: it only tips the balance between tools the question is about
             modifiers = widened(w for w in words if w in _GENERIC and w in GLOSS)
-        topic = [cue for cue in dict.fromkeys(own) if found(cue, singular)]
-        # a cue inside another one found counts once: "which file" in "which files"
-        topic = [cue for cue in topic if not any(cue != other and cue in other for other in topic)]
+        found_for.append((tool, [cue for cue in dict.fromkeys(own) if found(cue, singular)], modifiers, singular))
+    phrases = {cue.casefold() for _, topic, _, _ in found_for for cue in topic if _PHRASE.fullmatch(cue.casefold())}
+    scored = []
+    for tool, topic, modifiers, singular in found_for:
+        # a cue inside another one found counts once: "which file" in "which files"; and a phrase
+        # found is read whole, its words are no other tool's cues: complete_todo's "finished" in
+        # list_todos' "haven't finished" (in Chinese, without spaces, 多少 is still in 多少钱)
+        topic = [cue for cue in topic if not any(cue != other and cue in other for other in topic)
+                 and not any(re.search(rf"(?<!\w){re.escape(cue.casefold())}(?!\w)", phrase)
+                             for phrase in phrases if phrase != cue.casefold())]
         tipped = [cue for cue in dict.fromkeys(modifiers) if found(cue, singular)] if topic else []
         action = _action(tool["name"], lambda cue: found(cue, True))
         # an action said on the thing it is done to counts for two: "添加一个待办" is add_todo
@@ -501,6 +514,17 @@ def _action(name: str, found: Callable[[str], bool]) -> list[str]:
 _NUMBER = re.compile(r"\d|\b(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
                      r"fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen|half|twice|"
                      r"double|triple)s?\b|[二三四五六七八九十百千万亿两半零〇]|一[十百千万亿个箱件瓶本张天年月周斤块]")
+
+
+# something to be done by a day: a deadline ("by Friday", "before the end of the month", "周五之前",
+# "月底前") said with what must be done ("I have to", "得", "要"); "Will it rain before Friday?" has none
+_DAY = (r"(?:today|tonight|tomorrow|noon|midnight|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+        r"the weekend|next \w+|this \w+|the end of|end of|january|february|march|april|may|june|july|august|"
+        r"september|october|november|december|\d)")
+_DUE = re.compile(rf"\b(?:by|before|until|till|no later than|due)\s+(?:the\s+)?{_DAY}|"
+                  r"(?:今天|明天|后天|今晚|明晚|周[一二三四五六日天末]|星期[一二三四五六日天]|礼拜[一二三四五六日天]|下周|下礼拜|"
+                  r"下星期|月底|月初|年底|年前|[\d一二三四五六七八九十]+[号日])(?:之前|以前|前)")
+_MUST = re.compile(r"\b(?:have to|has to|need to|needs to|must|gotta|got to|should)\b|[要得须该]")
 
 
 # A two-character Chinese word split by what a verb and its object take between them: an aspect

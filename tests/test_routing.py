@@ -172,12 +172,17 @@ def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_mean
     ("电脑里这个目录下都有什么文档？我记不清了", ["list_files"]),
     ("Is there a line about the deposit in these documents?", ["search_files"]),
     ("合同的文档里提没提违约金？", ["search_files"]),
-    # the weather, said as how cold it gets
+    ("Did I save the alarm code anywhere?", ["search_notes"]),
+    # the weather, said as how cold it gets or what to carry
     ("明天去长白山，会冻成什么样？", ["get_weather"]),
+    ("Will I freeze in Helsinki with just a hoodie?", ["get_weather"]),
+    ("周末去厦门，用不用打伞？", ["get_weather"]),
     # a rate between numbers
     ("We used 18 kWh over 6 days, how much per day?", ["calculator"]),
+    ("At 19 an hour for 25 hours, what do I make before tax?", ["calculator"]),
     # words of those meanings in another sense point nowhere
     ("Did you remember to be nice today? Just kidding.", []),
+    ("I loved reading comics as a kid.", []),
     ("Is there a word for when you forget a name you just heard?", []),
     ("My cat has a habit of knocking things off the desk.", []),
 ])
@@ -191,6 +196,8 @@ def test_everyday_words_of_each_tools_purpose_point_to_it(registry, question, ex
     ("By Friday I have to send the invoice. Write that down.", ["add_todo"]),
     ("帮我记一下：门禁密码 4471。", ["add_note"]),
     ("Will it rain before Friday in Oslo?", ["get_weather"]),
+    ("I need to renew the lease sometime next month.", ["add_todo"]),
+    ("What do I have to get done by Friday?", ["list_todos"]),
 ])
 def test_something_to_be_done_by_a_day_is_a_todo_not_a_note(registry, question, expected) -> None:
     """add_note's own description: a thing with a due date is a todo (DUE_CUE): "帮我记上" with a
@@ -214,6 +221,8 @@ def test_a_description_word_for_any_list_points_nowhere_alone(registry) -> None:
     assert names(routed("牙膏用完了，买东西的时候记得加上。", tools, registry.cues())) == ["groceries"]
     assert names(routed("Sydney folks still at the office right now?", [*tools, CLOCK],
                         registry.cues())) == [CLOCK["name"]]
+    assert names(routed("We're out of coffee filters.", tools, registry.cues())) == ["groceries"]
+    assert names(routed("Is it a decent hour to call Tokyo?", [*tools, CLOCK], registry.cues())) == [CLOCK["name"]]
     assert routed("时间过得真快，又到年底了。", [*tools, CLOCK], registry.cues()) == []
 
 

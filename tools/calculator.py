@@ -207,5 +207,5 @@ def make_calculator_tool() -> Tool:
     return tool(calculator, examples=("arithmetic or percentages",),
                 cues=(NUMBER_CUE, "how many", "how much", "plus", "minus", "times", "divided", "multiply", "percent", "percentage", "%",
                       "+", "*", "×", "÷",
-                      "sum", "total", "average", "split", "per", "each person", "per person", "apiece",
+                      "sum", "total", "average", "split", "per", "an hour", "before tax", "after tax", "each person", "per person", "apiece",
                       "乘", "一共", "总共", "每人", "加上", "减", "除以", "等于", "多少", "百分之", "平均"))

@@ -51,7 +51,7 @@ def make_note_tools(path: Path) -> list[Tool]:
 
     @tool(side_effects=True, preview=preview_add, examples=("notes", "笔记"), hint="the note tools",
           cues=("note down", "jot", "write down", "write this down", "take a note", "remember that", "remember this",
-                "keep this", "save this", "for later", "keep in mind",
+                "keep this", "save this", "for later", "keep in mind", "put that down", "put it down",
                 "记一下", "记住", "记下来", "写下来", "记个笔记", "备忘", "记着", "帮我记"))
     def add_note(text: str, tags: list[str] | None = None) -> dict:
         """Save a short note for later. Use when the user asks to note or remember a fact
@@ -77,7 +77,8 @@ def make_note_tools(path: Path) -> list[Tool]:
 
     @tool(cues=("did i note", "in my notes", "noted", "wrote down", "jotted", "scribbled", "didn't i write",
                 "didn't i put", "didn't i save", "didn't i note", "i saved", "saved somewhere", "put down somewhere",
-                "记过", "记了", "笔记里", "备忘", "记在哪", "存过", "记下的", "写过", "存的"))
+                "did i save", "did i ever save", "where i put",
+                "记过", "记了", "笔记里", "备忘", "记在哪", "存过", "记下的", "写过", "存的", "随手写", "随手记"))
     def search_notes(query: str) -> dict:
         """Find notes whose text or tags contain the query (case-insensitive substring).
 

@@ -168,9 +168,9 @@ def make_todo_tools(path: Path) -> list[Tool]:
     @tool(examples=("todos or tasks", "待办", "任务", "没完成"), hint="call {name} or another todo tool",
           cues=("todo", "task", "to-do", "to do list", "still open", "unfinished", "pending", "left to do",
                 "on my plate", "putting off", "backlog", "on the hook", "get done", "haven't done", "haven't finished",
-                "haven't ticked", "haven't crossed", "haven't checked off", "haven't gotten to", "left for me", "what's due",
+                "haven't ticked", "haven't crossed", "haven't checked off", "haven't gotten to", "left for me", "what's due", "promised to", "i promised",
                 "待办", "任务", "没完成", "没做完", "还没做", "没干", "要做的事", "没办完", "没弄完", "没收尾", "手头还有", "手上还有",
-                "待处理", "没搞定", "没勾", "没划掉", "没处理", "还剩哪些"))
+                "待处理", "没搞定", "没勾", "没划掉", "没处理", "还剩哪些", "答应了要", "答应过"))
     def list_todos(status: Status | None = None, priority: Priority | None = None,
                    offset: int = 0, limit: int = PAGE) -> dict:
         """List todo summaries (id, title, status, priority, due) and a count.

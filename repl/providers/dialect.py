@@ -439,7 +439,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
         return named, ()
     forms = _word_forms(said)
     numbered = bool(_NUMBER.search(said))
-    due = bool(_DUE.search(said) and _MUST.search(said))
+    due = bool(_DUE.search(said) and _MUST.search(said) and not _ASKED.search(said))
 
     def found(cue: str, singular: bool) -> bool:
         cue = cue.casefold().strip()
@@ -517,14 +517,17 @@ _NUMBER = re.compile(r"\d|\b(two|three|four|five|six|seven|eight|nine|ten|eleven
 
 
 # something to be done by a day: a deadline ("by Friday", "before the end of the month", "周五之前",
-# "月底前") said with what must be done ("I have to", "得", "要"); "Will it rain before Friday?" has none
+# "月底前") said with what must be done ("I have to", "得", "要"), not asked about; "Will it rain
+# before Friday?" says nothing to be done
 _DAY = (r"(?:today|tonight|tomorrow|noon|midnight|monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
         r"the weekend|next \w+|this \w+|the end of|end of|january|february|march|april|may|june|july|august|"
         r"september|october|november|december|\d)")
-_DUE = re.compile(rf"\b(?:by|before|until|till|no later than|due)\s+(?:the\s+)?{_DAY}|"
+_DUE = re.compile(rf"\b(?:by|before|until|till|no later than|due|sometime)\s+(?:the\s+)?{_DAY}|"
                   r"(?:今天|明天|后天|今晚|明晚|周[一二三四五六日天末]|星期[一二三四五六日天]|礼拜[一二三四五六日天]|下周|下礼拜|"
                   r"下星期|月底|月初|年底|年前|[\d一二三四五六七八九十]+[号日])(?:之前|以前|前)")
 _MUST = re.compile(r"\b(?:have to|has to|need to|needs to|must|gotta|got to|should)\b|[要得须该]")
+# ... unless it asks what is due: "What do I have to finish by Friday?" lists the todos
+_ASKED = re.compile(r"^\W*(?:what|which|anything|is there|are there|do i|have i|how many)\b|哪些|什么|有没有|吗\W*$")
 
 
 # A two-character Chinese word split by what a verb and its object take between them: an aspect

@@ -22,7 +22,7 @@ GLOSS: dict[str, tuple[str, ...]] = {
     # time and dates
     "time": ("o'clock", "what time", "too late", "too early", "middle of the night", "daytime", "by now",
              "still up", "awake", "still at the office", "still at work", "business hours", "office hours",
-             "morning or", "day or night", "几点", "时间", "钟点", "这个点", "这会儿", "白天", "半夜", "凌晨", "还在上班",
+             "morning or", "day or night", "decent hour", "asleep", "gone to bed", "几点", "时间", "钟点", "这个点", "这会儿", "白天", "半夜", "凌晨", "还在上班",
              "下班了没", "上班时间"),
     # a generic word of a description: found only beside a topic's (``dialect.routed``)
     "current": ("now", "right now", "by now", "at the moment", "currently", "现在", "此刻", "这个点", "这会儿", "眼下"),
@@ -46,8 +46,8 @@ GLOSS: dict[str, tuple[str, ...]] = {
     "payment": ("pay", "付款", "支付"),
     "budget": ("spending", "预算", "开销"),
     # shopping and food
-    "shopping": ("groceries", "grocery", "supermarket", "store", "ran out of", "run out of", "running low",
-                 "购物", "超市", "要买", "采购", "买东西", "用完了"),
+    "shopping": ("groceries", "grocery", "supermarket", "store", "shop", "ran out of", "run out of", "running low",
+                 "we're out of", "pick some up", "pick up some", "购物", "超市", "要买", "采购", "买东西", "买菜", "用完了"),
     "buy": ("purchase", "要买", "买些", "买点", "购买"),
     "recipe": ("cook", "how to make", "菜谱", "食谱", "做法"),
     "restaurant": ("eat out", "餐厅", "饭店", "餐馆"),

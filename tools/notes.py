@@ -50,7 +50,8 @@ def make_note_tools(path: Path) -> list[Tool]:
         return {"before": None, "after": _new_note(load(), args["text"], args.get("tags"))}
 
     @tool(side_effects=True, preview=preview_add, examples=("notes", "笔记"), hint="the note tools",
-          cues=("note down", "jot", "write down", "write this down", "take a note", "remember that", "remember this",
+          cues=("note down", "jot down", "jot this", "jot that", "write down", "write this down", "take a note",
+                "remember that", "remember this",
                 "keep this", "save this", "for later", "keep in mind", "put that down", "put it down",
                 "记一下", "记住", "记下来", "写下来", "记个笔记", "备忘", "记着", "帮我记"))
     def add_note(text: str, tags: list[str] | None = None) -> dict:

@@ -426,7 +426,8 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
     of a generic one ("current": now) counted only beside one of those; and, counted as two,
     the action of its name said on the thing it names ("save a note": add_note). A one-word cue
     is found as a word in any of its forms (``_forms``); an operator ("+", "×") between numbers;
-    a phrase, other signs (".md", "%") or Chinese anywhere."""
+    a phrase as those words, which are then no other tool's cues; other signs (".md", "%") or
+    Chinese anywhere; ``DUE_CUE`` where something must be done by a day (``_DUE``)."""
     return _cued(question, tools, cues)[0]
 
 

@@ -174,6 +174,7 @@ def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_mean
     ("合同的文档里提没提违约金？", ["search_files"]),
     ("Did I save the alarm code anywhere?", ["search_notes"]),
     ("I jotted the locker number down last week, what was it?", ["search_notes"]),
+    ("Did I write down the vet's address? Can you check?", ["search_notes"]),
     # the weather, said as how cold it gets or what to carry
     ("明天去长白山，会冻成什么样？", ["get_weather"]),
     ("Will I freeze in Helsinki with just a hoodie?", ["get_weather"]),

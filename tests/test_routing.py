@@ -160,6 +160,9 @@ def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_mean
     ("I never remember to take the bins out, can you help with that?", ["add_todo"]),
     ("Please stop the gym renewal from slipping through again.", ["add_todo"]),
     ("到时候给我提个醒，要去银行办卡。", ["add_todo"]),
+    ("Don't let the vet appointment slip past me.", ["add_todo"]),
+    ("Stick 'call the bank' on my list.", ["add_todo"]),
+    ("帮我存一下：车位号 B2-117。", ["add_note"]),
     # what is not done yet, said without the words "todo" or "task"
     ("Anything due this week that I haven't finished?", ["list_todos"]),
     ("I need a list of what I still have to get done.", ["list_todos"]),
@@ -169,6 +172,7 @@ def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_mean
     ("上次记下的那个快递单号是多少？", ["search_notes"]),
     # files said as documents or lines, or the project
     ("What's in this project at the moment?", ["list_files"]),
+    ("What do I have in my workspace?", ["list_files"]),
     ("电脑里这个目录下都有什么文档？我记不清了", ["list_files"]),
     ("Is there a line about the deposit in these documents?", ["search_files"]),
     ("合同的文档里提没提违约金？", ["search_files"]),

@@ -53,7 +53,7 @@ def make_note_tools(path: Path) -> list[Tool]:
           cues=("note down", "jot down", "jot this", "jot that", "write down", "write this down", "take a note",
                 "remember that", "remember this",
                 "keep this", "save this", "for later", "keep in mind", "put that down", "put it down",
-                "记一下", "记住", "记下来", "写下来", "记个笔记", "备忘", "记着", "帮我记"))
+                "记一下", "记住", "记下来", "写下来", "记个笔记", "备忘", "记着", "帮我记", "存一下", "替我存", "帮我存"))
     def add_note(text: str, tags: list[str] | None = None) -> dict:
         """Save a short note for later. Use when the user asks to note or remember a fact
         (for tasks with a status or due date use add_todo instead).

@@ -214,7 +214,8 @@ def make_todo_tools(path: Path) -> list[Tool]:
     @tool(side_effects=True, preview=_previewer(path, _add),
           cues=("remind me", "don't forget", "do not forget", "add a task", "add a todo", "new task",
                 "need to remember to", "high priority", "low priority", DUE_CUE, "let me forget", "forget to", "never remember to",
-                "help me remember to", "slip my mind", "slip through", "slipping through", "slips my mind", "set a reminder",
+                "help me remember to", "slip my mind", "slip through", "slipping through", "slips my mind", "slip past",
+                "set a reminder", "mark it urgent", "on my list", "to my list",
                 "提醒我", "别忘了", "记得要", "加个待办", "添加任务", "新任务", "优先级", "别让我忘", "提个醒", "帮我记", "记上",
                 "挂个提醒"))
     def add_todo(title: str, detail: str = "", priority: Priority = "medium",

@@ -183,6 +183,15 @@ def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_mean
     ("明天去长白山，会冻成什么样？", ["get_weather"]),
     ("Will I freeze in Helsinki with just a hoodie?", ["get_weather"]),
     ("周末去厦门，用不用打伞？", ["get_weather"]),
+    ("下午去海边，会不会晒黑啊？", ["get_weather"]),
+    # a title or quoted words are named, not said; a quoted file name is said
+    ("周杰伦的《晴天》是哪年出的？", []),
+    ("“下雨天”这首歌谁唱的？", []),
+    ("What does 'weather the storm' mean?", []),
+    ("What's in 'plan.md'?", ["read_file"]),
+    # a word of a phrase found is no other tool's cue, in any of its forms
+    ("Is there anything that says refund?", ["search_files"]),
+    ("What have I got left that's marked urgent?", ["list_todos"]),
     # a rate between numbers
     ("We used 18 kWh over 6 days, how much per day?", ["calculator"]),
     ("At 19 an hour for 25 hours, what do I make before tax?", ["calculator"]),
@@ -229,6 +238,8 @@ def test_a_description_word_for_any_list_points_nowhere_alone(registry) -> None:
                         registry.cues())) == [CLOCK["name"]]
     assert names(routed("We're out of coffee filters.", tools, registry.cues())) == ["groceries"]
     assert names(routed("Is it a decent hour to call Tokyo?", [*tools, CLOCK], registry.cues())) == [CLOCK["name"]]
+    # money said in a currency is no conversion of times
+    assert names(routed("How much is 40 dollars in euros?", [FX, CLOCK, CONVERT], {})) == ["fx"]
     assert routed("时间过得真快，又到年底了。", [*tools, CLOCK], registry.cues()) == []
 
 

@@ -285,7 +285,7 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
         return result
 
     @tool(cues=("which files", "which file", "which document", "files mention", "mention", "mentions", "talks about",
-                "contain", "grep", "which line", "a line with", "line that says", "file that has", "files that have", "in these documents",
+                "contain", "grep", "which line", "a line with", "that says", "file that has", "files that have", "in these documents",
                 "哪个文件", "提到", "包含", "哪个文档", "文档里", "文件里", "哪一行"))
     def search_files(pattern: str, path: str = ".") -> dict:
         """Find lines containing a text (case-insensitive, plain substring) in files of the current folder.

@@ -168,7 +168,8 @@ def make_todo_tools(path: Path) -> list[Tool]:
     @tool(examples=("todos or tasks", "待办", "任务", "没完成"), hint="call {name} or another todo tool",
           cues=("todo", "task", "to-do", "to do list", "still open", "unfinished", "pending", "left to do",
                 "on my plate", "putting off", "backlog", "on the hook", "get done", "haven't done", "haven't finished",
-                "haven't ticked", "haven't crossed", "haven't checked off", "haven't gotten to", "left for me", "what's due", "promised to", "i promised",
+                "haven't ticked", "haven't crossed", "haven't checked off", "haven't gotten to", "left for me", "what's due", "promised to", "i promised", "got left",
+                "marked urgent",
                 "待办", "任务", "没完成", "没做完", "还没做", "没干", "要做的事", "没办完", "没弄完", "没收尾", "手头还有", "手上还有",
                 "待处理", "没搞定", "没勾", "没划掉", "没处理", "还剩哪些", "答应了要", "答应过"))
     def list_todos(status: Status | None = None, priority: Priority | None = None,
@@ -215,7 +216,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
           cues=("remind me", "don't forget", "do not forget", "add a task", "add a todo", "new task",
                 "need to remember to", "high priority", "low priority", DUE_CUE, "let me forget", "forget to", "never remember to",
                 "help me remember to", "slip my mind", "slip through", "slipping through", "slips my mind", "slip past",
-                "set a reminder", "mark it urgent", "on my list", "to my list",
+                "set a reminder", "mark it urgent", "on my list", "to my list", "meaning to", "put that down", "put it down",
                 "提醒我", "别忘了", "记得要", "加个待办", "添加任务", "新任务", "优先级", "别让我忘", "提个醒", "帮我记", "记上",
                 "挂个提醒"))
     def add_todo(title: str, detail: str = "", priority: Priority = "medium",

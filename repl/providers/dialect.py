@@ -438,6 +438,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
     named = [tool for tool in tools if re.search(rf"(?<![\w-]){re.escape(tool['name'].casefold())}(?![\w-])", said)]
     if named:
         return named, ()
+    said = _QUOTED.sub(_quoted, said)
     forms = _word_forms(said)
     numbered = bool(_NUMBER.search(said))
     due = bool(_DUE.search(said) and _MUST.search(said) and not _ASKED.search(said))
@@ -485,8 +486,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
         # found is read whole, its words are no other tool's cues: complete_todo's "finished" in
         # list_todos' "haven't finished" (in Chinese, without spaces, 多少 is still in 多少钱)
         topic = [cue for cue in topic if not any(cue != other and cue in other for other in topic)
-                 and not any(re.search(rf"(?<!\w){re.escape(cue.casefold())}(?!\w)", phrase)
-                             for phrase in phrases if phrase != cue.casefold())]
+                 and not any(_within(cue.casefold(), phrase) for phrase in phrases if phrase != cue.casefold())]
         tipped = [cue for cue in dict.fromkeys(modifiers) if found(cue, singular)] if topic else []
         action = _action(tool["name"], lambda cue: found(cue, True))
         # an action said on the thing it is done to counts for two: "添加一个待办" is add_todo
@@ -495,6 +495,13 @@ def _cued(question: str, tools: Sequence[ToolSchema],
     best = max((score for score, _, _ in scored), default=0)
     chosen = [(tool, words) for score, tool, words in scored if best and score == best]
     return [tool for tool, _ in chosen], tuple(dict.fromkeys(word for _, words in chosen for word in words))
+
+
+def _within(cue: str, phrase: str) -> bool:
+    """Whether ``cue`` is words of ``phrase``: a word in one of its forms ("say" in "that says")."""
+    if _CUE_WORD.fullmatch(cue):
+        return any(cue in _forms(word) for word in phrase.split())
+    return bool(re.search(rf"(?<!\w){re.escape(cue)}(?!\w)", phrase))
 
 
 def _action(name: str, found: Callable[[str], bool]) -> list[str]:
@@ -515,6 +522,16 @@ def _action(name: str, found: Callable[[str], bool]) -> list[str]:
 _NUMBER = re.compile(r"\d|\b(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
                      r"fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen|half|twice|"
                      r"double|triple)s?\b|[二三四五六七八九十百千万亿两半零〇]|一[十百千万亿个箱件瓶本张天年月周斤块]")
+
+
+# a title or quoted words are named, not said: "孙燕姿的《雨天》" asks no weather, "“时间都去哪儿了”这首歌"
+# no clock; a quoted file name ('plan.md', "receipts/发票.txt") stays
+_QUOTED = re.compile(r"《[^》]*》|“[^”]*”|「[^」]*」|\"[^\"]*\"|(?<!\w)'[^']*'(?!\w)")
+_PATH_LIKE = re.compile(r"\.\w+|/")
+
+
+def _quoted(match: re.Match[str]) -> str:
+    return match.group(0) if _PATH_LIKE.search(match.group(0)) else " "
 
 
 # something to be done by a day: a deadline ("by Friday", "before the end of the month", "周五之前",

@@ -22,7 +22,8 @@ GLOSS: dict[str, tuple[str, ...]] = {
     # time and dates
     "time": ("o'clock", "what time", "too late", "too early", "middle of the night", "daytime", "by now",
              "still up", "awake", "still at the office", "still at work", "business hours", "office hours",
-             "morning or", "day or night", "decent hour", "asleep", "gone to bed", "几点", "时间", "钟点", "这个点", "这会儿", "白天", "半夜", "凌晨", "还在上班",
+             "morning or", "day or night", "decent hour", "asleep", "gone to bed", "what hour", "already morning",
+             "already night", "wake", "几点", "时间", "钟点", "这个点", "这会儿", "白天", "半夜", "凌晨", "还在上班",
              "下班了没", "上班时间"),
     # a generic word of a description: found only beside a topic's (``dialect.routed``)
     "current": ("now", "right now", "by now", "at the moment", "currently", "现在", "此刻", "这个点", "这会儿", "眼下"),
@@ -36,18 +37,19 @@ GLOSS: dict[str, tuple[str, ...]] = {
     "timer": ("countdown", "计时", "倒计时"),
     "reminder": ("remind", "提醒"),
     # money
-    "currency": ("dollar", "euro", "yen", "pound", "yuan", "rmb", "peso", "franc", "rupee",
+    "currency": ("dollar", "euro", "in euros", "in dollars", "yen", "pound", "yuan", "rmb", "peso", "franc", "rupee",
                  "美元", "美金", "欧元", "日元", "英镑", "人民币", "港币", "汇率", "外币", "货币"),
     "money": ("dollar", "euro", "cash", "多少钱", "块钱"),
     "exchange": ("汇率", "兑换", "换成"),
-    "convert": ("in euros", "in dollars", "换算", "转换", "换成", "兑换", "折合"),
+    "convert": ("换算", "转换", "换成", "兑换", "折合"),
     "price": ("cost", "costs", "how much", "价格", "价钱", "多少钱"),
     "stock": ("share price", "股票", "股价"),
     "payment": ("pay", "付款", "支付"),
     "budget": ("spending", "预算", "开销"),
     # shopping and food
     "shopping": ("groceries", "grocery", "supermarket", "store", "shop", "ran out of", "run out of", "running low",
-                 "we're out of", "pick some up", "pick up some", "购物", "超市", "要买", "采购", "买东西", "买菜", "用完了"),
+                 "we're out of", "pick some up", "pick up some", "购物", "超市", "要买", "得买", "采购", "买东西", "买菜", "用完了",
+                 "见底"),
     "buy": ("purchase", "要买", "买些", "买点", "购买"),
     "recipe": ("cook", "how to make", "菜谱", "食谱", "做法"),
     "restaurant": ("eat out", "餐厅", "饭店", "餐馆"),

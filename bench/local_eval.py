@@ -40,7 +40,7 @@ from repl.ui.plain import Unattended
 
 CASES = ROOT / "bench" / "cases"
 USER_TOOLS = CASES / "local_tools.py"
-CASE_FILES = {"dev": CASES / "local_dev.toml", **{f"dev{n}": CASES / f"local_dev{n}.toml" for n in range(2, 13)},
+CASE_FILES = {"dev": CASES / "local_dev.toml", **{f"dev{n}": CASES / f"local_dev{n}.toml" for n in range(2, 15)},
               "heldout": CASES / "local_heldout.toml"}
 # the prompt state survives between runs here (a run rebuilds it only when the prompt changed)
 CACHE = Path(os.environ.get("GLASSLOOP_BENCH_CACHE", "/tmp/glassloop-bench/local-eval-cache"))
@@ -348,7 +348,7 @@ def spread(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", default="dev", help="dev, dev2 ... dev12, heldout or a case file")
+    parser.add_argument("--cases", default="dev", help="dev, dev2 ... dev14, heldout or a case file")
     parser.add_argument("--profile", default="local", choices=("local", "local-large"))
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")

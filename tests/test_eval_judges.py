@@ -24,13 +24,14 @@ def test_the_case_files_hold_the_split() -> None:
     for names, requests, controls in ((("dev", "heldout"), 48, 16), (("dev2",), 24, 8), (("dev3",), 24, 8),
                                       (("dev4",), 24, 8), (("dev5",), 24, 8), (("dev6",), 24, 8),
                                       (("dev7",), 24, 8), (("dev8",), 24, 8), (("dev9",), 24, 8), (("dev10",), 24, 8),
-                                      (("dev11",), 24, 8), (("dev12",), 24, 8)):
+                                      (("dev11",), 24, 8), (("dev12",), 24, 8), (("dev13",), 24, 8),
+                                      (("dev14",), 24, 8)):
         cases = [case for name in names for case in sets[name]]
         tools = [c for c in cases if c["tool"]]
         assert len(tools) == requests and len(cases) - len(tools) == controls
         assert sum(c["lang"] == "zh" for c in tools) == requests // 2
     every = [case["message"] for half in sets.values() for case in half]
-    assert len(set(every)) == len(every) == 416  # no request in two files
+    assert len(set(every)) == len(every) == 480  # no request in two files
     for half in sets.values():
         names = {c["tool"] for c in half}
         assert {"", "clock__get_current_time"} <= names and names & {"add_item", "convert_currency"}

@@ -184,11 +184,19 @@ def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_mean
     ("Will I freeze in Helsinki with just a hoodie?", ["get_weather"]),
     ("周末去厦门，用不用打伞？", ["get_weather"]),
     ("下午去海边，会不会晒黑啊？", ["get_weather"]),
+    ("Will I need to de-ice the car in Calgary tomorrow?", ["get_weather"]),
+    ("Did I write anything about the boiler service?", ["search_notes"]),
+    # ... not in another sense: a forecast of sales, a count of a day's food
+    ("Our sales forecast for Q3 looks grim.", []),
+    ("猫一天要睡多少个小时？", []),
     # a title or quoted words are named, not said; a quoted file name is said
     ("周杰伦的《晴天》是哪年出的？", []),
     ("“下雨天”这首歌谁唱的？", []),
     ("What does 'weather the storm' mean?", []),
     ("What's in 'plan.md'?", ["read_file"]),
+    # ... and something to find: beside a topic they tip it to a search tool
+    ("Which docs in this folder mention 'escrow'?", ["search_files"]),
+    ("Search for “报销” in these documents.", ["search_files"]),
     # a word of a phrase found is no other tool's cue, in any of its forms
     ("Is there anything that says refund?", ["search_files"]),
     ("What have I got left that's marked urgent?", ["list_todos"]),
@@ -241,6 +249,8 @@ def test_a_description_word_for_any_list_points_nowhere_alone(registry) -> None:
     # money said in a currency is no conversion of times
     assert names(routed("How much is 40 dollars in euros?", [FX, CLOCK, CONVERT], {})) == ["fx"]
     assert routed("时间过得真快，又到年底了。", [*tools, CLOCK], registry.cues()) == []
+    assert routed("他昨晚追剧追到半夜。", [*tools, CLOCK], registry.cues()) == []
+    assert names(routed("Grab more coffee, we're running out.", tools, registry.cues())) == ["groceries"]
 
 
 CONVERT: ToolSchema = {"name": "clock__convert_time", "description": "Convert time between timezones.",

@@ -78,7 +78,7 @@ def make_note_tools(path: Path) -> list[Tool]:
 
     @tool(cues=("did i note", "in my notes", "noted", "wrote down", "jotted", "scribbled", "didn't i write",
                 "didn't i put", "didn't i save", "didn't i note", "i saved", "saved somewhere", "put down somewhere",
-                "did i save", "did i ever save", "where i put", "did i write down", "didn't i write down", "did i note down",
+                "did i save", "did i ever save", "where i put", "did i write", "did i write down", "didn't i write down", "did i note down",
                 "didn't i note down",
                 "记过", "记了", "笔记里", "备忘", "记在哪", "存过", "记下的", "写过", "存的", "随手写", "随手记"))
     def search_notes(query: str) -> dict:

@@ -224,7 +224,7 @@ def make_weather_tool(
                       "outside", "outdoor", "picnic", "hike", "soaked", "wet", "shorts", "t-shirt", "sweater",
                       "freezing", "freeze", "chilly", "humid", "sunscreen", "scarf", "glove",
                       "thunderstorm", "thunder", "lightning", "drizzle", "hail", "sleet", "fog", "foggy", "muggy",
-                      "heatwave", "frost", "icy", "breezy", "gusty", "overcast", "raincoat", "typhoon", "hurricane",
+                      "heatwave", "frost", "icy", "scrape ice", "de-ice", "breezy", "gusty", "overcast", "raincoat", "typhoon", "hurricane",
                       "blizzard", "tornado", "below zero",
                       "雷阵雨", "打雷", "冰雹", "台风", "雾霾", "大雾", "大风", "降温", "升温", "零下", "闷热", "潮湿",
                       "羽绒服", "短裤", "防晒", "天气", "暴雨", "大雨", "短袖", "淋雨", "下雨", "下雪",

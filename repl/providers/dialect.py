@@ -438,6 +438,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
     named = [tool for tool in tools if re.search(rf"(?<![\w-]){re.escape(tool['name'].casefold())}(?![\w-])", said)]
     if named:
         return named, ()
+    quoted = [m.group(0) for m in _QUOTED.finditer(said) if not _PATH_LIKE.search(m.group(0))]
     said = _QUOTED.sub(_quoted, said)
     forms = _word_forms(said)
     numbered = bool(_NUMBER.search(said))
@@ -488,6 +489,10 @@ def _cued(question: str, tools: Sequence[ToolSchema],
         topic = [cue for cue in topic if not any(cue != other and cue in other for other in topic)
                  and not any(_within(cue.casefold(), phrase) for phrase in phrases if phrase != cue.casefold())]
         tipped = [cue for cue in dict.fromkeys(modifiers) if found(cue, singular)] if topic else []
+        # quoted words are something to find: beside a topic they tip it to a search tool ("which
+        # documents in here mention 'deadline'": search_files over the folder's "in here")
+        if quoted and topic and tool["name"].rsplit("__", 1)[-1].startswith("search_"):
+            tipped.append(quoted[0])
         action = _action(tool["name"], lambda cue: found(cue, True))
         # an action said on the thing it is done to counts for two: "添加一个待办" is add_todo
         # (add, todo) more than list_todos (todo)
@@ -518,10 +523,10 @@ def _action(name: str, found: Callable[[str], bool]) -> list[str]:
 
 
 # a number in a question: digits, a number word, a Chinese numeral ("一" only before another
-# numeral or a measure word: not "一共", "一下", "一起")
+# numeral or a measure word: not "一共", "一下", "一起"; nor 一天, 一年: "熊猫一天吃多少竹子" is no sum)
 _NUMBER = re.compile(r"\d|\b(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
                      r"fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen|half|twice|"
-                     r"double|triple)s?\b|[二三四五六七八九十百千万亿两半零〇]|一[十百千万亿个箱件瓶本张天年月周斤块]")
+                     r"double|triple)s?\b|[二三四五六七八九十百千万亿两半零〇]|一[十百千万亿个箱件瓶本张斤块]")
 
 
 # a title or quoted words are named, not said: "孙燕姿的《雨天》" asks no weather, "“时间都去哪儿了”这首歌"

@@ -48,7 +48,7 @@ GLOSS: dict[str, tuple[str, ...]] = {
     "budget": ("spending", "预算", "开销"),
     # shopping and food
     "shopping": ("groceries", "grocery", "supermarket", "store", "shop", "ran out of", "run out of", "running low",
-                 "we're out of", "pick some up", "pick up some", "购物", "超市", "要买", "得买", "采购", "买东西", "买菜", "用完了",
+                 "we're out of", "running out", "pick some up", "pick up some", "购物", "超市", "要买", "得买", "采购", "买东西", "买菜", "用完了",
                  "见底"),
     "buy": ("purchase", "要买", "买些", "买点", "购买"),
     "recipe": ("cook", "how to make", "菜谱", "食谱", "做法"),
@@ -140,6 +140,9 @@ NOT_MEANT: dict[str, tuple[str, ...]] = {
     "时间": ("时间过得", "花时间", "没时间", "有时间", "浪费时间", "一段时间", "长时间", "第一时间", "时间管理"),
     "hot": ("hot dog", "hot take", "hot topic", "hot sauce", "hot pot", "hot tub"),
     "wind": ("wind down", "wind up", "winding"),
+    "forecast": ("economic forecast", "sales forecast", "revenue forecast", "budget forecast", "market forecast",
+                 "growth forecast", "forecast for the economy", "forecast for growth", "forecast for sales"),
+    "半夜": ("到半夜",),
 }
 
 

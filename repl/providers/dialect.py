@@ -439,7 +439,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
     if named:
         return named, ()
     quoted = [m.group(0) for m in _QUOTED.finditer(said) if not _PATH_LIKE.search(m.group(0))]
-    said = _QUOTED.sub(_quoted, said)
+    said = _QUOTED.sub(_unquoted, said)
     forms = _word_forms(said)
     numbered = bool(_NUMBER.search(said))
     due = bool(_DUE.search(said) and _MUST.search(said) and not _ASKED.search(said))
@@ -535,7 +535,7 @@ _QUOTED = re.compile(r"《[^》]*》|“[^”]*”|「[^」]*」|\"[^\"]*\"|(?<!
 _PATH_LIKE = re.compile(r"\.\w+|/")
 
 
-def _quoted(match: re.Match[str]) -> str:
+def _unquoted(match: re.Match[str]) -> str:
     return match.group(0) if _PATH_LIKE.search(match.group(0)) else " "
 
 

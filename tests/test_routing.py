@@ -170,22 +170,22 @@ def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_mean
     # a question about something the user saved before
     ("Didn't I save the boiler's model number somewhere?", ["search_notes"]),
     ("上次记下的那个快递单号是多少？", ["search_notes"]),
+    ("Did I save the alarm code anywhere?", ["search_notes"]),
+    ("I jotted the locker number down last week, what was it?", ["search_notes"]),
+    ("Did I write down the vet's address? Can you check?", ["search_notes"]),
+    ("Did I write anything about the boiler service?", ["search_notes"]),
     # files said as documents or lines, or the project
     ("What's in this project at the moment?", ["list_files"]),
     ("What do I have in my workspace?", ["list_files"]),
     ("电脑里这个目录下都有什么文档？我记不清了", ["list_files"]),
     ("Is there a line about the deposit in these documents?", ["search_files"]),
     ("合同的文档里提没提违约金？", ["search_files"]),
-    ("Did I save the alarm code anywhere?", ["search_notes"]),
-    ("I jotted the locker number down last week, what was it?", ["search_notes"]),
-    ("Did I write down the vet's address? Can you check?", ["search_notes"]),
     # the weather, said as how cold it gets or what to carry
     ("明天去长白山，会冻成什么样？", ["get_weather"]),
     ("Will I freeze in Helsinki with just a hoodie?", ["get_weather"]),
     ("周末去厦门，用不用打伞？", ["get_weather"]),
     ("下午去海边，会不会晒黑啊？", ["get_weather"]),
     ("Will I need to de-ice the car in Calgary tomorrow?", ["get_weather"]),
-    ("Did I write anything about the boiler service?", ["search_notes"]),
     # ... not in another sense: a forecast of sales, a count of a day's food
     ("Our sales forecast for Q3 looks grim.", []),
     ("猫一天要睡多少个小时？", []),
@@ -237,8 +237,10 @@ def test_a_phrase_cue_is_found_as_words_not_inside_them(registry) -> None:
                         registry.cues())) == ["calculator"]
 
 
-def test_a_description_word_for_any_list_points_nowhere_alone(registry) -> None:
-    """"list" of a shopping tool's description is no topic: "a list of reasons" is no shopping."""
+def test_a_tool_without_cues_is_found_by_what_its_topic_is_for_and_not_by_a_word_of_any_topic(registry) -> None:
+    """The gloss's everyday words: running out is shopping, "a decent hour" asks a clock; but
+    "list" of a shopping tool's description is no topic ("a list of reasons"), nor "in dollars"
+    a time conversion's, nor 时间 in 时间过得 or 半夜 in 追到半夜."""
     tools = [*registry.schemas(), GROCERIES]
     assert routed("Give me a list of reasons to learn Latin.", tools, registry.cues()) == []
     assert names(routed("牙膏用完了，买东西的时候记得加上。", tools, registry.cues())) == ["groceries"]

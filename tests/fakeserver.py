@@ -282,12 +282,14 @@ class FakeServer:
     cache_block: int = 64  # tokens per cache block
     models: list[str] = field(default_factory=list)  # what GET /models lists; empty: just ``model``
     record_file: str = ""  # when set, each request's path and body are appended to it as a JSON line
+    peak_in_flight: int = 0  # the most requests it was answering at once (reset it to measure again)
 
     def __post_init__(self) -> None:
         self._queue: deque[Scripted] = deque()
         self.stopping = threading.Event()  # ends endless streams
         self._cached_prefixes: set[bytes] = set()
         self._lock = threading.Lock()
+        self._in_flight = 0
         self._next_call = 0
         self.routes.setdefault(("POST", "/v1/chat/completions"), handle_chat)
         self.routes.setdefault(("GET", "/v1/models"), handle_models)
@@ -424,6 +426,9 @@ class _Handler(BaseHTTPRequestHandler):
                 record.write(json.dumps({"path": req.path, "body": body}) + "\n")
         route = fake.routes.get((method, req.path))
         token = headers.get("authorization", "").removeprefix("Bearer ")
+        with fake._lock:
+            fake._in_flight += 1
+            fake.peak_in_flight = max(fake.peak_in_flight, fake._in_flight)
         try:
             if route is None:
                 ex.send_json(404, error_body(f"no route {method} {req.path}", "invalid_request_error"))
@@ -436,6 +441,9 @@ class _Handler(BaseHTTPRequestHandler):
         except ClientGone:
             fake.disconnects += 1
             self.close_connection = True
+        finally:
+            with fake._lock:
+                fake._in_flight -= 1
 
 
 def check_history(messages: list[dict[str, Any]]) -> list[str]:

@@ -228,6 +228,14 @@ def test_something_to_be_done_by_a_day_is_a_todo_not_a_note(registry, question, 
     assert names(routed(question, registry.schemas(), registry.cues())) == expected
 
 
+def test_a_quotation_is_at_most_200_characters(registry) -> None:
+    """Unbounded, a paste of 50,000 unclosed “ took 6.7 s to route (each one searched to the
+    end); bounded, a longer "quotation" is read as said, which keeps the search linear."""
+    assert routed("“明天下雨吗”这首歌好听吗？", registry.schemas(), registry.cues()) == []
+    long_quote = "“明天下雨吗？" + "真的" * 100 + "”"
+    assert names(routed(long_quote, registry.schemas(), registry.cues())) == ["get_weather"]
+
+
 def test_a_phrase_cue_is_found_as_words_not_inside_them(registry) -> None:
     """"at work" is not in "that works"; "each person" is in "each person's"."""
     office: ToolSchema = {"name": "office_hours", "description": "Office hours.", "parameters": {"type": "object"}}

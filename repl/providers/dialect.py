@@ -530,8 +530,9 @@ _NUMBER = re.compile(r"\d|\b(two|three|four|five|six|seven|eight|nine|ten|eleven
 
 
 # a title or quoted words are named, not said: "孙燕姿的《雨天》" asks no weather, "“时间都去哪儿了”这首歌"
-# no clock; a quoted file name ('plan.md', "receipts/发票.txt") stays
-_QUOTED = re.compile(r"《[^》]*》|“[^”]*”|「[^」]*」|\"[^\"]*\"|(?<!\w)'[^']*'(?!\w)")
+# no clock; a quoted file name ('plan.md', "receipts/发票.txt") stays. At most 200 characters: a
+# paste of unclosed quotes is then searched in linear time (unbounded, 50,000 “ took 6.7 s)
+_QUOTED = re.compile(r"《[^》]{0,200}》|“[^”]{0,200}”|「[^」]{0,200}」|\"[^\"]{0,200}\"|(?<!\w)'[^']{0,200}'(?!\w)")
 _PATH_LIKE = re.compile(r"\.\w+|/")
 
 

@@ -21,11 +21,9 @@ def test_the_case_files_hold_the_split() -> None:
     """The development and held-out halves (split once), and the development sets written
     later: no request in two files, each with user tools, the MCP tool and controls."""
     sets = {name: tomllib.loads(path.read_text("utf-8"))["case"] for name, path in CASE_FILES.items()}
-    for names, requests, controls in ((("dev", "heldout"), 48, 16), (("dev2",), 24, 8), (("dev3",), 24, 8),
-                                      (("dev4",), 24, 8), (("dev5",), 24, 8), (("dev6",), 24, 8),
-                                      (("dev7",), 24, 8), (("dev8",), 24, 8), (("dev9",), 24, 8), (("dev10",), 24, 8),
-                                      (("dev11",), 24, 8), (("dev12",), 24, 8), (("dev13",), 24, 8),
-                                      (("dev14",), 24, 8)):
+    later = [name for name in CASE_FILES if name not in ("dev", "heldout")]
+    assert later == [f"dev{n}" for n in range(2, 15)]
+    for names, requests, controls in ((("dev", "heldout"), 48, 16), *(((name,), 24, 8) for name in later)):
         cases = [case for name in names for case in sets[name]]
         tools = [c for c in cases if c["tool"]]
         assert len(tools) == requests and len(cases) - len(tools) == controls

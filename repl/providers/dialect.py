@@ -459,7 +459,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
         if _HAN_PAIR.fullmatch(cue):  # 下雨 also as 下大雨, 下了雨; 带伞 as 带把伞
             return bool(re.search(f"{re.escape(cue[0])}{_INFIX}{re.escape(cue[1])}", text))
         if _PHRASE.fullmatch(cue):  # words: as words ("at work" is not in "that works")
-            return bool(re.search(rf"(?<!\w){re.escape(cue)}(?!\w)", text))
+            return _as_words(cue, text)
         if _HAN.search(cue) or not _CUE_WORD.fullmatch(cue):  # ".md", "%", Chinese
             return cue in text
         return cue in words or (singular and cue.endswith("s") and cue[:-1] in words)
@@ -491,7 +491,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
         tipped = [cue for cue in dict.fromkeys(modifiers) if found(cue, singular)] if topic else []
         # quoted words are something to find: beside a topic they tip it to a search tool ("which
         # documents in here mention 'deadline'": search_files over the folder's "in here")
-        if quoted and topic and tool["name"].rsplit("__", 1)[-1].startswith("search_"):
+        if quoted and topic and _name_words(tool["name"])[0] == "search":
             tipped.append(quoted[0])
         action = _action(tool["name"], lambda cue: found(cue, True))
         # an action said on the thing it is done to counts for two: "添加一个待办" is add_todo
@@ -506,7 +506,17 @@ def _within(cue: str, phrase: str) -> bool:
     """Whether ``cue`` is words of ``phrase``: a word in one of its forms ("say" in "that says")."""
     if _CUE_WORD.fullmatch(cue):
         return any(cue in _forms(word) for word in phrase.split())
-    return bool(re.search(rf"(?<!\w){re.escape(cue)}(?!\w)", phrase))
+    return _as_words(cue, phrase)
+
+
+def _name_words(name: str) -> list[str]:
+    """A tool name's words without an MCP server's prefix: "files__search_files" is search, files."""
+    return name.rsplit("__", 1)[-1].casefold().split("_")
+
+
+def _as_words(words: str, text: str) -> bool:
+    """``text`` holds ``words`` as words, not inside longer ones."""
+    return bool(re.search(rf"(?<!\w){re.escape(words)}(?!\w)", text))
 
 
 def _action(name: str, found: Callable[[str], bool]) -> list[str]:
@@ -514,7 +524,7 @@ def _action(name: str, found: Callable[[str], bool]) -> list[str]:
     finds them: one for the verb (``gloss.ACTIONS``) and one for the thing the name ends with
     (the word in either number, or ``GLOSS``'s words for it: ``widened``), else none. add_todo: "add" or 添加,
     with "todo", "task" or 待办; an MCP server's prefix is no part of it ("files__search_files")."""
-    words = name.rsplit("__", 1)[-1].casefold().split("_")
+    words = _name_words(name)
     if len(words) < 2 or words[0] not in ACTIONS:
         return []
     verb = next((cue for cue in ACTIONS[words[0]] if found(cue)), None)

@@ -100,7 +100,7 @@ def test_a_request_ending_with_the_start_of_the_reply_is_continued(
     split = after_call_start(tool_grammar(weather, optional="mentioned", question=question, text=False,
                                           several=False), "get_weather")
     assert split is not None
-    start, rest = split
+    start, rest, end = split
     messages = textcalls.to_text_messages([*system.messages(), {"role": "user", "content": question}], tools)
     with patched_environ(isolated_env(tmp_path / "xdg")), \
             LocalServer(embedded_model, n_ctx=2048, log_path=tmp_path / "server.log",
@@ -116,8 +116,9 @@ def test_a_request_ending_with_the_start_of_the_reply_is_continued(
                                    json={"input": start}).json()["tokens"]
     rest_text = continued["choices"][0]["message"]["content"]
     assert rest_text.startswith(" {") and "<tool_call>" not in rest_text  # the rest only
+    assert continued["choices"][0]["finish_reason"] == "stop" and not rest_text.endswith("</tool_call>")  # the arguments only
     found = textcalls.TextCallFilter(["get_weather"])
-    found.feed(start + rest_text)
+    found.feed(start + rest_text + end)  # the client writes the end (Dialect.reply_start)
     calls = found.finish()[1]
     assert [(c.name, json.loads(c.arguments).get("city")) for c in calls] == [("get_weather", "Berlin")]
     # the start went into the prompt: it is that many tokens longer than the one without it

@@ -573,9 +573,33 @@ def test_a_session_on_the_embedded_model_routes_with_its_registrys_cues(fake_ser
     assert second["messages"][-1] == {"role": "assistant", "content": "根据工具结果，"}  # the request writes the lead
     start = '<tool_call>\n{"name": "get_weather", "arguments":'  # and the call up to its arguments,
     assert first["messages"][-1] == {"role": "assistant", "content": start}
-    # the space before them left to the model (its token is ' {"')
-    assert grammar_root(first["grammar"]) == 'root ::= " " call-0-arguments "}" space "\\n</tool_call>"'
+    # the space before them left to the model (its token is ' {"'); the close is the client's
+    assert grammar_root(first["grammar"]) == 'root ::= " " call-0-arguments'
     assert first["messages"][0]["content"] == second["messages"][0]["content"]
+
+
+@pytest.mark.parametrize("finish", ["stop", "length"])
+def test_a_routed_call_is_closed_by_the_client_once_the_server_ends_it(fake_server, tmp_path, monkeypatch,
+                                                                       finish) -> None:
+    """The grammar of a routed call stops after its arguments: the embedded server decodes those,
+    and the client writes the close ('}\\n</tool_call>'), which would cost a decoding step a token.
+    A reply cut at the token limit is not closed: its call does not run."""
+    from repl.loop.events import ToolCallFinished
+    from repl.providers.grammar import CALL_END
+    from tests.support import StubUI
+
+    ui = StubUI()
+    fake_server.script(text(' {"city": "上海"}', finish_reason=finish), text("上海明天有小雨，记得带伞。"))
+    session = embedded_session(fake_server, tmp_path, monkeypatch, ui=ui)
+    try:
+        session.run_turn("上海明天会下雨吗？")
+    finally:
+        session.close()
+    [done] = [e for e in ui.events if isinstance(e, ToolCallFinished)]
+    assert done.name == "get_weather"
+    assert done.ok if finish == "stop" else done.result["error"]["type"] == "truncated"
+    first = fake_server.chat_requests()[0].body
+    assert first["messages"][-1]["content"].startswith("<tool_call>") and CALL_END == "}\n</tool_call>"
 
 
 def test_a_question_no_tool_is_pointed_to_is_asked_without_the_tool_block(fake_server, tmp_path, monkeypatch):

@@ -83,6 +83,7 @@ class _Assembly(Assembly):
     text_calls: list[ToolCall] = field(default_factory=list)  # parsed by the text filter
     hold: EchoHold | None = None  # the embedded model's answer held back while it may repeat the question
     start: str = ""  # the reply's start, written in the request (Dialect.reply_start): content before the first chunk's
+    close: str = ""  # ... and its end, content after the last chunk's when the server ended the reply ("stop")
 
     def content(self) -> str:
         return "".join(self.raw)
@@ -98,6 +99,11 @@ class _Assembly(Assembly):
         return self.finish_reason
 
     def end(self) -> Iterator[Part]:
+        # not after a cut ("length": that call may not run), nor after a reply that wrote it (a
+        # server that decoded the whole call)
+        if self.close and self.finish_reason == "stop" and not self.content().rstrip().endswith(self.close):
+            self.raw.append(self.close)
+            yield from self.show(self.text_filter.feed(self.close) if self.text_filter else self.close)
         if self.text_filter is not None:
             rest, calls = self.text_filter.finish()
             self.text_calls = list(calls)
@@ -182,12 +188,12 @@ class ChatProvider(SdkEndpoint):
         cues = self._cues() if self._cues else None
         chat = self.dialect.chats(messages, tools, cues)
         params = self._params(self._text_messages(messages, self._text_tools, chat), [])
-        start, grammar = self.dialect.reply_start(messages, tools, cues)
-        if grammar:
-            params["grammar"] = grammar
-        params["messages"] = _started(params["messages"], start)
+        reply = self.dialect.reply_start(messages, tools, cues)
+        if reply.grammar:
+            params["grammar"] = reply.grammar
+        params["messages"] = _started(params["messages"], reply.start)
         question = self.dialect.echo_question(messages)
-        return params, _Assembly(start=start,
+        return params, _Assembly(start=reply.start, close=reply.end,
                                  text_filter=textcalls.TextCallFilter([] if chat else [t["name"] for t in tools]),
                                  hold=textcalls.EchoHold(question, self.dialect.answer_lead(messages))
                                  if question else None, route=self.dialect.route_of(messages, tools, cues))
@@ -203,7 +209,7 @@ class ChatProvider(SdkEndpoint):
         in text form with ``tools`` (none: the tool list last sent, as ``stream`` does)."""
         if self.dialect.text_calls:
             cues = self._cues() if self._cues else None
-            start, _ = self.dialect.reply_start(messages, tools or [], cues)
+            start = self.dialect.reply_start(messages, tools or [], cues).start
             tools = tools or self._text_tools
             return _started(self._text_messages(messages, tools, self.dialect.chats(messages, tools, cues)), start)
         return to_wire_messages(messages)
@@ -229,6 +235,9 @@ class ChatProvider(SdkEndpoint):
     def _stream_options(self) -> dict[str, Any]:
         return {"stream_options": {"include_usage": True}} if self.stream_options_supported else {}
 
+    def _resource(self, client: Any) -> Any:
+        return client.chat.completions
+
     def _create(self, client: Any, params: dict[str, Any], headers: dict[str, str]) -> Any:
         import openai
 
@@ -238,7 +247,7 @@ class ChatProvider(SdkEndpoint):
             # ~0.25 ms per message (145 ms for a 600-message request); the JSON is the same.
             body = {**params, **self._stream_options()}
             model = body.pop("model")
-            return client.chat.completions.create(model=model, messages=[], stream=True,
+            return self._resource(client).create(model=model, messages=[], stream=True,
                                                   extra_body=body, extra_headers=headers)
         except openai.APIStatusError as err:
             if use_options and err.status_code in (400, 422) and _mentions_stream_options(err):

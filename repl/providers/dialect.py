@@ -30,7 +30,7 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from repl.config.settings import ProviderSettings
 from repl.providers.base import Message, Route, SystemPrompt
@@ -100,6 +100,16 @@ _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _SEVERAL = re.compile(r"\w\s+(?:and|or|plus|vs|versus)\b|\b(?:both|each|all|also)\b|[,;/&、，；]"
                       r"|和|跟|与|及|还有|分别|都|各", re.IGNORECASE)  # "And in Paris?": one
 _KANA = re.compile(r"[\u3040-\u30ff]")
+
+
+class Reply(NamedTuple):
+    """How a reply is asked for (``Dialect.reply_start``)."""
+
+    start: str  # the words the request writes as the start of the assistant's message
+    grammar: str | None  # the grammar of what the server decodes after them (None: none)
+    # the words the grammar would force after that, written by the client once the server ends
+    # the reply (finish_reason "stop"): a routed call's close, which costs a decoding step a token
+    end: str = ""
 
 
 @dataclass(frozen=True)
@@ -259,24 +269,24 @@ class Dialect:
         return grammar
 
     def reply_start(self, messages: list[Message], tools: list[ToolSchema],
-                    cues: Mapping[str, Sequence[str]] | None = None) -> tuple[str, str | None]:
-        """How the reply to a request begins and the grammar of the rest: with ``prefill``, the
-        words ``grammar_for`` forces it to begin with (the answer's lead after results; a call
-        to the one tool a question is routed to, up to its arguments) and the grammar of what
-        follows; else "" and the whole grammar. The embedded server continues the start from
-        the request instead of decoding it token by token (``llama_server._ReplyStart``): a warm
-        ``ask`` took 5.26 s against 6.99 s decoding them (docs/BENCHMARKS.md)."""
+                    cues: Mapping[str, Sequence[str]] | None = None) -> Reply:
+        """How the reply to a request is asked for (``Reply``): with ``prefill``, the words
+        ``grammar_for`` forces it to begin with (the answer's lead after results; a call to the
+        one tool a question is routed to, up to its arguments), the grammar of what follows, and
+        for that call, its close; else the whole grammar. The embedded server continues the start
+        from the request instead of decoding it token by token (``llama_server._ReplyStart``): a
+        warm ``ask`` took 5.26 s against 6.99 s decoding them (docs/BENCHMARKS.md)."""
         grammar = self.grammar_for(messages, tools, cues)
         if not (self.prefill and grammar):
-            return "", grammar
+            return Reply("", grammar)
         from repl.providers.grammar import after_call_start, after_lead
 
-        if (lead := self.answer_lead(messages)) and (split := after_lead(grammar, lead)):
-            return split
+        if (lead := self.answer_lead(messages)) and (led := after_lead(grammar, lead)):
+            return Reply(*led)
         route = self.route_of(messages, tools, cues)
-        if route and len(route.tools) == 1 and (split := after_call_start(grammar, route.tools[0])):
-            return split
-        return "", grammar
+        if route and len(route.tools) == 1 and (call := after_call_start(grammar, route.tools[0])):
+            return Reply(*call)
+        return Reply("", grammar)
 
     def nudge(self, messages: list[Message]) -> str:
         """What the request adds after the history in text mode, never stored ("": nothing):

@@ -87,7 +87,10 @@ def led_answer(lead: str) -> str:
 # decodes the words a grammar forces one token at a time, 40-50 ms each on two cores, while a
 # prompt's tokens are evaluated together, 10-16 ms each.
 _AFTER_LEAD = "root ::= answer-piece answer-piece*"
-_AFTER_CALL_START = r'root ::= call-0-arguments "}" space "\n</tool_call>"'
+# ... and of a call whose close the client writes once the server ends the reply: the grammar
+# stops after the arguments, so the 5 tokens of '}\n</tool_call>' are not decoded either
+_AFTER_CALL_START = "root ::= call-0-arguments"
+CALL_END = "}\n</tool_call>"
 
 
 def call_start(name: str) -> str:
@@ -104,17 +107,18 @@ def after_lead(grammar: str, lead: str) -> tuple[str, str] | None:
     return split_start(lead, _AFTER_LEAD, rest)
 
 
-def after_call_start(grammar: str, name: str) -> tuple[str, str] | None:
+def after_call_start(grammar: str, name: str) -> tuple[str, str, str] | None:
     """When ``grammar`` is that of exactly one call to the one tool ``name`` (``tool_grammar``
-    without ``text`` or ``several``): the start the request writes, ``call_start(name)``, and the
-    grammar of the rest (``split_start``); else None."""
+    without ``text`` or ``several``): the start the request writes, ``call_start(name)``, the
+    grammar of the arguments (``split_start``) and the end the client writes after them,
+    ``CALL_END``; else None."""
     root, _, rest = grammar.partition("\n")
     lines = rest.splitlines()
     if (root != "root ::= tag-call" or "call ::= call-0" not in lines
             or f"call-0-name ::= {json.dumps(json.dumps(name))} space" not in lines
             or not any(line.startswith("call-0-arguments ::= ") for line in lines)):
         return None
-    return split_start(call_start(name), _AFTER_CALL_START, rest)
+    return (*split_start(call_start(name), _AFTER_CALL_START, rest), CALL_END)
 
 
 def split_start(start: str, root: str, rules: str) -> tuple[str, str]:

@@ -162,10 +162,13 @@ class ResponsesProvider(SdkEndpoint):
             params["tools"] = to_wire_tools(tools)
         return params | self._profile_fields()
 
+    def _resource(self, client: Any) -> Any:
+        return client.responses
+
     def _create(self, client: Any, params: dict[str, Any], headers: dict[str, str]) -> Any:
         # extra_body skips the SDK's per-item parameter transform (see chat.py)
         body = dict(params)
-        return client.responses.create(model=body.pop("model"), stream=True, extra_body=body,
+        return self._resource(client).create(model=body.pop("model"), stream=True, extra_body=body,
                                        extra_headers=headers)
 
     def _parts_of(self, event: Any, acc: _Assembly) -> Iterator[Part]:

@@ -370,6 +370,52 @@ def test_a_filter_the_question_says_is_given() -> None:
     assert said_value("status", status, "What haven't I finished?") is None
 
 
+@pytest.mark.parametrize(("question", "priority"), [
+    ("Of the things I still have to do, which is the most urgent?", None),
+    ("List what's open and tell me about the most important item.", None),
+    ("What are my lowest-priority chores? I might drop them.", None),
+    ("待办里哪件事最紧急？", None),
+    ("还没做的事里，优先级最低的是哪个？", None),
+    ("Show me only the high priority items", ["high"]),  # a choice said, no ranking
+    ("最近有哪些紧急的事？", ["high"]),                 # 最近 is "lately", not a superlative
+])
+def test_a_superlative_ranks_the_items_and_chooses_no_value(question: str, priority: list[str] | None) -> None:
+    """"The most urgent" asks which item comes first among those listed: a filter on the
+    "urgent" priority would list the urgent ones only, and none at all when there are none."""
+    from repl.providers.grammar import _mentioned_only
+    from tools import build_tools
+    from tools.days import days_said
+
+    list_todos = next(t for t in build_tools(todos_path=Path("t.json"), notes_path=Path("n.json"),
+                                             files_root=Path("."), weather="sample") if t.name == "list_todos")
+    schema: Any = {"name": "list_todos", "parameters": list_todos.parameters}
+    offered = _mentioned_only(schema, question, days_said(question))["parameters"]["properties"]
+    assert (offered["priority"]["enum"] if "priority" in offered else None) == priority, offered.get("priority")
+
+
+@pytest.mark.parametrize(("question", "numbers"), [
+    ("Which of my chores is the oldest one?", False),     # "one" stands for a chore
+    ("Tell me which one is due first", False),
+    ("帮我看一下还剩什么没做", False),                     # 一下: "a bit"
+    ("把最急的那一项讲讲", False),
+    ("Show me the first 5 items on my list", True),
+    ("列出前三条待办", True),
+])
+def test_a_numeric_property_is_offered_by_a_number_not_by_one_or_yi_of_another_sense(question: str,
+                                                                                   numbers: bool) -> None:
+    """Offered offset and limit because "the highest-priority one" held "one", the 0.5B model
+    passed limit 50. A number in a question is the routing's one definition (dialect.NUMBER)."""
+    from repl.providers.grammar import _mentioned_only
+    from tools import build_tools
+    from tools.days import days_said
+
+    list_todos = next(t for t in build_tools(todos_path=Path("t.json"), notes_path=Path("n.json"),
+                                             files_root=Path("."), weather="sample") if t.name == "list_todos")
+    schema: Any = {"name": "list_todos", "parameters": list_todos.parameters}
+    offered = _mentioned_only(schema, question, days_said(question))["parameters"]["properties"]
+    assert {"offset", "limit"} <= set(offered) if numbers else not {"offset", "limit"} & set(offered), list(offered)
+
+
 def test_a_property_is_for_a_day_when_it_says_so_not_when_an_example_names_one() -> None:
     """A user tool's search text described "what to find, e.g. meetings today" is no day: a
     question's words for it are not held to the days it says."""

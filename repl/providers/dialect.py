@@ -451,7 +451,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
     quoted = [m.group(0) for m in _QUOTED.finditer(said) if not _PATH_LIKE.search(m.group(0))]
     said = _QUOTED.sub(_unquoted, said)
     forms = _word_forms(said)
-    numbered = bool(_NUMBER.search(said))
+    numbered = bool(NUMBER.search(said))
     due = bool(_DUE.search(said) and _MUST.search(said) and not _ASKED.search(said))
 
     def found(cue: str, singular: bool) -> bool:
@@ -543,8 +543,9 @@ def _action(name: str, found: Callable[[str], bool]) -> list[str]:
 
 
 # a number in a question: digits, a number word, a Chinese numeral ("一" only before another
-# numeral or a measure word: not "一共", "一下", "一起"; nor 一天, 一年: "熊猫一天吃多少竹子" is no sum)
-_NUMBER = re.compile(r"\d|\b(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
+# numeral or a measure word: not "一共", "一下", "一起"; nor 一天, 一年: "熊猫一天吃多少竹子" is no sum);
+# not "one" ("the highest-priority one", "which one"). The grammar offers a numeric property by it.
+NUMBER = re.compile(r"\d|\b(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
                      r"fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen|half|twice|"
                      r"double|triple)s?\b|[二三四五六七八九十百千万亿两半零〇]|一[十百千万亿个箱件瓶本张斤块]")
 

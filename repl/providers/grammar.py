@@ -31,6 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
+from repl.providers.dialect import NUMBER
 from tools.days import days_said
 from tools.registry import ToolSchema
 
@@ -157,8 +158,6 @@ def tool_grammar(tools: list[ToolSchema], *, optional: OptionalProps = "no-defau
 
 _WORD = re.compile(r"[a-z][a-z']+|[0-9]+")
 _HAN_RUN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+")
-_NUMBER = re.compile(r"[0-9]|[一二两三四五六七八九十百千万半几]|\b(one|two|three|four|five|six|seven|eight|nine|ten"
-                     r"|eleven|twelve|dozen|couple|pair|hundred|thousand|half)\b", re.IGNORECASE)
 # words of a description that say nothing about what a user gives
 _STOP = frozenset("""the and for with this that from into only when what which like more than each
  their them they your have will does can may also not its it's one any all use used using given gives
@@ -209,11 +208,17 @@ def _mentioned_only(tool: ToolSchema, question: str, days: list[str]) -> ToolSch
       a call must give it.
     - a property with choices (``enum``) whose value the question says (``said_value``: "high
       priority", "mark it urgent", "优先级放低点") must be given that value: offered the
-      priority, the 0.5B model left it at its default for "…, high priority"."""
+      priority, the 0.5B model left it at its default for "…, high priority".
+    - a superlative ranks, it does not choose (``_SUPERLATIVE``): "the highest-priority one",
+      "the most urgent", "优先级最高的" ask which of the items comes first, so the words in one
+      neither say a choice nor offer its property. Offered the priority for "Which todos are not
+      done yet? Explain the highest-priority one.", the 0.5B model listed the high ones only;
+      "most urgent" would have listed the urgent ones only, none when there are none."""
     parameters = tool["parameters"]
     if not isinstance(properties := parameters.get("properties"), dict):
         return tool
     required = set(parameters.get("required") or ())
+    unranked = _SUPERLATIVE.sub(" ", question)
     day_properties = [name for name, sub in properties.items() if name not in required and _for_a_day(sub)]
     kept, given = {}, []
     for name, sub in properties.items():
@@ -223,10 +228,10 @@ def _mentioned_only(tool: ToolSchema, question: str, days: list[str]) -> ToolSch
                 given += [name] * (len(day_properties) == 1)
         elif name in required:
             kept[name] = sub
-        elif (value := said_value(name, sub, question)) is not None:
+        elif (value := said_value(name, sub, unranked)) is not None:
             kept[name] = {"description": sub.get("description", ""), "enum": [value]}
             given.append(name)
-        elif mentioned(name, sub, question):
+        elif mentioned(name, sub, unranked if _choices(sub) else question):
             kept[name] = sub
     return {**tool, "parameters": {**parameters, "properties": kept,
                                    "required": [*(parameters.get("required") or ()), *given]}}
@@ -249,6 +254,10 @@ def _choices(schema: Any) -> list[str]:
 _GLOSS = r'(?:^|[\s(;"\'])"?{value}"?\s*[=:]\s*([^;)]*)'
 _GLOSS_SPLIT = re.compile(r"\s*(?:[,，、:：]|\bor\b)\s*")
 _NOT_EN = re.compile(r"\b(?:not|no|never|isn't|aren't|don't|doesn't|haven't|hasn't|didn't|won't)\b(?:\W+\w+){0,2}\W*$")
+# a superlative and the word it ranks by ("highest-priority", "most urgent"; 最高, 最重要 but not
+# the adverbs 最近 "lately", 最后 "in the end", 最终, 最初, 最好 "had better")
+_SUPERLATIVE = re.compile(r"\b(?:most|least|highest|lowest|biggest|greatest)\b(?:[\s-]+[a-z]+)?"
+                          r"|最(?![近后终初好])[\u3400-\u9fff]{1,2}", re.IGNORECASE)
 _NOT_ZH = re.compile(r"[不没未别无][太那么很怎样用着]{0,2}$")
 
 
@@ -328,7 +337,7 @@ def mentioned(name: str, schema: Any, question: str) -> bool:
             return True
     types = schema.get("type")
     types = types if isinstance(types, list) else [types]
-    return bool({"integer", "number"} & set(types)) and bool(_NUMBER.search(question))
+    return bool({"integer", "number"} & set(types)) and bool(NUMBER.search(said))
 
 
 def _stem(word: str) -> str:

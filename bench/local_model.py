@@ -43,6 +43,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench import compile_ours  # noqa: E402
 from repl.config.settings import ProviderSettings  # noqa: E402
 from repl.providers.local import LocalServer  # noqa: E402
 from repl.providers.textcalls import parse_text_calls, to_text_messages  # noqa: E402
@@ -184,6 +185,7 @@ def cli_turn(model: Path, work: Path, question: str = QUESTION,
     program = [sys.executable, "-m", "repl.cli"] if tree is not None else [str(exe)]
     if tree is not None:
         env["PYTHONPATH"] = str(tree)
+    compile_ours(tree or ROOT)  # as an installed glassloop starts: from bytecode
     started = time.perf_counter()
     done = subprocess.run([*program, "ask", question, "--json", "--config", str(config), "--provider", profile],
                           env=env, capture_output=True, text=True, timeout=900, cwd=work)

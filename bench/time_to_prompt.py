@@ -18,7 +18,6 @@ on every start.
 
 from __future__ import annotations
 
-import compileall
 import re
 import subprocess
 import sys
@@ -26,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import ROOT, VENV_BIN, isolated_env, median, row, scratch, target
+from bench import ROOT, VENV_BIN, compile_ours, isolated_env, median, row, scratch, target
 
 FLOOR = "import prompt_toolkit, rich.console, rich.live, rich.markdown, typer"
 LIMIT = 1.15  # the prompt takes input within this many times the floor
@@ -194,13 +193,6 @@ def _one_round(server: Any, url: str, env: dict[str, str], cwd: Path, session: s
     samples["help"].append(_wall([exe, "--help"], env, cwd))
     samples["version"].append(_wall([exe, "--version"], env, cwd))
     samples["floor_openai"].append(_wall([py, "-c", FLOOR + ", openai"], env, cwd))
-
-
-def compile_ours() -> None:
-    """Bytecode for our modules (what ``pip install`` writes), whatever PYTHONDONTWRITEBYTECODE says."""
-    for package in ("repl", "tools"):
-        compileall.compile_dir(ROOT / package, quiet=1)
-    compileall.compile_file(ROOT / "glassloop_tools.py", quiet=1)
 
 
 def run(quick: bool) -> dict[str, Any]:

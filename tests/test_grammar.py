@@ -404,7 +404,7 @@ def test_a_superlative_ranks_the_items_and_chooses_no_value(question: str, prior
 def test_a_numeric_property_is_offered_by_a_number_not_by_one_or_yi_of_another_sense(question: str,
                                                                                    numbers: bool) -> None:
     """Offered offset and limit because "the highest-priority one" held "one", the 0.5B model
-    passed limit 50. A number in a question is the routing's one definition (dialect.NUMBER)."""
+    passed limit 50. A number in a question is the routing's one definition (gloss.NUMBER)."""
     from repl.providers.grammar import _mentioned_only
     from tools import build_tools
     from tools.days import days_said

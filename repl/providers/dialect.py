@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from repl.config.settings import ProviderSettings
 from repl.providers.base import Message, Route, SystemPrompt
-from repl.providers.gloss import ACTIONS, GLOSS, NOT_MEANT, widened
+from repl.providers.gloss import ACTIONS, GLOSS, NOT_MEANT, NUMBER, widened
 from tools.registry import DUE_CUE, NUMBER_CUE, ToolSchema
 
 if TYPE_CHECKING:
@@ -542,12 +542,6 @@ def _action(name: str, found: Callable[[str], bool]) -> list[str]:
     return [verb, noun] if verb and noun else []
 
 
-# a number in a question: digits, a number word, a Chinese numeral ("一" only before another
-# numeral or a measure word: not "一共", "一下", "一起"; nor 一天, 一年: "熊猫一天吃多少竹子" is no sum);
-# not "one" ("the highest-priority one", "which one"). The grammar offers a numeric property by it.
-NUMBER = re.compile(r"\d|\b(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
-                     r"fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen|half|twice|"
-                     r"double|triple)s?\b|[二三四五六七八九十百千万亿两半零〇]|一[十百千万亿个箱件瓶本张斤块]")
 
 
 # a title or quoted words are named, not said: "孙燕姿的《雨天》" asks no weather, "“时间都去哪儿了”这首歌"

@@ -15,6 +15,7 @@ characters or more and means the topic on its own ("买" alone would be found in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 # description word (singular, lower case) -> words of the same meaning people use
@@ -164,3 +165,12 @@ def _singular(word: str) -> str:
         if word.endswith(suffix) and (stem := word[: -len(suffix)] + instead) in GLOSS:
             return stem
     return word
+
+
+# a number in a question: digits, a number word, a Chinese numeral ("一" only before another
+# numeral or a measure word: not "一共", "一下", "一起"; nor 一天, 一年: "熊猫一天吃多少竹子" is no sum);
+# not "one" ("the highest-priority one", "which one"). The routing's ``NUMBER_CUE``
+# and the grammar's numeric properties (``grammar.mentioned``) go by it.
+NUMBER = re.compile(r"\d|\b(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
+                     r"fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen|half|twice|"
+                     r"double|triple)s?\b|[二三四五六七八九十百千万亿两半零〇]|一[十百千万亿个箱件瓶本张斤块]")

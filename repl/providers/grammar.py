@@ -31,7 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from repl.providers.dialect import NUMBER
+from repl.providers.gloss import NUMBER
 from tools.days import days_said
 from tools.registry import ToolSchema
 

@@ -248,7 +248,7 @@ class ChatProvider(SdkEndpoint):
             body = {**params, **self._stream_options()}
             model = body.pop("model")
             return self._resource(client).create(model=model, messages=[], stream=True,
-                                                  extra_body=body, extra_headers=headers)
+                                                 extra_body=body, extra_headers=headers)
         except openai.APIStatusError as err:
             if use_options and err.status_code in (400, 422) and _mentions_stream_options(err):
                 self.stream_options_supported = False  # remembered for this provider

@@ -542,8 +542,6 @@ def _action(name: str, found: Callable[[str], bool]) -> list[str]:
     return [verb, noun] if verb and noun else []
 
 
-
-
 # a title or quoted words are named, not said: "孙燕姿的《雨天》" asks no weather, "“时间都去哪儿了”这首歌"
 # no clock; a quoted file name ('plan.md', "receipts/发票.txt") stays. At most 200 characters: a
 # paste of unclosed quotes is then searched in linear time (unbounded, 50,000 “ took 6.7 s)

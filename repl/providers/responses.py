@@ -169,7 +169,7 @@ class ResponsesProvider(SdkEndpoint):
         # extra_body skips the SDK's per-item parameter transform (see chat.py)
         body = dict(params)
         return self._resource(client).create(model=body.pop("model"), stream=True, extra_body=body,
-                                       extra_headers=headers)
+                                             extra_headers=headers)
 
     def _parts_of(self, event: Any, acc: _Assembly) -> Iterator[Part]:
         kind = wire_field(event, "type", "a string", "event")

@@ -344,7 +344,8 @@ def benchmark(model: Path, work: Path, threads: int = 0, with_cli: bool = True) 
     return figures
 
 
-TODO_TOOLS = ("list_todos", "get_todo")
+# the todos the question asks for ("which are not done yet?"): a run's list must hold them all
+OPEN_TODOS = frozenset(t["id"] for t in FIXTURE_TODOS if t["status"] == "todo")
 
 
 def ask_turns(model: Path, work: Path, profile: str, rounds: int = 3) -> dict[str, Any]:
@@ -352,8 +353,8 @@ def ask_turns(model: Path, work: Path, profile: str, rounds: int = 3) -> dict[st
     state: the first run saves it), then ``rounds`` rounds of the English and the Chinese one,
     each asked by a glassloop starting its own server (``keep_warm_s = 0``) and by one using a
     server kept warm (as configured; the first such ask starts it), alternated. A run counts
-    only when it did the work: it read the todos (``TODO_TOOLS``) and answered after them (2
-    steps or more); any other is a failed run, listed and left out of the medians. The kept
+    only when it did the work: it listed every open todo (``OPEN_TODOS``) and answered after
+    them (2 steps or more); any other is a failed run, listed and left out of the medians. The kept
     server is stopped after."""
     figures: dict[str, Any] = {}
     runs: list[dict[str, Any]] = []
@@ -383,10 +384,15 @@ def ask_turns(model: Path, work: Path, profile: str, rounds: int = 3) -> dict[st
 
 def _read_todos(done: dict[str, Any]) -> tuple[list[str], bool]:
     """The tools an ask called (its trace taken out of ``done``), and whether it did the work:
-    read the todos (``TODO_TOOLS``) and answered after them (2 steps or more)."""
+    a list it read held every open todo (``OPEN_TODOS``), and it answered after it (2 steps or
+    more). A list narrowed further is less work: filtered to priority "high" for "Explain the
+    highest-priority one", the 0.5B's runs had listed one open todo of three."""
     result = done.get("result") or {}
-    called = [e["name"] for e in result.pop("trace", None) or [] if e.get("type") == "tool_call_started"]
-    return called, bool(set(called) & set(TODO_TOOLS)) and (result.get("steps") or 0) >= 2
+    trace = result.pop("trace", None) or []
+    called = [e["name"] for e in trace if e.get("type") == "tool_call_started"]
+    listed = {todo.get("id") for e in trace if e.get("type") == "tool_call_finished" and e.get("name") == "list_todos"
+              for todo in (e.get("result") or {}).get("todos") or [] if isinstance(todo, dict)}
+    return called, OPEN_TODOS <= listed and (result.get("steps") or 0) >= 2
 
 
 def _figures(runs: list[dict[str, Any]], label: str) -> dict[str, Any]:
@@ -407,7 +413,7 @@ def ask_against(model: Path, work: Path, revision: str, rounds: int = 6) -> dict
     """The warm English ``glassloop ask`` of this source tree beside that of git ``revision`` (a
     worktree made for the run and removed after): side by side, alternated, each with its own
     home and its own server kept warm (the first ask of each, which starts it, not counted). A
-    run counts only when it read the todos and answered after them; the medians leave failed
+    run counts only when it listed every open todo and answered after them; the medians leave failed
     runs out. ``ratio``: this tree's median over the revision's."""
     other = work / "against"
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(other), revision],

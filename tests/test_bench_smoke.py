@@ -132,3 +132,28 @@ def test_unknown_benchmark_is_a_usage_error() -> None:
     with pytest.raises(SystemExit) as exit_info:
         bench_main.main(["no_such_benchmark"])
     assert exit_info.value.code == 2
+
+
+def _asked(*lists: list[str], steps: int = 2) -> dict[str, Any]:
+    """``glassloop ask --json``'s result as local_model reads it: ``list_todos`` results of these ids."""
+    trace: list[dict[str, Any]] = []
+    for ids in lists:
+        trace += [{"type": "tool_call_started", "name": "list_todos"},
+                  {"type": "tool_call_finished", "name": "list_todos", "ok": True,
+                   "result": {"ok": True, "count": len(ids), "todos": [{"id": i} for i in ids]}}]
+    return {"wall_s": 1.0, "result": {"answer": "…", "steps": steps, "trace": trace}}
+
+
+def test_an_ask_that_listed_fewer_open_todos_is_a_failed_run() -> None:
+    """The warm-ask figure counts a run only when it did the question's work: it listed every open
+    todo of the fixture and answered after. Filtered to priority high, the 0.5B's runs had listed
+    one open todo of three, and were faster for it."""
+    from bench import local_model
+
+    every = sorted(local_model.OPEN_TODOS)
+    assert len(every) == 3
+    assert local_model._read_todos(_asked(every)) == (["list_todos"], True)
+    assert local_model._read_todos(_asked(every[:1]))[1] is False          # narrowed
+    assert local_model._read_todos(_asked(every[:1], every[1:]))[1] is True  # read in two pages
+    assert local_model._read_todos(_asked(every, steps=1))[1] is False      # no answer after it
+    assert local_model._read_todos(_asked())[1] is False                    # no list read

@@ -199,18 +199,25 @@ def test_the_cpus_busy_elsewhere_are_all_cpus_busy_time_less_the_servers_own(
     assert set_to == [(1, 2), (2, 2)] and llama.n_threads == 2
 
 
-def test_openmp_threads_sleep_while_waiting_unless_the_user_says_otherwise(
+def test_openmp_threads_spin_a_moment_while_waiting_unless_the_user_says_otherwise(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from repl.providers.local import LocalServer
 
     (tmp_path / "m.gguf").write_bytes(b"x")
     server = LocalServer(tmp_path / "m.gguf", log_path=tmp_path / "log")
     monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    assert server._environment()["OMP_WAIT_POLICY"] == "PASSIVE"
-    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")
-    assert server._environment()["OMP_WAIT_POLICY"] == "ACTIVE"
-    monkeypatch.setenv("OMP_WAIT_POLICY", "")  # the OpenMP runtime's own default
-    assert "OMP_WAIT_POLICY" not in server._environment()
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    env = server._environment()
+    assert env["GOMP_SPINCOUNT"] == "1000" and "OMP_WAIT_POLICY" not in env
+    monkeypatch.setenv("OMP_WAIT_POLICY", "PASSIVE")  # the user's policy, and no spin count of ours
+    env = server._environment()
+    assert env["OMP_WAIT_POLICY"] == "PASSIVE" and "GOMP_SPINCOUNT" not in env
+    monkeypatch.delenv("OMP_WAIT_POLICY")
+    monkeypatch.setenv("GOMP_SPINCOUNT", "50000")
+    assert server._environment()["GOMP_SPINCOUNT"] == "50000"
+    monkeypatch.setenv("GOMP_SPINCOUNT", "")  # the OpenMP runtime's own default
+    env = server._environment()
+    assert "GOMP_SPINCOUNT" not in env and "OMP_WAIT_POLICY" not in env
 
 
 def _servers_on(port: int) -> list[int]:

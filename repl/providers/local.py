@@ -47,6 +47,9 @@ from repl.providers.weights import EMBEDDED_MODEL, ModelSpec, model_digest, part
 _SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
 _PR_SET_PDEATHSIG = 1
 _STATE_FORMAT = 1
+# GNU OpenMP's variables for how its waiting threads wait (_environment)
+_SPIN_COUNT, _SPIN_ROUNDS = "GOMP_SPINCOUNT", "1000"
+_OPENMP_WAIT = ("OMP_WAIT_POLICY", _SPIN_COUNT)
 _N_BATCH = 512  # llama-cpp-python's default, passed explicitly: it is part of the state key
 # The child's program: a module of ours run by its path under ``python -I``, so neither the
 # working directory nor PYTHON* variables reach its sys.path (a folder holding threading.py
@@ -329,18 +332,23 @@ class LocalServer:
         return self.state_dir / f"prefix-{(key or self.state_key())[:32]}.bin"
 
     def _environment(self) -> dict[str, str]:
-        """The child's environment: OpenMP's wait policy.
+        """The child's environment: how long OpenMP's threads wait for each other awake.
 
-        llama.cpp's OpenMP threads spin while they wait for each other by default;
-        on a busy machine the spinning thread takes the CPU from the one doing the
-        work. PASSIVE (sleep at once) evaluated prompts ~4x and decoded ~10x faster
-        on the shared 2-core machine (docs/LOCAL_MODEL.md). A value set by the user
-        is kept; an empty one means the OpenMP runtime's own default.
+        llama.cpp's threads meet at a barrier after each operation, hundreds of times per
+        token. Asleep at once (``OMP_WAIT_POLICY=PASSIVE``) each meeting costs a wake-up:
+        decoding took ~1.7x as long as spinning a moment first on a free machine. Spinning
+        the runtime's default 300,000 rounds takes the CPU from the thread doing the work
+        when another process has it. 1,000 rounds was as fast as the default on the free
+        machine and as PASSIVE beside a busy process (docs/BENCHMARKS.md, "OpenMP's threads
+        spin a moment"). A wait policy or spin count set by the user is kept; an empty one
+        means the OpenMP runtime's own default.
         """
         env = dict(os.environ)
-        env["OMP_WAIT_POLICY"] = env.get("OMP_WAIT_POLICY", "PASSIVE")
-        if not env["OMP_WAIT_POLICY"]:
-            del env["OMP_WAIT_POLICY"]
+        if not any(key in env for key in _OPENMP_WAIT):
+            env[_SPIN_COUNT] = _SPIN_ROUNDS
+        for key in _OPENMP_WAIT:
+            if env.get(key) == "":
+                del env[key]
         env.pop(KEY_VARIABLE, None)
         if self.api_key:
             env[KEY_VARIABLE] = self.api_key

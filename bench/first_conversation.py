@@ -157,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     figures = converse(args.profile)
     print(json.dumps({k: v for k, v in figures.items() if k != "turns"}, ensure_ascii=False))
+    args.out.parent.mkdir(parents=True, exist_ok=True)  # bench/results/ is not in a clone
     args.out.write_text(json.dumps(figures, indent=1, ensure_ascii=False), "utf-8")
     return 0
 

@@ -148,3 +148,17 @@ def test_a_control_answered_with_a_refusal_or_talk_of_tools_is_off(answer: str, 
     from bench.local_eval import off_answer
 
     assert off_answer(answer, ["list_todos", "get_weather"]) is off
+
+
+def test_the_first_conversation_saves_its_figures_where_no_folder_was_yet(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/results/ is not in a clone: the conversation's minutes of figures were lost to a
+    missing folder after they were printed."""
+    import json
+
+    from bench import first_conversation
+
+    monkeypatch.setattr(first_conversation, "converse", lambda profile: {"profile": profile, "echoes": 0})
+    out = tmp_path / "results" / "first_conversation.json"
+    assert first_conversation.main(["--out", str(out)]) == 0
+    assert json.loads(out.read_text("utf-8")) == {"profile": "local", "echoes": 0}

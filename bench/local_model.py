@@ -7,7 +7,7 @@ figures (and writes bench/results/local_model.json). Every figure group
 records the 1-minute load average it ran under.
 
     .venv/bin/python bench/local_model.py
-    .venv/bin/python bench/local_model.py --threads-matrix   # threads x OMP_WAIT_POLICY
+    .venv/bin/python bench/local_model.py --threads-matrix   # threads x how OpenMP's threads wait
     .venv/bin/python bench/local_model.py --collect tests/data/textcall_corpus.json
     .venv/bin/python bench/local_model.py --profile local-large --new-session   # the 1.5B
     .venv/bin/python bench/local_model.py --profile local-large --ask   # glassloop ask, en + zh
@@ -43,7 +43,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import compile_ours  # noqa: E402
+from bench import compile_ours, patched_environ  # noqa: E402
 from repl.config.settings import ProviderSettings  # noqa: E402
 from repl.providers.local import LocalServer  # noqa: E402
 from repl.providers.textcalls import parse_text_calls, to_text_messages  # noqa: E402
@@ -276,25 +276,24 @@ def new_sessions(model: Path, work: Path, threads: int = 0) -> dict[str, Any]:
 
 # "" = the OpenMP runtime's default (spin a while, then sleep); run in alternating
 # order so a change in the machine's load does not favour one policy
-MATRIX = [(1, 2, "PASSIVE"), (1, 2, ""), (1, 1, "PASSIVE"), (1, 1, ""), (2, 2, "PASSIVE"), (2, 2, "")]
+# how OpenMP's threads wait for each other: the variables the server is started with
+# (none set: glassloop's own choice, GOMP_SPINCOUNT=1000; "": the OpenMP runtime's default)
+WAITS = {"glassloop (spin 1,000)": {}, "PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
+         "openmp default": {"OMP_WAIT_POLICY": ""}}
+MATRIX = [(threads, batch, wait) for threads, batch in ((1, 2), (1, 1), (2, 2)) for wait in WAITS]
 SPEED_PROMPT = "Summarise this text in one line.\n\n" + " ".join(
     f"Note {n}: the weekly report lists open issues, the release plan and the budget." for n in range(40))
 
 
 def threads_matrix(model: Path, work: Path) -> list[dict[str, Any]]:
-    """Prompt evaluation and decode speed per (n_threads, n_threads_batch, OMP_WAIT_POLICY)."""
+    """Prompt evaluation and decode speed per (n_threads, n_threads_batch, OpenMP's wait)."""
     rows = []
-    for threads, batch, wait_policy in MATRIX:
-        previous = os.environ.pop("OMP_WAIT_POLICY", None)
-        os.environ["OMP_WAIT_POLICY"] = wait_policy
-        log = work / f"matrix-{threads}-{batch}-{wait_policy}.log"
+    for threads, batch, wait in MATRIX:
+        log = work / f"matrix-{threads}-{batch}-{wait.split()[0]}.log"
         load = os.getloadavg()[0]
-        try:
+        unset = {key: value for key, value in os.environ.items() if key not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
+        with patched_environ({**unset, **WAITS[wait]}):
             server, _ = start_seconds(model, log, evict=False, threads=threads, threads_batch=batch)
-        finally:
-            os.environ.pop("OMP_WAIT_POLICY", None)
-            if previous is not None:
-                os.environ["OMP_WAIT_POLICY"] = previous
         try:
             url = server.base_url or ""
             prompt = measured(url, log, [{"role": "user", "content": SPEED_PROMPT}],
@@ -304,7 +303,7 @@ def threads_matrix(model: Path, work: Path) -> list[dict[str, Any]]:
         finally:
             server.stop()
         rows.append({"n_threads": threads, "n_threads_batch": batch,
-                     "omp_wait_policy": wait_policy or "openmp default", "load_avg_1m": load,
+                     "openmp_wait": wait, "load_avg_1m": load,
                      "prompt_tokens": prompt["prompt_tokens_evaluated"],
                      "prompt_tok_s": prompt["prompt_tok_s"], "decode_tok_s": decode["decode_tok_s"],
                      "load_avg_1m_after": os.getloadavg()[0]})
@@ -322,7 +321,8 @@ def benchmark(model: Path, work: Path, threads: int = 0, with_cli: bool = True) 
     log = work / "server.log"
     server, figures["start_warm_cache_s"] = start_seconds(model, log, evict=False, threads=threads)
     figures.update(threads=server.threads, threads_batch=server.threads_batch, n_ctx=server.n_ctx,
-                   omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", "PASSIVE (glassloop default)"))
+                   openmp_wait={key: os.environ[key] for key in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+                                if key in os.environ} or "glassloop's (GOMP_SPINCOUNT=1000)")
     url = server.base_url or ""
     try:
         prompt = todo_prompt(fixture_registry(work), fresh=True)
@@ -675,7 +675,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="llama.cpp decode threads (0 = auto: per request, the CPUs left free)")
     parser.add_argument("--no-cli", action="store_true", help="skip the `glassloop ask` turns")
     parser.add_argument("--threads-matrix", action="store_true",
-                        help="only compare thread counts and OMP_WAIT_POLICY")
+                        help="only compare thread counts and how OpenMP's threads wait")
     parser.add_argument("--new-session", action="store_true",
                         help="only the new-session first token, without and with the saved state")
     parser.add_argument("--ask", action="store_true",

@@ -274,10 +274,9 @@ def new_sessions(model: Path, work: Path, threads: int = 0) -> dict[str, Any]:
     return figures
 
 
-# "" = the OpenMP runtime's default (spin a while, then sleep); run in alternating
-# order so a change in the machine's load does not favour one policy
-# how OpenMP's threads wait for each other: the variables the server is started with
-# (none set: glassloop's own choice, GOMP_SPINCOUNT=1000; "": the OpenMP runtime's default)
+# how OpenMP's threads wait for each other: the variables the server is started with (none
+# set: glassloop's own choice, GOMP_SPINCOUNT=1000; "": the OpenMP runtime's default), the
+# three in turn for each thread count, so a drift in the machine's load reaches all three
 WAITS = {"glassloop (spin 1,000)": {}, "PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
          "openmp default": {"OMP_WAIT_POLICY": ""}}
 MATRIX = [(threads, batch, wait) for threads, batch in ((1, 2), (1, 1), (2, 2)) for wait in WAITS]

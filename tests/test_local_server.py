@@ -278,6 +278,40 @@ def test_server_answers_a_chat_request_then_stops_without_a_trace(
     server.stop()  # a second stop is harmless
 
 
+def _streamed(url: str, messages: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The chunks of a streamed chat reply, as the server sent them."""
+    body = {"messages": messages, "max_tokens": 8, "temperature": 0.1, "seed": 1, "stream": True,
+            "stream_options": {"include_usage": True}}
+    with httpx.stream("POST", f"{url}/chat/completions", json=body, timeout=120) as reply:
+        return [json.loads(line[6:]) for line in reply.iter_lines() if line.startswith("data: {")]
+
+
+@needs_extra
+def test_a_streamed_reply_ends_with_the_tokens_counted_and_those_taken_from_the_cache(
+    model_path: Path, tmp_path: Path
+) -> None:
+    """llama-cpp-python's server sends no usage: glassloop showed an estimate, and "cached 0"
+    for a prompt the server took all but the question of from its cache."""
+    from repl.providers.local import LocalServer
+
+    first = [{"role": "user", "content": "Say hello."}]
+    with LocalServer(model_path, n_ctx=2048, log_path=tmp_path / "server.log") as server:
+        url = server.base_url or ""
+        chunks = _streamed(url, first)
+        again = _streamed(url, [*first, {"role": "assistant", "content": "Hello"},
+                                {"role": "user", "content": "And goodbye."}])
+    usage = chunks[-1]["usage"]
+    assert chunks[-1]["choices"] == [] and all("usage" not in c for c in chunks[:-1])
+    assert usage["prompt_tokens"] > 5 and 1 <= usage["completion_tokens"] <= 8
+    assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
+    assert usage["prompt_tokens_details"]["cached_tokens"] == 0  # a new server: nothing cached
+    texts = [c["choices"][0]["delta"].get("content") for c in chunks[:-1] if c["choices"]]
+    assert sum(bool(t) for t in texts) <= usage["completion_tokens"]
+    later = again[-1]["usage"]
+    cached = later["prompt_tokens_details"]["cached_tokens"]  # the first request's prompt
+    assert usage["prompt_tokens"] - 8 <= cached < later["prompt_tokens"]
+
+
 @needs_extra
 def test_the_users_environment_does_not_configure_the_server(
     model_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

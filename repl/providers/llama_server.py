@@ -671,6 +671,69 @@ class _ReplyStart:
         llama_cpp.Llama.create_completion = create_continuing  # type: ignore[method-assign]
 
 
+class _Usage:
+    """A streamed chat reply ends with its token counts, as the OpenAI API sends them for
+    ``stream_options.include_usage``: llama-cpp-python's server sends none, so glassloop showed
+    an estimate and "cached 0" for a prompt the server had taken all but the question of from
+    its cache. Counted where the work is done: the prompt's tokens (the reply's start with
+    them), the ones its first evaluation did not need (cached) and the tokens generated."""
+
+    def install(self) -> None:
+        import llama_cpp
+
+        generate, evaluate = llama_cpp.Llama.generate, llama_cpp.Llama.eval
+        create_chat = llama_cpp.Llama.create_chat_completion
+
+        def counted(tokens: Iterator[int], counts: dict[str, Any]) -> Iterator[int]:
+            sent = None  # generate's callers may send tokens back; passed on
+            try:
+                while True:
+                    token = tokens.send(sent)
+                    counts["generated"] += 1
+                    sent = yield token
+            except StopIteration:
+                return
+            finally:
+                tokens.close()
+
+        def generate_counting(self: Any, tokens: Sequence[int], *args: Any, **kwargs: Any) -> Any:
+            counts = {"prompt": len(tokens), "evaluated": None, "generated": 0}
+            setattr(self, _COUNTS, counts)
+            return counted(generate(self, tokens, *args, **kwargs), counts)
+
+        def eval_counting(self: Any, tokens: Sequence[int]) -> None:
+            counts = getattr(self, _COUNTS, None)
+            if counts is not None and counts["evaluated"] is None:  # the prompt, less what was cached
+                counts["evaluated"] = len(tokens)
+            evaluate(self, tokens)
+
+        def with_usage(llama: Any, chunks: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+            last = None
+            for last in chunks:
+                yield last
+            counts = getattr(llama, _COUNTS, None)
+            if last is None or not counts or counts["evaluated"] is None:
+                return
+            prompt, generated = counts["prompt"], counts["generated"]
+            yield {"id": last["id"], "model": last["model"], "created": last["created"],
+                   "object": "chat.completion.chunk", "choices": [],
+                   "usage": {"prompt_tokens": prompt, "completion_tokens": generated,
+                             "total_tokens": prompt + generated,
+                             "prompt_tokens_details": {"cached_tokens": max(0, prompt - counts["evaluated"])}}}
+
+        def create_chat_counting(self: Any, *args: Any, **kwargs: Any) -> Any:
+            setattr(self, _COUNTS, None)  # this request's, once it generates
+            reply = create_chat(self, *args, **kwargs)
+            return with_usage(self, reply) if kwargs.get("stream") else reply
+
+        llama_cpp.Llama.generate = generate_counting  # type: ignore[method-assign]
+        llama_cpp.Llama.eval = eval_counting  # type: ignore[method-assign]
+        llama_cpp.Llama.create_chat_completion = create_chat_counting  # type: ignore[method-assign]
+
+
+_COUNTS = "glassloop_counts"  # the attribute the request being answered keeps its counts in
+
+
 def _settings_not_from_environment() -> None:
     """Drop the variables llama-cpp-python's server would read its settings from: they are
     pydantic settings, each field also read from a variable of its name in any case, and the
@@ -701,6 +764,7 @@ def main(argv: Sequence[str]) -> None:
         _PrefixState(options.state, options.state_key).install()
     _KeptPrefix().install()
     _ReplyStart().install()
+    _Usage().install()
     if options.decode_threads:
         _DecodeThreads(options.decode_threads).install()
     runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)

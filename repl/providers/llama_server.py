@@ -40,7 +40,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -684,7 +684,7 @@ class _Usage:
         generate, evaluate = llama_cpp.Llama.generate, llama_cpp.Llama.eval
         create_chat = llama_cpp.Llama.create_chat_completion
 
-        def counted(tokens: Iterator[int], counts: dict[str, Any]) -> Iterator[int]:
+        def counted(tokens: Generator[int, Any, None], counts: dict[str, Any]) -> Generator[int, Any, None]:
             sent = None  # generate's callers may send tokens back; passed on
             try:
                 while True:
@@ -723,7 +723,7 @@ class _Usage:
 
         def create_chat_counting(self: Any, *args: Any, **kwargs: Any) -> Any:
             setattr(self, _COUNTS, None)  # this request's, once it generates
-            reply = create_chat(self, *args, **kwargs)
+            reply: Any = create_chat(self, *args, **kwargs)
             return with_usage(self, reply) if kwargs.get("stream") else reply
 
         llama_cpp.Llama.generate = generate_counting  # type: ignore[method-assign]

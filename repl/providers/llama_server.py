@@ -673,9 +673,9 @@ class _ReplyStart:
 
 class _Usage:
     """A streamed chat reply ends with its token counts, as the OpenAI API sends them for
-    ``stream_options.include_usage``: llama-cpp-python's server sends none, so glassloop showed
-    an estimate and "cached 0" for a prompt the server had taken all but the question of from
-    its cache. Counted where the work is done: the prompt's tokens (the reply's start with
+    ``stream_options.include_usage``. llama-cpp-python's server sends none, so glassloop showed
+    an estimate, and "cached 0" for a prompt whose tokens all came from the server's cache but
+    the question's. Counted where the work is done: the prompt's tokens (the reply's start with
     them), the ones its first evaluation did not need (cached) and the tokens generated."""
 
     def install(self) -> None:

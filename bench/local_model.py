@@ -82,7 +82,8 @@ STEP2_TODOS = [
 ]
 STEP2_QUESTIONS = (("en", "What's still open on my todo list?"), ("zh", "今天还有哪些没完成？"))
 STEP2_MODES = (("json", 0), ("compact", 1500))  # compact_results of the profile
-DECODE_PROMPT = "Count from 1 to 200, one number per line."
+# at least MATRIX_DECODE tokens: "Count from 1 to 200, one number per line." stopped at 20 (51 tokens)
+DECODE_PROMPT = "Write the numbers from one to two hundred in English words, one per line, with nothing else."
 COLLECT_PROMPTS = [
     QUESTION,
     ZH_QUESTION,
@@ -218,7 +219,7 @@ def measured(url: str, log: Path, messages: list[dict], **options: Any) -> dict[
     reply = stream_chat(url, messages, **options)
     time.sleep(0.2)  # the timing lines are printed just after the last chunk
     ttft = reply["stamps"][0] if reply["stamps"] else reply["total_s"]
-    return {"ttft_s": ttft, "total_s": reply["total_s"], **server_perf(log, offset)}
+    return {"ttft_s": ttft, "total_s": reply["total_s"], "usage": reply["usage"], **server_perf(log, offset)}
 
 
 def todo_prompt(registry: Registry, fresh: bool, question: str = QUESTION) -> list[dict[str, Any]]:
@@ -284,8 +285,26 @@ SPEED_PROMPT = "Summarise this text in one line.\n\n" + " ".join(
     f"Note {n}: the weekly report lists open issues, the release plan and the budget." for n in range(40))
 
 
+MATRIX_DECODE = 120  # tokens the matrix's decode request asks for (DECODE_PROMPT needs more)
+
+
+def matrix_shortfall(prompt: dict[str, Any], decode: dict[str, Any]) -> str:
+    """Why a threads-matrix row timed less than it names ("": it did not): its prompt must be
+    evaluated whole (the server's own count of the prompt, nothing of it cached) and its decode
+    must run all ``MATRIX_DECODE`` tokens."""
+    usage = prompt.get("usage") or {}
+    whole = usage.get("prompt_tokens") or 0
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+    if not whole or cached or prompt["prompt_tokens_evaluated"] != whole:
+        return f"prompt: {prompt['prompt_tokens_evaluated']} of {whole or '?'} tokens evaluated, {cached} cached"
+    if decode["decode_tokens"] < MATRIX_DECODE:
+        return f"decode: {decode['decode_tokens']} of {MATRIX_DECODE} tokens"
+    return ""
+
+
 def threads_matrix(model: Path, work: Path) -> list[dict[str, Any]]:
-    """Prompt evaluation and decode speed per (n_threads, n_threads_batch, OpenMP's wait)."""
+    """Prompt evaluation and decode speed per (n_threads, n_threads_batch, OpenMP's wait); a row
+    that timed less work than it names says so (``failed``: ``matrix_shortfall``)."""
     rows = []
     for threads, batch, wait in MATRIX:
         log = work / f"matrix-{threads}-{batch}-{wait.split()[0]}.log"
@@ -298,14 +317,14 @@ def threads_matrix(model: Path, work: Path) -> list[dict[str, Any]]:
             prompt = measured(url, log, [{"role": "user", "content": SPEED_PROMPT}],
                               temperature=0, max_tokens=1)
             decode = measured(url, log, [{"role": "user", "content": DECODE_PROMPT}],
-                              temperature=0.1, max_tokens=120, seed=1)
+                              temperature=0.1, max_tokens=MATRIX_DECODE, seed=1)
         finally:
             server.stop()
         rows.append({"n_threads": threads, "n_threads_batch": batch,
                      "openmp_wait": wait, "load_avg_1m": load,
                      "prompt_tokens": prompt["prompt_tokens_evaluated"],
                      "prompt_tok_s": prompt["prompt_tok_s"], "decode_tok_s": decode["decode_tok_s"],
-                     "load_avg_1m_after": os.getloadavg()[0]})
+                     "failed": matrix_shortfall(prompt, decode), "load_avg_1m_after": os.getloadavg()[0]})
         print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -605,7 +624,7 @@ def context_size(model: Path, work: Path, n_ctx: int, asks: int = 3) -> dict[str
         prompt = todo_prompt(fixture_registry(work), fresh=False)
         figures["prefill"] = measured(url, log, prompt, temperature=0, max_tokens=1)  # saves the state
         figures["decode"] = measured(url, log, [{"role": "user", "content": DECODE_PROMPT}],
-                                     temperature=0.1, max_tokens=120, seed=1)
+                                     temperature=0.1, max_tokens=MATRIX_DECODE, seed=1)
         figures["after_requests"] = rss_mb(server.pid)
     finally:
         server.stop()

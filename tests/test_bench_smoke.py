@@ -157,3 +157,19 @@ def test_an_ask_that_listed_fewer_open_todos_is_a_failed_run() -> None:
     assert local_model._read_todos(_asked(every[:1], every[1:]))[1] is True  # read in two pages
     assert local_model._read_todos(_asked(every, steps=1))[1] is False      # no answer after it
     assert local_model._read_todos(_asked())[1] is False                    # no list read
+
+
+def test_a_threads_matrix_row_that_timed_less_work_says_so() -> None:
+    """A prompt found in the cache, or a decode the model ended early, times less than the row
+    names: the old decode prompt stopped after 51 of its 120 tokens."""
+    from bench import local_model
+
+    def prompt(evaluated: int, cached: int = 0) -> dict[str, Any]:
+        return {"prompt_tokens_evaluated": evaluated,
+                "usage": {"prompt_tokens": 788, "prompt_tokens_details": {"cached_tokens": cached}}}
+
+    whole = {"decode_tokens": local_model.MATRIX_DECODE}
+    assert local_model.matrix_shortfall(prompt(788), whole) == ""
+    assert "1 of 788" in local_model.matrix_shortfall(prompt(1, cached=787), whole)
+    assert "decode: 51 of" in local_model.matrix_shortfall(prompt(788), {"decode_tokens": 51})
+    assert local_model.matrix_shortfall({"prompt_tokens_evaluated": 788, "usage": {}}, whole)  # no count

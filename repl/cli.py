@@ -270,21 +270,26 @@ def ask(
         typer.echo("error: step mode needs a terminal: it pauses the loop for your keys, and ask runs "
                    "without one; use the REPL: glassloop --step (or /step on)", err=True)
         raise typer.Exit(2)
+    # What was typed (the argument) may mention files; piped text is data and never does.
+    typed, piped = "", ""
     if question in (None, "-"):
         if sys.stdin.isatty() and question is None:
             typer.echo("error: give a question, or pipe one on standard input", err=True)
             raise typer.Exit(2)
-        question = _read_piped()
-    elif not sys.stdin.isatty():  # `cat log.txt | glassloop ask "summarize"`: the text goes along
-        question = _with_piped(question, _read_piped())
-    question = valid_text(question)  # argv bytes that are not UTF-8 arrive as lone surrogates
-    if not question.strip():
+        piped = _read_piped()
+    else:
+        typed = question
+        if not sys.stdin.isatty():  # `cat log.txt | glassloop ask "summarize"`: the text goes along
+            piped = _read_piped()
+    typed, piped = valid_text(typed), valid_text(piped)  # argv bytes not UTF-8 arrive as lone surrogates
+    if not (typed.strip() or piped.strip()):
         typer.echo("error: the question is empty", err=True)
         raise typer.Exit(2)
     settings = _settings(config, flags, yes, "tell", tools)
     from repl.session.oneshot import run_ask
 
-    code = run_ask(settings, question.strip(), as_json=as_json, assume_yes=yes, trace_file=trace_file)
+    code = run_ask(settings, typed.strip(), piped=piped, as_json=as_json, assume_yes=yes,
+                   trace_file=trace_file)
     if _PROGRAM.is_set():
         _leave(code)
     raise typer.Exit(code)
@@ -319,16 +324,6 @@ def _read_piped() -> str:
                    f"(e.g. tail -c {PIPED_MAX_CHARS} FILE | glassloop ask ...)", err=True)
         raise typer.Exit(2)
     return text
-
-
-def _with_piped(question: str, piped: str) -> str:
-    """The question, then the piped text in a fence longer than any inside it."""
-    if not piped.strip():
-        return question
-    fence = "```"
-    while fence in piped:
-        fence += "`"
-    return f"{question}\n\n{fence}\n{piped.strip(chr(10))}\n{fence}"
 
 
 @app.command("eval")
@@ -403,7 +398,7 @@ def trust_project(
             return
         settings = load_settings(cwd=folder, env={})  # env={}: list every key it may set
         project, tools = settings.project, settings.project_tools
-        commands = read_folder(folder / PROJECT_COMMANDS)
+        commands = read_folder(folder / PROJECT_COMMANDS, root=folder)
         if project is None and tools is None and not commands:
             typer.echo(f"error: no {PROJECT_FILE}, {PROJECT_TOOLS}/*.py or {PROJECT_COMMANDS}/*.md in "
                        f"{printable(str(folder))}", err=True)
@@ -421,11 +416,15 @@ def trust_project(
             state = "trusted" if record(tools) else "already trusted"
             typer.echo(f"{state}: {printable(trust_key(tools.path))} (sha256 {tools.sha256[:12]}…); "
                        f"tool files: {printable(', '.join(tools.files))}")
+            for line in tools.listing:
+                typer.echo("  " + printable(line))
         if commands:
             sha = digest(commands)
             state = "trusted" if record_folder(folder / PROJECT_COMMANDS, sha) else "already trusted"
             typer.echo(f"{state}: {printable(trust_key(folder / PROJECT_COMMANDS))} (sha256 {sha[:12]}…); "
                        f"commands: {printable(', '.join('/' + c.path.stem for c in commands))}")
+            for command in commands:  # each file by where it is read from, or why it is not
+                typer.echo("  " + printable(command.listed()))
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None

@@ -42,6 +42,7 @@ OURS = {
     "repl.providers", "repl.providers.base",  # Usage, which the events carry: standard library only
     "tools", "tools.compat",  # the CLI's private-API helpers: standard library only, the package lazy
     "repl.session.instructions",  # AGENTS.md, read to say so under the header: standard library only
+    "tools.folder_files", "tools.results",  # the one reader of a folder's files: standard library only
     "repl.session.recap", "repl.session.runtime", "repl.session.start", "repl.ui", "repl.ui.escape",
     "repl.ui.event_views", "repl.ui.live", "repl.ui.mdstream", "repl.ui.prompt", "repl.ui.render",
     "repl.ui.terminal",

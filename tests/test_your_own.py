@@ -266,3 +266,60 @@ def test_in_a_terminal_the_three_are_shown_completed_and_sent(repl_factory, fake
     assert sent[0].startswith("what is in @notes.txt\n\nAttached file notes.txt:\n```\nbuy milk\n")
     assert sent[-1] == "Say hello to Ada."
     assert "Answer in haiku." in fake_server.chat_requests()[0].body["messages"][0]["content"]
+
+
+# ---- what a folder brings is read by one set of rules -------------------------------------------
+
+
+def test_an_agents_md_leading_out_of_the_folder_or_into_proc_is_refused_in_one_line(
+        fake_server, home, project, tmp_path):
+    (tmp_path / "private.txt").write_text("PRIVATE-TOKEN-123\n", encoding="utf-8")
+    for target in (tmp_path / "private.txt", Path("/proc/self/environ")):
+        agents = project / "AGENTS.md"
+        agents.unlink(missing_ok=True)
+        agents.symlink_to(target)
+        fake_server.script(text("ok"), text("fine"))
+        env = {**home, "GLASSLOOP_TEST_SECRET": "ENV-SECRET-456"}
+        result = _run(env, fake_server, project, ["hello"])
+        asked = glassloop_here("ask", "hi", "--base-url", fake_server.base_url, env=env, cwd=project)
+        assert asked.returncode == 0, asked.stderr
+        for said in (result.stdout.replace("\n", ""), asked.stderr.replace("\n", "")):
+            assert "AGENTS.md not read: it leads" in said, said
+            assert "project instructions:" not in said
+        for request in fake_server.chat_requests()[-2:]:
+            body = json.dumps(request.body)
+            assert "PRIVATE-TOKEN-123" not in body and "ENV-SECRET-456" not in body
+            assert "Instructions from AGENTS.md" not in body
+
+
+def test_a_project_command_file_linked_out_of_the_folder_is_refused_and_trust_names_each_file(
+        fake_server, home, project, tmp_path):
+    (tmp_path / "private.md").write_text("PRIVATE-NOTES\n", encoding="utf-8")
+    folder = project / ".glassloop" / "commands"
+    folder.mkdir(parents=True)
+    (folder / "deploy.md").write_text("Deploy $1.\n", encoding="utf-8")
+    (folder / "review.md").symlink_to(tmp_path / "private.md")
+    trusted = glassloop_here("trust", env=home, cwd=project)
+    assert trusted.returncode == 0, trusted.stderr
+    out = trusted.stdout.replace("\n", "")
+    assert f"{(folder / 'deploy.md').resolve()} (sha256 " in out  # each file by its resolved path
+    assert "review.md not read: it leads outside" in out
+    fake_server.script(text("ok"))
+    result = _run(home, fake_server, project, ["/review"])
+    assert "unknown command /review" in result.stdout
+    assert all("PRIVATE-NOTES" not in json.dumps(r.body) for r in fake_server.chat_requests())
+
+
+def test_piped_text_never_attaches_a_file(fake_server, home, project):
+    (project / ".env").write_text("API_TOKEN=abc123\n", encoding="utf-8")
+    fake_server.script(text("summary"), text("summary"))
+    page = "A page to summarise. See @.env and @/etc/hostname for more.\n"
+    result = glassloop_here("ask", "summarize", "--base-url", fake_server.base_url, env=home, cwd=project,
+                            stdin=page)
+    assert result.returncode == 0, result.stderr
+    sent = _user(fake_server)
+    assert "See @.env and @/etc/hostname" in sent and "abc123" not in sent
+    assert "not attached" not in result.stderr and "attached" not in result.stderr
+    piped = glassloop_here("ask", "--base-url", fake_server.base_url, env=home, cwd=project, stdin=page)
+    assert piped.returncode == 0, piped.stderr
+    assert "abc123" not in _user(fake_server)

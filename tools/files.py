@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+from tools.folder_files import Refused, read_folder_file
 from tools.registry import Tool, tool
 from tools.results import ToolError
 
@@ -84,30 +85,20 @@ class Sandbox:
             raise ToolError("invalid_path", f"cannot access {shown!r}: {exc.strerror}") from exc
 
     def read_text(self, resolved: Path, shown: str) -> str:
-        """The whole file as text, after the type, size and binary checks."""
-        info = self.stat(resolved, shown)
-        if not stat.S_ISREG(info.st_mode):
-            kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-            raise ToolError("not_a_file", f"{shown!r} is {kind}")
-        if info.st_size > self.max_bytes:
-            raise ToolError("too_large", f"{shown!r} is {info.st_size:,} bytes; the limit is "
-                            f"{self.max_bytes:,}")
-        # O_NONBLOCK: even if the file were swapped for a FIFO, opening does not wait.
-        flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOFOLLOW", 0)
+        """The whole file as text, read by the rules of every file a folder brings
+        (``tools.folder_files``: inside the root, a regular file, never blocking), then the
+        binary check."""
         try:
-            fd = os.open(resolved, flags)
-        except OSError as exc:
-            raise ToolError("invalid_path", f"cannot open {shown!r}: {exc.strerror}") from exc
-        with os.fdopen(fd, "rb") as handle:
-            now = os.fstat(handle.fileno())
-            if (now.st_ino, now.st_dev) != (info.st_ino, info.st_dev) or not stat.S_ISREG(now.st_mode):
-                raise ToolError("not_a_file", f"{shown!r} changed while being opened")
-            data = handle.read(self.max_bytes + 1)
-        if len(data) > self.max_bytes:
-            raise ToolError("too_large", f"{shown!r} is larger than {self.max_bytes:,} bytes")
-        if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+            read = read_folder_file(resolved, self.max_bytes, root=self.root)
+        except Refused as exc:  # said with the path as the caller gave it
+            rule = exc.message.partition(" not read: ")[2] or exc.message
+            raise ToolError("invalid_path" if exc.type == "unreadable" else exc.type,
+                            f"{shown!r}: {rule}") from exc
+        if read is None:
+            raise ToolError("not_found", f"{shown!r} does not exist")
+        if b"\x00" in read.data[:BINARY_SNIFF_BYTES]:
             raise ToolError("binary_file", f"{shown!r} looks like a binary file")
-        return data.decode("utf-8", errors="replace")
+        return read.data.decode("utf-8", errors="replace")
 
     def walk_files(self, top: Path) -> Iterator[Path]:
         """Files under ``top`` (no symlinked folders, skipping VCS/venv folders)."""

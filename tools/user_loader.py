@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from tools.folder_files import Refused, read_folder_file
 from tools.registry import Tool
-from tools.safe_io import StoreError, read_regular
 from tools.user_api import MARK, Declared, collecting
 
 ENTRY_POINT_GROUP = "glassloop.tools"
@@ -45,6 +45,13 @@ class Source:
     path: Path
     data: bytes | None
     problem: str = ""
+    real: Path | None = None  # where it was read from, once links are resolved
+
+    def listed(self) -> str:
+        """One line for a trust listing: the file read and its hash, or why it was not."""
+        if self.data is None:
+            return self.problem
+        return f"{self.path.name}: {self.real} (sha256 {hashlib.sha256(self.data).hexdigest()[:12]}…)"
 
 
 @dataclass
@@ -68,14 +75,20 @@ def tool_files(folder: Path) -> list[Path]:
     return [p for p in names if not p.is_dir()]
 
 
-def read_sources(paths: Iterable[Path]) -> list[Source]:
+def read_sources(paths: Iterable[Path], root: Path | None = None) -> list[Source]:
+    """The files at ``paths`` as read by the rules of a folder's files (``root``: the folder they
+    must stay inside once links are resolved; None for the user's own)."""
     out = []
     for path in paths:
         try:
-            data = read_regular(Path(path), MAX_FILE_BYTES)
-            out.append(Source(path, data, "" if data is not None else f"{path}: no such file"))
-        except StoreError as exc:
-            out.append(Source(path, None, f"{path}: {exc.message.removeprefix(f'cannot read {path}: ')}"))
+            read = read_folder_file(Path(path), MAX_FILE_BYTES, root=root)
+        except Refused as exc:
+            out.append(Source(path, None, exc.message.replace(" not read: ", ": ", 1)))
+            continue
+        if read is None:
+            out.append(Source(path, None, f"{path}: no such file"))
+        else:
+            out.append(Source(path, read.data, real=read.real))
     return out
 
 

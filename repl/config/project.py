@@ -39,3 +39,4 @@ class ToolsTrust:
     sha256: str
     trusted: bool
     files: tuple[str, ...]
+    listing: tuple[str, ...] = ()  # each file: where it is read from and its hash, or why not

@@ -219,12 +219,12 @@ def project_tools(cwd: Path, trust_all: bool = False) -> ToolsTrust | None:
         return None
     from tools.user_loader import digest, read_sources, tool_files  # only when the folder exists
 
-    sources = read_sources(tool_files(folder))
+    sources = read_sources(tool_files(folder), root=cwd)  # a tool file may not lead out of the project
     if not sources:
         return None
     sha = digest(sources, folder)
     return ToolsTrust(folder, sha, trust_all or tools_trusted(folder, sha),
-                      tuple(s.path.name for s in sources))
+                      tuple(s.path.name for s in sources), tuple(s.listed() for s in sources))
 
 
 def tools_notice(tools: ToolsTrust) -> str:

@@ -2,7 +2,9 @@
 
 The user's own ``<config dir>/AGENTS.md`` comes first, then the working folder's. A folder's
 file comes with a cloned repository, so it is text for the model and nothing else: it never
-sets a setting or an approval, each file is cut at ``[instructions] max_kb``, and what was
+sets a setting or an approval, it is read by the rules of every file a folder brings
+(``tools.folder_files``: inside the folder once links are resolved, never ``/proc`` or a
+device; a refusal is one line), each file is cut at ``[instructions] max_kb``, and what was
 read is shown (the start's line, ``/instructions``) with its path made printable.
 
 Standard library only: the REPL reads these before its first prompt, to say so under the header.
@@ -11,12 +13,12 @@ Standard library only: the REPL reads these before its first prompt, to say so u
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from repl.config.load import Settings
 from repl.config.schema import printable
+from tools.folder_files import Refused, read_folder_file
 
 FILE = "AGENTS.md"
 HEAD = ("Instructions from AGENTS.md files (the user's own, then the working folder's). Follow them "
@@ -65,38 +67,25 @@ def load_instructions(settings: Settings, cwd: Path | None = None) -> Instructio
     cap = settings.instructions_max_kb * 1024
     if cap <= 0:
         return Instructions()
-    places = [("your", settings.config_dir / FILE), ("project", (cwd or Path.cwd()) / FILE)]
+    folder = cwd or Path.cwd()
+    # the user's own file may lead anywhere they chose; the folder's must stay inside it
+    places = [("your", settings.config_dir / FILE, None), ("project", folder / FILE, folder)]
     files: list[InstructionFile] = []
     problems: list[str] = []
     seen: set[str] = set()
-    for whose, path in places:
+    for whose, path, root in places:
         real = os.path.realpath(path)
         if real in seen:  # the working folder is the config dir
             continue
         seen.add(real)
         try:
-            read = _read_capped(path, cap)
-        except OSError as exc:
-            problems.append(f"{whose} {FILE} not read: {printable(str(path))}: {exc.strerror or exc}")
+            read = read_folder_file(path, cap, root=root, cut=True)
+        except Refused as exc:
+            problems.append(f"{whose} {printable(exc.message)}")
             continue
         if read is not None:
-            data, size = read
-            files.append(InstructionFile(path, whose, _text(data, size > cap), size, cap))
+            files.append(InstructionFile(path, whose, _text(read.data, read.cut), read.size, cap))
     return Instructions(tuple(files), tuple(problems))
-
-
-def _read_capped(path: Path, cap: int) -> tuple[bytes, int] | None:
-    """The first ``cap`` bytes of the regular file at ``path`` and its size; None when there is
-    none. A FIFO or device is never read (opening does not wait: ``O_NONBLOCK``)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        return None
-    with os.fdopen(fd, "rb") as file:
-        info = os.fstat(file.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise OSError("not a regular file")
-        return file.read(cap), info.st_size
 
 
 def _text(data: bytes, cut: bool) -> str:

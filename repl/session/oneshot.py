@@ -35,10 +35,12 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
 def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: bool,
-            trace_file: Path | None, stdout: TextIO | None = None,
+            trace_file: Path | None, piped: str = "", stdout: TextIO | None = None,
             stderr: TextIO | None = None) -> int:
     """One turn through the session core (the REPL's), as the ``ask`` door: no journal, nobody
-    to ask (side effects only with ``--yes``), the SDK imported while the rest starts."""
+    to ask (side effects only with ``--yes``), the SDK imported while the rest starts.
+    ``question`` is what the person typed: its ``@path`` mentions attach files; ``piped`` (text
+    on standard input) goes along as data and attaches nothing."""
     # this run's streams, not the import's
     lines = PlainLines(settings, stdout or sys.stdout, stderr or sys.stderr, stream_answer=not as_json)
     mode: ApprovalMode = "auto" if assume_yes else ("read-only" if settings.approval == "read-only" else "ask")
@@ -55,15 +57,29 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
         lines.info(line)
     core.start_background()
     try:
-        message = core.with_mentions(question)  # @path: the file's text goes with the question
+        message = core.with_mentions(question) if question else ""  # @path: the file goes along
         if message is None:
             return EXIT_USAGE
+        message = _with_piped(message, piped)
         finished = core.run_turn(message)
         if finished is None:
             return _unanswered(core.provider_failure, lines, as_json)
         return _answered(finished, core, lines, as_json=as_json, assume_yes=assume_yes)
     finally:  # after the answer is out; a server still running is left to stop on its own
         core.close(detach=True)
+
+
+def _with_piped(question: str, piped: str) -> str:
+    """The question, then the piped text in a fence longer than any inside it (the piped text
+    alone when nothing was typed)."""
+    if not piped.strip():
+        return question
+    if not question:
+        return piped.strip()
+    fence = "```"
+    while fence in piped:
+        fence += "`"
+    return f"{question}\n\n{fence}\n{piped.strip(chr(10))}\n{fence}"
 
 
 def _unanswered(failure: ProviderError | None, lines: PlainLines, as_json: bool) -> int:

@@ -6,7 +6,8 @@ become ``/NAME``: its text, with ``$ARGUMENTS`` (all that follows the name) and 
 ``description:`` for ``/help`` and completion. A project's folder comes with a cloned repository:
 its commands are used once ``glassloop trust`` recorded that exact content (the names and bytes
 of its files), as for ``./.glassloop/tools``. A file that cannot be a command (unreadable, not
-UTF-8, too big, a bad name or a built-in's) gives one line and is left out.
+UTF-8, too big, a bad name or a built-in's, or a project's leading out of the project) gives one
+line and is left out.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from repl.config.load import Settings
 from repl.config.schema import ConfigError, printable
 from repl.config.trust import tools_trusted
-from tools.safe_io import StoreError, read_regular
+from tools.folder_files import Refused, read_folder_file
 
 USER_COMMANDS = "commands"  # in the user config dir
 PROJECT_COMMANDS = Path(".glassloop") / "commands"
@@ -77,10 +78,18 @@ class Source:
     path: Path
     data: bytes | None  # None: could not be read (``problem`` says why)
     problem: str = ""
+    real: Path | None = None  # where it was read from, once links are resolved
+
+    def listed(self) -> str:
+        """One line for ``glassloop trust``: the command, the file read and its hash, or why not."""
+        if self.data is None:
+            return f"/{self.path.stem}: {self.path} not read: {self.problem}"
+        return f"/{self.path.stem}: {self.real} (sha256 {hashlib.sha256(self.data).hexdigest()[:12]}…)"
 
 
-def read_folder(folder: Path) -> list[Source]:
-    """The ``*.md`` files of ``folder`` (not its subfolders), by name, each read up to the cap."""
+def read_folder(folder: Path, root: Path | None = None) -> list[Source]:
+    """The ``*.md`` files of ``folder`` (not its subfolders), by name, each read up to the cap by
+    the rules of a folder's files (``root``: the folder they must stay inside, links resolved)."""
     try:
         with os.scandir(folder) as found:
             names = sorted(e.name for e in found if e.name.endswith(".md") and not e.name.startswith("."))
@@ -90,14 +99,14 @@ def read_folder(folder: Path) -> list[Source]:
     for name in names[:MAX_TEMPLATES]:
         path = folder / name
         try:
-            data = read_regular(path, MAX_TEMPLATE_BYTES)
-        except StoreError as exc:
-            problem = (f"larger than {MAX_TEMPLATE_BYTES // 1024} KB" if exc.type == "store_too_large"
-                       else exc.message.rpartition(": ")[2])
+            read = read_folder_file(path, MAX_TEMPLATE_BYTES, root=root)
+        except Refused as exc:
+            problem = (f"larger than {MAX_TEMPLATE_BYTES // 1024} KB" if exc.type == "too_large"
+                       else exc.message.partition(" not read: ")[2] or exc.message)
             sources.append(Source(path, None, problem))
             continue
-        if data is not None:
-            sources.append(Source(path, data))
+        if read is not None:
+            sources.append(Source(path, read.data, real=read.real))
     return sources
 
 
@@ -117,7 +126,7 @@ def load_templates(settings: Settings, builtin: Collection[str], cwd: Path | Non
     found = Templates()
     _add(found, read_folder(settings.config_dir / USER_COMMANDS), "your", builtin)
     folder = (cwd or Path.cwd()) / PROJECT_COMMANDS
-    project = read_folder(folder)
+    project = read_folder(folder, root=cwd or Path.cwd())  # a command file may not lead out of the project
     if not project:
         return found
     try:

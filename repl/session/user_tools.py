@@ -119,7 +119,7 @@ class UserTools:
         from tools.user_loader import read_sources, tool_files
 
         sources = read_sources(tool_files(self.settings.config_dir / "tools"))
-        project = read_sources(tool_files(self.project_folder))
+        project = read_sources(tool_files(self.project_folder), root=self.project_folder.parents[1])
         if project and self._project_trusted(project, ask, problems):
             sources += project
         return sources + read_sources(self.settings.tool_files)

@@ -11,18 +11,32 @@ the messages appended, the tools changed (or a line saying they are not), the fi
 that differ. ``full`` shows every request whole.
 
 The view is a list of blocks, ``(kind, value)``: ``heading`` and ``note`` lines of text,
-``json`` values (None: a note that there is nothing to show).
+``json`` values (None: a note that there is nothing to show). A trace may come from someone
+else, and a line can name a field of a body (any name a server or a hand put there): each
+line is made by ``_line``, one line without terminal controls, whatever it holds, and a JSON
+value is shown by ``json_display``, its names and strings escaped, so the blocks are safe to
+print as they are.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from repl.tracing.timeline import as_dict, failed_attempt
+from repl.tracing.timeline import TEXT_MAX, as_dict, as_text, failed_attempt
 from repl.ui.escape import json_display, one_line
 
 Block = tuple[str, Any]  # ("heading" | "note", text) or ("json", a JSON value)
 NO_RESPONSE = "(none: the call failed or was stopped before it was answered)"
+NAME_MAX = 40  # a field's name in a line
+
+
+def _line(kind: Literal["heading", "note"], text: str) -> Block:
+    """A ``heading`` or ``note`` line: one line, without terminal controls."""
+    return kind, as_text(text, TEXT_MAX)
+
+
+def _name(key: Any) -> str:
+    return as_text(key, NAME_MAX)
 
 
 def raw_view(calls: list[dict[str, Any]], *, full: bool = False) -> list[Block]:
@@ -34,23 +48,23 @@ def raw_view(calls: list[dict[str, Any]], *, full: bool = False) -> list[Block]:
         where = f"turn {c['turn']} · model call {c['step']}"
         request, (before_step, before) = c["request"], previous.get(c["turn"], (0, None))
         if full or not _diffable(request) or not _diffable(before):
-            out.append(("heading", f"── {where} · request, as sent"))
+            out.append(_line("heading", f"── {where} · request, as sent"))
             out.append(("json", request))
         else:
-            out.append(("heading", f"── {where} · request, what is new since model call {before_step}"))
+            out.append(_line("heading", f"── {where} · request, what is new since model call {before_step}"))
             out += request_changes(before, request)
         if _diffable(request):
             previous[c["turn"]] = (c["step"], request)
         failed = c.get("failed_attempts") or []
         for f in failed:
-            out.append(("heading", f"── {where} · {failed_attempt(f)}"))
+            out.append(_line("heading", f"── {where} · {failed_attempt(f)}"))
             if line := exchange_line(f):
-                out.append(("note", line))
+                out.append(_line("note", line))
             out.append(("json", f))
         if c["response"] is not None or not failed:
-            out.append(("heading", f"── {where} · response, as assembled from the stream"))
+            out.append(_line("heading", f"── {where} · response, as assembled from the stream"))
             if line := exchange_line(as_dict(c["response"]).get("http")):
-                out.append(("note", line))
+                out.append(_line("note", line))
             out.append(("json", c["response"]))
     return out
 
@@ -68,21 +82,21 @@ def request_changes(before: dict[str, Any], now: dict[str, Any]) -> list[Block]:
         old = before.get(key)
         if value == old:
             if key == "tools" and isinstance(value, list):
-                out.append(("note", f"tools: unchanged ({len(value)}: {', '.join(_names(value))})"))
+                out.append(_line("note", f"tools: unchanged ({len(value)}: {', '.join(_names(value))})"))
             else:
                 same.append(key)
         elif key == "tools" and isinstance(value, list) and isinstance(old, list):
             out += _tool_changes(old, value)
         elif isinstance(value, list) and isinstance(old, list) and value[: len(old)] == old:
-            out.append(("note", f"{key}: the first {len(old)} as before, {len(value) - len(old)} appended:"))
+            out.append(_line("note", f"{_name(key)}: the first {len(old)} as before, {len(value) - len(old)} appended:"))
             out.append(("json", value[len(old):]))
         else:
-            out.append(("note", f"{key}: " + ("new:" if key not in before else "changed, now:")))
+            out.append(_line("note", f"{_name(key)}: " + ("new:" if key not in before else "changed, now:")))
             out.append(("json", value))
     if gone := [k for k in before if k not in now]:
-        out.append(("note", f"no longer sent: {', '.join(one_line(k, 40) for k in gone)}"))
+        out.append(_line("note", f"no longer sent: {', '.join(_name(k) for k in gone)}"))
     if same:
-        out.append(("note", f"unchanged: {', '.join(one_line(k, 40) for k in same)}"))
+        out.append(_line("note", f"unchanged: {', '.join(_name(k) for k in same)}"))
     return out
 
 
@@ -106,7 +120,7 @@ def _tool_changes(old: list[Any], now: list[Any]) -> list[Block]:
     changed = [t for name, t in after.items() if name in before and before[name] != t]
     removed = [name for name in before if name not in after]
     kept = len(after) - len(added) - len(changed)
-    out: list[Block] = [("note", f"tools: {kept} unchanged, {len(changed)} changed, {len(added)} added, "
+    out: list[Block] = [_line("note", f"tools: {kept} unchanged, {len(changed)} changed, {len(added)} added, "
                                  f"{len(removed)} removed" + (f" ({', '.join(removed)})" if removed else "")
                                  + (":" if changed or added else ""))]
     if changed or added:

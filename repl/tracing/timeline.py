@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from repl.loop.events import Routed
+from repl.tracing.attached import Attached, split_message
 from repl.tracing.trace import read_records, turns
 from repl.ui.escape import clean, json_display, one_line
 
@@ -185,12 +186,14 @@ class Row:
 @dataclass(frozen=True)
 class TurnHead:
     """What a turn was: its number, the question as sent (an edit in step mode replaces what
-    was typed, kept in ``typed``) and the models it called."""
+    was typed, kept in ``typed``), without the files attached to it (``attached``: path and
+    text, raw), and the models it called."""
 
     number: int
     sent: str
     typed: str = ""
     models: tuple[str, ...] = ()
+    attached: tuple[Attached, ...] = ()
 
 
 def turn_head(records: list[dict[str, Any]]) -> TurnHead | None:
@@ -203,9 +206,11 @@ def turn_head(records: list[dict[str, Any]]) -> TurnHead | None:
         detail = as_dict(r.get("detail"))
         if r.get("type") == "user_step" and r.get("action") == "edited_by_user" and detail.get("role") == "user":
             sent, edited = detail.get("after"), True
+    sent, attached = split_message(sent) if isinstance(sent, str) else (sent, ())
+    typed = split_message(typed)[0] if isinstance(typed, str) else typed
     models = dict.fromkeys(as_text(r.get("model"), TEXT_MAX) for r in records if r.get("type") == "model_request")
     return TurnHead(as_int(records[0].get("turn")), as_text(sent, TEXT_MAX), as_text(typed, TEXT_MAX) if edited else "",
-                    tuple(models))
+                    tuple(models), attached)
 
 
 def undone_turns(groups: list[list[dict[str, Any]]]) -> set[int]:
@@ -412,6 +417,7 @@ def _title(records: list[dict[str, Any]], undone: set[int]) -> list[str]:
     if head is None:
         return [_describe(records[0]) or "before the first turn"]
     title = f"turn {head.number}: {head.sent!r}" + "".join(f" · {model}" for model in head.models)
+    title += "".join(f" · attached {as_text(a.path)}" for a in head.attached)
     title += " · undone" if head.number in undone else ""
     return [title, *([f"  (edited in step mode; typed {head.typed!r})"] if head.typed else [])]
 

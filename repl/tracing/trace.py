@@ -30,6 +30,7 @@ from typing import Any
 from repl.config.redact import Redactor
 from repl.loop.events import Event, ReasoningDelta, TextDelta, TurnStarted, WireRecord, to_dict
 from repl.loop.unicode import json_dumps
+from repl.tracing.attached import notes_attached, split_message
 from tools.safe_io import atomic_write
 
 PRIVATE_FILE, PRIVATE_FOLDER = 0o600, 0o700  # they hold what the model read: the user's alone
@@ -340,10 +341,25 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def turns(records: Iterable[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Group trace records into turns (a turn starts at ``turn_started``)."""
+    """Group trace records into turns (a turn starts at ``turn_started``). The notices that
+    said which files a turn's message attached, written just before it, go with it, after its
+    ``turn_started``; a group they leave empty goes."""
     grouped: list[list[dict[str, Any]]] = []
     for record in records:
         if record.get("type") == "turn_started" or not grouped:
             grouped.append([])
         grouped[-1].append(record)
-    return grouped
+    for before, group in zip(grouped, grouped[1:], strict=False):
+        _take_attached_notes(before, group)
+    return [group for group in grouped if group]
+
+
+def _take_attached_notes(before: list[dict[str, Any]], group: list[dict[str, Any]]) -> None:
+    text = group[0].get("user_text")
+    paths = {a.path for a in split_message(text)[1]} if isinstance(text, str) else set()
+    tail = len(before)  # the notices written after the turn before ended (others of the next turn's start too)
+    while paths and tail and before[tail - 1].get("type") == "notice":
+        tail -= 1
+    taken = [r for r in before[tail:] if notes_attached(r, paths)]
+    before[tail:] = [r for r in before[tail:] if not notes_attached(r, paths)]
+    group[1:1] = taken

@@ -23,6 +23,7 @@ from typing import Any
 from repl.config.settings import ModelPrice
 from repl.loop.cost import format_usd, usd
 from repl.loop.events import Usage
+from repl.tracing.attached import Attached, notes_attached
 from repl.tracing.timeline import (
     LEGEND,
     STEP_ACTIONS,
@@ -99,8 +100,8 @@ def trace_page(path: Path, groups: list[list[dict[str, Any]]], prices: Prices | 
     drawn = [(group, *turn_rows(group)) for group in groups]
     parts = {seg.part for _, rows, _ in drawn for row in rows for seg in row.segments}
     body = [f"<h1>glassloop trace {_text(path.stem)}</h1>",
-            f'<p class="meta">{len(groups)} turn{"" if len(groups) == 1 else "s"} · times from each '
-            "turn's start · costs at the prices configured now</p>",
+            f'<p class="meta">{_count(groups, undone)} · times from each turn\'s start · costs at the prices '
+            "configured now</p>",
             '<p class="legend">' + "".join(f'<span class="key"><span class="sw {part}"></span>{_text(LEGEND[part])}'
                                            "</span>" for part in LEGEND if part in parts) + "</p>"]
     if dropped:
@@ -112,6 +113,14 @@ def trace_page(path: Path, groups: list[list[dict[str, Any]]], prices: Prices | 
             + "\n".join(body) + "\n</body></html>\n")
 
 
+def _count(groups: list[list[dict[str, Any]]], undone: set[int]) -> str:
+    """'2 turns', as ``/sessions`` counts them: the turns kept (notices from before a first turn
+    are none; the undone ones are counted apart)."""
+    numbers = [head.number for group in groups if (head := turn_head(group))]
+    kept, gone = sum(n not in undone for n in numbers), sum(n in undone for n in numbers)
+    return f"{kept} turn{'' if kept == 1 else 's'}" + (f" and {gone} undone" if gone else "")
+
+
 def _turn(group: list[dict[str, Any]], rows: list[Row], total: float, wire: list[dict[str, Any]], undone: set[int],
           heads: list[TurnHead], prices: Prices | None, compares: dict[int, list[dict[str, Any]]]) -> str:
     head = turn_head(group)
@@ -119,6 +128,8 @@ def _turn(group: list[dict[str, Any]], rows: list[Row], total: float, wire: list
     out = [f'<section class="turn" data-turn="{_text(number)}">', f"<h2>{_title(head, number, undone, heads)}</h2>"]
     if head and head.typed:
         out.append(f'<p class="typed">typed <q>{_text(head.typed)}</q>; sent as edited in step mode</p>')
+    said = [r for r in group if head and notes_attached(r, {a.path for a in head.attached})]
+    out += [_attached(a, said) for a in (head.attached if head else ())]
     costs = {row.step: _cost(row, prices) for row in rows if row.kind == "model"}
     out.append(_summary(group, head, [c for c in costs.values() if c is not None], len(costs)))
     if rows:
@@ -131,13 +142,23 @@ def _turn(group: list[dict[str, Any]], rows: list[Row], total: float, wire: list
     if missing:
         out.append(f'<p class="meta">{missing} model call(s) without raw records (off, or dropped by the cap).</p>')
     models = {row.step: row.model for row in rows if row.kind == "model"}
-    notes = [note for r in group if (note := _note(r, models))]
+    notes = [note for r in group if not any(r is s for s in said) and (note := _note(r, models))]
     if notes:
         out.append('<ul class="notes">' + "".join(f"<li>{note}</li>" for note in notes) + "</ul>")
     if head and compares.get(number):
         out.append(_compared(compares[number], prices))
     out.append("</section>")
     return "\n".join(out)
+
+
+def _attached(file: Attached, said: list[dict[str, Any]]) -> str:
+    """A file sent with the turn's message, folded: the notice that said so (else its path and
+    size), then its text as sent."""
+    note = next((r["message"] for r in said if notes_attached(r, {file.path})), "")
+    lines = file.text.count("\n") + 1 if file.text else 0
+    summary = note or f"attached {file.path} ({lines:,} line{'' if lines == 1 else 's'}, {len(file.text):,} characters)"
+    return (f'<details class="attached"><summary>{_text(_field(summary))}</summary>'
+            f'<pre class="attached">{_text(file.text)}</pre></details>')
 
 
 def _compared(runs: list[dict[str, Any]], prices: Prices | None) -> str:

@@ -9,11 +9,15 @@ that cannot be started are printed as they are.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 from collections.abc import Callable
 
+from rich.cells import cell_len
 from rich.console import Console, RenderableType
+
+_STYLES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")  # colours, links
 
 
 def pager_command() -> list[str]:
@@ -26,10 +30,11 @@ def pager_command() -> list[str]:
     return ["less", "-R"]
 
 
-def page(text: str, *, height: int) -> bool:
-    """``text`` (for a terminal) through the pager when it is taller than ``height`` lines;
-    False when it was not (it fits, no pager, the pager cannot start): the caller prints it."""
-    command = pager_command() if text.count("\n") >= height - 1 else []
+def page(text: str, *, height: int, width: int | None = None) -> bool:
+    """``text`` (for a terminal) through the pager when it is taller than ``height`` lines (each
+    line as many as it wraps to on a screen ``width`` columns wide, when given); False when it
+    was not (it fits, no pager, the pager cannot start): the caller prints it."""
+    command = pager_command() if _rows(text, width) >= height - 1 else []
     if not command:
         return False
     try:
@@ -49,12 +54,21 @@ def page(text: str, *, height: int) -> bool:
     return True
 
 
+def _rows(text: str, width: int | None) -> int:
+    """The screen rows ``text`` takes past its first: its line breaks, and the rows a line
+    wider than ``width`` wraps to."""
+    if not width:
+        return text.count("\n")
+    return text.count("\n") + sum((cell_len(_STYLES.sub("", line)) - 1) // width
+                                   for line in text.split("\n") if line)
+
+
 def show(console: Console, renderable: RenderableType, out: Callable[[RenderableType], None] | None = None) -> None:
     """``renderable`` through the pager when ``console`` is a terminal and it is taller than the
     screen (its colours kept), else printed by ``out`` (by default ``console.print``)."""
     if console.is_terminal:
         with console.capture() as captured:
             console.print(renderable, soft_wrap=True)  # long lines whole: the pager wraps them, a copy is exact
-        if page(captured.get(), height=console.height):
+        if page(captured.get(), height=console.height, width=console.width):
             return
     (out or console.print)(renderable)

@@ -1,7 +1,9 @@
 """The approval dialog: what a side-effecting call will change, and the user's choice.
 
 ``ask()`` shows a panel (a before → after preview when the tool gives one,
-then the arguments) and reads one key: y / n / a / r / e. ``n`` asks for an
+then the arguments), every value whole, and reads one key: y / n / a / r / e,
+and ``v`` when a value taller than the screen is folded (it shows the value
+whole, through the pager when it is taller than the screen). ``n`` asks for an
 optional reason; ``e`` opens the arguments as editable JSON, validates them
 and shows the panel again, its preview made anew from the edited arguments;
 ``r`` lists the later calls of the step it would approve and asks once more.
@@ -21,6 +23,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from prompt_toolkit import PromptSession
@@ -31,13 +34,15 @@ from prompt_toolkit.key_binding import KeyBindings
 from prompt_toolkit.output import Output
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType
+from rich.highlighter import JSONHighlighter
 from rich.measure import Measurement
 from rich.panel import Panel
 from rich.text import Text
 
 from repl.loop.approval import ApprovalRequest, PendingCall, UserChoice
-from repl.ui.escape import clean
-from repl.ui.event_views import arguments_text
+from repl.ui.escape import clean, json_display
+from repl.ui.event_views import ONE_LINE_ARGS
+from repl.ui.pager import show
 
 Validate = Callable[[dict[str, Any]], "str | None"]
 ACTIONS = {"y": "yes", "n": "no", "a": "always", "r": "rest"}
@@ -57,8 +62,13 @@ class ApprovalDialog:
     def ask(self, request: ApprovalRequest, validate: Validate) -> UserChoice:
         arguments, edited = dict(request.arguments), False
         while True:
-            self.console.print(approval_panel(request, arguments, edited))
-            key = self._read_key(_choice_prompt(request), _keys(request))
+            card = approval_panel(request, arguments, edited)
+            self.console.print(card)
+            hidden = card.hidden(self.console)
+            key = self._read_key(_choice_prompt(request, bool(hidden)), _keys(request, bool(hidden)))
+            while key == "v":
+                self._view(hidden)
+                key = self._read_key(_choice_prompt(request, True), _keys(request, True))
             if key == "e":
                 new_arguments = self._edit(arguments, validate)
                 if new_arguments is not None:
@@ -87,6 +97,14 @@ class ApprovalDialog:
             self.console.print(Text(f"still asked one by one (destructive): {_calls(len(asked))}", "dim"))
             self.console.print(_call_list(asked))
         return self.confirm(f"Approve this call and these {_calls(len(rest))}?")
+
+    def _view(self, hidden: tuple[Hidden, ...]) -> None:
+        """``v``: the folded values whole, through the pager when taller than the screen."""
+        parts: list[RenderableType] = []
+        for item in hidden:
+            parts += [Text(f"{item.label}, whole ({len(item.value.plain):,} characters):", "bold"),
+                      item.value]
+        show(self.console, Group(*parts))
 
     # ----- prompts -----
 
@@ -197,23 +215,25 @@ def _choose(key: str) -> Callable[[Any], None]:
     return handler
 
 
-def _keys(request: ApprovalRequest) -> str:
-    return "yn" + ("" if request.destructive else "a") + ("r" if request.rest() else "") + "e"
+def _keys(request: ApprovalRequest, folded: bool) -> str:
+    return ("yn" + ("" if request.destructive else "a") + ("r" if request.rest() else "") + "e"
+            + ("v" if folded else ""))
 
 
-def _choice_prompt(request: ApprovalRequest) -> list[tuple[str, str]]:
+def _choice_prompt(request: ApprovalRequest, folded: bool) -> list[tuple[str, str]]:
     always = "" if request.destructive else " [a]lways"
     rest = f" [r]est of step (+{len(request.rest())})" if request.rest() else ""
-    return [("bold", "Allow?"), ("", f" [y]es [n]o{always}{rest} [e]dit › ")]
+    view = " [v]iew" if folded else ""
+    return [("bold", "Allow?"), ("", f" [y]es [n]o{always}{rest} [e]dit{view} › ")]
 
 
 def _calls(count: int) -> str:
     return f"{count} call" + ("" if count == 1 else "s")
 
 
-def _call_list(calls: Iterable[PendingCall]) -> _FieldLines:
+def _call_list(calls: Iterable[PendingCall]) -> _CutLines:
     """A call a line: its whole name, then its arguments cut at the edge."""
-    lines = _FieldLines()
+    lines = _CutLines()
     for call in calls:
         lines.add_row(Text(f"  {clean(call.name)}", "bold"), Text(_value(call.arguments)))
     return lines
@@ -233,30 +253,85 @@ def check_arguments(text: str, validate: Validate) -> tuple[dict[str, Any], str 
 
 # ----- the panel -----
 
+PROMPT_ROWS = 3  # left free under the card: the question and the line it is answered on
+KEPT_ROWS = 3  # a folded value still shows its first lines
 
-def approval_panel(request: ApprovalRequest, arguments: dict[str, Any], edited: bool) -> Panel:
-    """The change preview (+ new / ~ changed fields / - deleted item), one line a field, and
-    the arguments only when they say what the preview does not (or were edited); a call
+
+@dataclass(frozen=True)
+class Field:
+    """A value on the card: its key (empty for a block such as the arguments), the whole value
+    as shown, and what ``[v]iew`` calls it."""
+
+    key: Text
+    value: Text
+    label: str
+
+
+@dataclass(frozen=True)
+class Hidden:
+    """A value the card shows only in part: ``[v]iew`` shows it whole."""
+
+    label: str
+    value: Text
+
+
+Part = Text | tuple[Field, ...]  # a line of the card's own words, or fields with their keys aligned
+
+
+def approval_panel(request: ApprovalRequest, arguments: dict[str, Any], edited: bool) -> ApprovalCard:
+    """The change preview (+ new / ~ changed fields / - deleted item), a line or more a field,
+    and the arguments only when they say what the preview does not (or were edited); a call
     whose preview failed says it will fail, one whose preview did not finish in time says so."""
     title = Text.assemble((clean(request.name), "bold"), " — needs approval")
     if request.count > 1:
         title.append(f" ({request.index}/{request.count})")
-    parts: list[RenderableType] = []
+    parts: list[Part] = []
     preview = _preview(request, arguments) if edited else request.preview
     if preview is not None and "fails" in preview:
         parts.append(Text(f"✗ {_failure(preview['fails'])}: this call will fail", "bold red"))
     elif preview is not None and "unavailable" in preview:
         parts.append(Text(f"preview unavailable ({clean(str(preview['unavailable']))})", "dim"))
     elif preview is not None:
-        parts.append(preview_view(preview.get("before"), preview.get("after")))
+        parts += _preview_parts(preview.get("before"), preview.get("after"))
     elif request.preview is not None:
         parts.append(Text("no preview for the edited arguments", "dim"))
     if edited or preview is None or preview.keys() & {"fails", "unavailable"} or not _said_by(arguments, preview):
         parts.append(Text("arguments (edited)" if edited else "arguments", "dim italic"))
-        parts.append(arguments_text(arguments))
+        parts.append((Field(Text(), _arguments(arguments), "arguments"),))
     subtitle = Text("destructive: asked every time", "red") if request.destructive else None
-    return Panel(Group(*parts), title=title, title_align="left", subtitle=subtitle,
-                 subtitle_align="right", border_style="yellow", expand=False)
+    return ApprovalCard(parts, title, subtitle)
+
+
+class ApprovalCard:
+    """The approval panel: every value whole, wrapped at the width it is drawn at (keys aligned,
+    a value's further lines under its first). When that is taller than the screen leaves for
+    the card, the tallest values are folded, each saying how many lines it hides and that
+    ``[v]iew`` shows it; ``hidden()`` lists them, so the question offers ``[v]``."""
+
+    def __init__(self, parts: list[Part], title: Text, subtitle: Text | None) -> None:
+        self.parts, self.title, self.subtitle = parts, title, subtitle
+
+    def hidden(self, console: Console) -> tuple[Hidden, ...]:
+        """The values folded when the card is drawn on ``console``."""
+        return self._layout(console, console.options)[1]
+
+    def _layout(self, console: Console, options: ConsoleOptions) -> tuple[list[Text], tuple[Hidden, ...]]:
+        rows = (options.height or options.size.height) - PROMPT_ROWS - 2  # 2: the borders
+        return _layout(self.parts, console, max(options.max_width - 4, 1), rows)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Panel]:
+        lines, _ = self._layout(console, options)
+        yield Panel(Group(*lines), title=self.title, title_align="left", subtitle=self.subtitle,
+                    subtitle_align="right", border_style="yellow", expand=False)
+
+
+def _arguments(arguments: dict[str, Any]) -> Text:
+    """The arguments as JSON, whole: one line when short, else indented; every character a
+    terminal could act on written as a ``\\u`` escape."""
+    source = json_display(arguments)
+    if len(source) > ONE_LINE_ARGS:
+        source = json_display(arguments, indent=2)
+    return JSONHighlighter()(Text(source))
 
 
 def _failure(message: str) -> str:
@@ -294,41 +369,132 @@ def _preview(request: ApprovalRequest, arguments: dict[str, Any]) -> dict[str, A
 
 
 def preview_view(before: Any, after: Any) -> RenderableType:
-    """What will change, one line a field: a new item, changed fields old → new, or a deletion.
-    Fields the store keeps itself (``*_at`` timestamps) are left out."""
+    """What will change, each value whole: a new item, changed fields old → new, or a deletion."""
+    return _Parts(_preview_parts(before, after))
+
+
+def _preview_parts(before: Any, after: Any) -> list[Part]:
+    """The preview as parts: a heading, then a field a value. Fields the store keeps itself
+    (``*_at`` timestamps) are left out; unchanged fields but the item's name too."""
     if not isinstance(before, dict | None) or not isinstance(after, dict | None):
-        return Text.assemble((_value(before), "red"), " → ", (_value(after), "green"))
+        change = Text.assemble((_value(before), "red"), " → ", (_value(after), "green"))
+        return [(Field(Text(), change, "change"),)]
     if before is None:
         if after is None:
-            return Text("no change", "dim")
+            return [Text("no change", "dim")]
         return _fields(Text(f"+ new item {_ident(after, '')}".rstrip(), "bold green"), after, "green")
     if after is None:
         return _fields(Text(f"- delete {_ident(before)}", "bold red"), before, "red")
     changed = [key for key in list(before) + [k for k in after if k not in before]
                if before.get(key) != after.get(key) and not _bookkeeping(key)]
-    grid = _FieldLines()
+    fields: list[Field] = []
     for key in [k for k in CONTEXT_FIELDS if k in after and k not in changed] + changed:
-        old, new = before.get(key), after.get(key)
+        name, old, new = clean(str(key)), before.get(key), after.get(key)
         if key not in changed:
-            grid.add_row(Text(clean(str(key)), "dim"), Text(_value(new), "dim"))
+            fields.append(Field(Text(name, "dim"), Text(_value(new), "dim"), name))
         else:
-            grid.add_row(Text(clean(str(key))), Text.assemble(
-                (_value(old), "red"), " → ", (_value(new), "bold green")))
-    heading = Text(f"~ change {_ident(before)}" if changed else "no change", "bold yellow")
-    return Group(heading, grid)
+            fields.append(Field(Text(name), Text.assemble((_value(old), "red"), " → ",
+                                                          (_value(new), "bold green")), f"{name} (old → new)"))
+    return [Text(f"~ change {_ident(before)}" if changed else "no change", "bold yellow"), tuple(fields)]
 
 
-def _fields(heading: Text, item: dict[str, Any], colour: str) -> RenderableType:
+def _fields(heading: Text, item: dict[str, Any], colour: str) -> list[Part]:
     shown = {key: value for key, value in item.items()  # an empty field says nothing; the id is in the heading
              if value not in (None, "", [], {}) and key != "id" and not _bookkeeping(key)}
-    grid = _FieldLines()
-    for key, value in shown.items():
-        grid.add_row(Text(clean(str(key)), "dim"), Text(_value(value), colour))
-    return Group(heading, grid)
+    return [heading, tuple(Field(Text(clean(str(key)), "dim"), Text(_value(value), colour), clean(str(key)))
+                           for key, value in shown.items())]
 
 
-class _FieldLines:
-    """``key  value`` lines, keys aligned, each value cut with "…" at the panel's edge (never wrapped)."""
+# ----- laying the parts out: wrapped, and folded to fit the screen -----
+
+
+@dataclass(frozen=True)
+class _Row:
+    """A part laid out at a width: its key's lines, its value's lines and where they start."""
+
+    keys: tuple[Text, ...]
+    values: tuple[Text, ...]
+    indent: int  # the column the value starts at
+    room: int  # the value's width
+    field: Field | None  # None: the card's own words, never folded
+
+
+class _Parts:
+    """Parts drawn whole at the width given, nothing folded (a preview outside the card)."""
+
+    def __init__(self, parts: list[Part]) -> None:
+        self.parts = parts
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
+        yield from _layout(self.parts, console, options.max_width, None)[0]
+
+
+def _layout(parts: list[Part], console: Console, width: int,
+            rows: int | None) -> tuple[list[Text], tuple[Hidden, ...]]:
+    """The lines of ``parts`` at ``width``, folded to at most ``rows`` lines when it can
+    (None: never folded), and the values folded."""
+    laid = _rows(parts, console, width)
+    kept = {} if rows is None else _folds(laid, console, rows)
+    hidden = tuple(Hidden(field.label, field.value) for n, row in enumerate(laid)
+                   if n in kept and (field := row.field) is not None)
+    lines: list[Text] = []
+    for n, row in enumerate(laid):
+        values = row.values
+        if n in kept:
+            values = values[: kept[n]] + _notice(row, len(values) - kept[n], console)
+        for k in range(max(len(row.keys), len(values))):
+            key = row.keys[k] if k < len(row.keys) else Text()
+            line = Text.assemble(key, " " * (row.indent - key.cell_len))
+            lines.append(line.append_text(values[k]) if k < len(values) else line)
+    return lines, hidden
+
+
+def _rows(parts: list[Part], console: Console, width: int) -> list[_Row]:
+    rows: list[_Row] = []
+    for part in parts:
+        if isinstance(part, Text):
+            rows.append(_Row((), _wrap(part, console, width), 0, width, None))
+            continue
+        widest = max((field.key.cell_len for field in part), default=0)
+        indent = min(widest + 2, width // 2) if widest else 0  # a long key is wrapped in its column
+        for field in part:
+            keys = _wrap(field.key, console, indent - 2) if field.key.plain else ()
+            room = max(width - indent, 1)
+            rows.append(_Row(keys, _wrap(field.value, console, room), indent, room, field))
+    return rows
+
+
+def _folds(laid: list[_Row], console: Console, rows: int) -> dict[int, int]:
+    """The lines each folded value keeps (by its row's index) so that ``laid`` fits in ``rows``:
+    the tallest values folded first, none to fewer than ``KEPT_ROWS`` lines."""
+    excess = sum(max(len(row.keys), len(row.values)) for row in laid) - rows
+    kept: dict[int, int] = {}
+    for n in sorted((n for n, row in enumerate(laid) if row.field), key=lambda n: -len(laid[n].values)):
+        row = laid[n]
+        notice = len(_notice(row, len(row.values), console))  # the most lines it can take
+        keep = max(KEPT_ROWS, len(row.values) - excess - notice)
+        if excess <= 0 or keep + notice >= len(row.values):
+            break  # the rest are shorter: folding them would hide nothing or add lines
+        kept[n] = keep
+        excess -= max(len(row.keys), len(row.values)) - max(len(row.keys), keep + notice)
+    return kept
+
+
+def _notice(row: _Row, hidden_lines: int, console: Console) -> tuple[Text, ...]:
+    """What a folded value says under its first lines, wrapped in its column."""
+    size = len(row.field.value.plain) if row.field else 0
+    said = Text(f"▸ {hidden_lines:,} more lines hidden ({size:,} characters in all): "
+                "[v]iew shows it whole", "bold yellow")
+    return _wrap(said, console, row.room)
+
+
+def _wrap(text: Text, console: Console, width: int) -> tuple[Text, ...]:
+    return tuple(text.wrap(console, max(width, 1), overflow="fold"))
+
+
+class _CutLines:
+    """``name  arguments`` lines, names aligned, each line cut with "…" at the edge (the list of
+    later calls ``[r]`` approves, a call a line)."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[Text, Text]] = []
@@ -359,9 +525,8 @@ def _ident(item: dict[str, Any], unnamed: str = "item") -> str:
     return clean(str(item.get("id", ""))) or unnamed
 
 
-def _value(value: Any, limit: int = 200) -> str:
+def _value(value: Any) -> str:
+    """``value`` whole, as text that is safe to show."""
     if value is None:
         return "—"
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    text = clean(text)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    return clean(value if isinstance(value, str) else json.dumps(value, ensure_ascii=False))

@@ -31,6 +31,7 @@ from repl.session.recap import recap, resumed_line, resumed_on, session_endpoint
 from repl.session.runtime import new_id
 from repl.session.seams import UI
 from repl.session.templates import Templates, load_templates
+from repl.session.typed_numbers import NotANumber
 from repl.ui.event_views import plural
 from tools.safe_io import StoreError
 
@@ -72,9 +73,13 @@ class ChatSession(SessionCore):
     def resume(self, key: str, *, show: bool = True) -> bool:
         """Continue the saved session ``key`` (an id, its start, ``last``); ``ID@k``: its k-th
         branch (``/rewind``), opened as a new session so the journal it came from stays as it is."""
-        session, branch = split_branch(key) or (key, None)
+        try:
+            session, branch = split_branch(key)
+        except NotANumber as exc:
+            self.ui.error(f"cannot resume: {exc}")
+            return False
         path = find_session(self.settings.data_dir / "sessions", session)
-        if path is None or (branch is None and "@" in key):
+        if path is None:
             self.ui.error("no saved session with a turn yet" if key == "last"
                           else f"no saved session matches {key!r} (see /sessions)")
             return False

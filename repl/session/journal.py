@@ -35,6 +35,7 @@ from repl.session.recap import (
     mtime,
     note_record,
 )
+from repl.session.typed_numbers import typed_number
 from repl.tracing.trace import JsonlWriter
 from tools.safe_io import StoreError, check_regular
 
@@ -314,9 +315,9 @@ def find_session(folder: Path, key: str) -> Path | None:
     return matching_session(folder, key)
 
 
-def split_branch(key: str) -> tuple[str, int | None] | None:
-    """``ID@k`` as (ID, k); a key without ``@`` as (key, None); None when ``k`` is no number."""
+def split_branch(key: str) -> tuple[str, int | None]:
+    """``ID@k`` as (ID, k); a key without ``@`` as (key, None); NotANumber when ``k`` is no number."""
     session, at, branch = key.partition("@")
     if not at:
         return key, None
-    return (session, int(branch)) if branch.isdigit() and int(branch) > 0 else None
+    return session, typed_number(branch, "ID@k takes a branch number k")

@@ -12,6 +12,7 @@ from repl.providers.base import Message, ProviderError
 from repl.session.commands.context import CommandContext, command, save_text
 from repl.session.journal import recent_sessions
 from repl.session.mentions import typed_part
+from repl.session.typed_numbers import NotANumber, typed_number
 from repl.ui.escape import clean, one_line
 from tools.safe_io import StoreError
 from tools.undo import Reverted
@@ -92,10 +93,11 @@ def rewind(ctx: CommandContext, args: list[str]) -> None:
     if not starts:
         ctx.ui.info("nothing to rewind: no turn yet")
         return
-    if args and not args[0].isdigit():
-        ctx.ui.error(f"/rewind takes a turn number (1 to {len(starts)}), not {one_line(args[0], 20)!r}")
+    try:
+        number = typed_number(args[0], "/rewind takes a turn number") if args else _pick_turn(ctx, starts)
+    except NotANumber as exc:
+        ctx.ui.error(str(exc))
         return
-    number = int(args[0]) if args else _pick_turn(ctx, starts)
     if number is None:
         return
     try:

@@ -9,6 +9,7 @@ from typing import Any
 from repl.loop.cost import context_window_for
 from repl.loop.unicode import json_dumps
 from repl.session.commands.context import CommandContext, command, save_text
+from repl.session.typed_numbers import NotANumber, typed_number
 from repl.tracing.raw import raw_view
 from repl.tracing.timeline import (
     draw_turn,
@@ -49,6 +50,12 @@ def trace(ctx: CommandContext, args: list[str]) -> None:
         return
     if rest:
         which = rest[0]
+    if which not in ("last", "all"):
+        try:
+            which = str(typed_number(which, "/trace takes 'all' or a turn number"))
+        except NotANumber as exc:
+            ctx.ui.error(str(exc))
+            return
     path = ctx.trace.path
     try:
         grouped = turns(read_records(path)) if path.exists() else []  # made by the session's first turn

@@ -15,8 +15,11 @@ write log (``journal.WRITTEN``: each journal write appends its id), at the names
 when its time changed (a journal made or removed), and at every journal's size and time when it
 last did so 5 minutes ago (a journal edited by hand, or by a glassloop that keeps no log). Every connection is opened and
 closed under ``search.sqlite3.lock``, so two REPLs never write at once and a rebuild never
-replaces a file another process has open. A damaged index is rebuilt from the journals with one
-line; a Python whose SQLite lacks FTS5 scans the journals instead.
+replaces a file another process has open. A damaged index (a file SQLite cannot read, or not of
+this layout) is rebuilt from the journals with one line; one another program holds locked is busy,
+never damaged: the search says so in one line and the file is left alone. Each word searched for is
+a quoted FTS5 string, so no query is FTS5 syntax. A Python whose SQLite lacks FTS5 scans the
+journals instead.
 """
 
 from __future__ import annotations
@@ -41,9 +44,11 @@ from tools.safe_io import StoreError, locked, take
 
 INDEX_FILE = "index/search.sqlite3"  # in a folder of its own: its writes leave the journals' folder's time alone
 SCHEMA = 1  # PRAGMA user_version: another value is an index of another layout, rebuilt
+TABLES = {"turns", "journals", "state", "words"}  # of this layout (FTS5's own tables besides)
 FIELD_CHARS = 4000  # of each field indexed: a tool's long argument (a file written) is cut
 TURN_LOCK_S = 0.5  # a turn's end waits no longer for the index (the next search catches up)
-SEARCH_LOCK_S = 10.0
+SEARCH_LOCK_S = 10.0  # a search waits this long for the index's lock and for SQLite's (``Index.wait_s``)
+MOST_HITS = 2**63 - 1  # SQLite's largest integer: a larger limit shows every turn found, as this one does
 FULL_SCAN_S = 300.0  # journals changed by no glassloop (an edit by hand) are found at most this late
 SETTLED_S = 2.0  # a folder time this recent may be followed by a change in the same clock tick
 LOG_BYTES = 256 * 1024  # a turn's end that finds the write log this big reads it (a search does anyway)
@@ -52,7 +57,27 @@ _CJK = re.compile(r"([\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900
 
 
 class SearchError(Exception):
-    """The index could not be used (locked too long, cannot be made again): one line, naming it."""
+    """The index could not be used (busy too long, cannot be made again): one line, naming it."""
+
+
+class OtherLayout(sqlite3.DatabaseError):
+    """An index file that is a database, but not one of this layout: made again."""
+
+
+def _code(exc: sqlite3.Error) -> int:
+    """SQLite's primary result code of ``exc`` (0 when it carries none)."""
+    return int(getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF
+
+
+def damaged(exc: sqlite3.Error) -> bool:
+    """A file SQLite cannot read as a database, or not as this index; never a busy file, a full
+    disk or a query SQLite refused."""
+    return isinstance(exc, OtherLayout) or _code(exc) in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+
+
+def busy(exc: sqlite3.Error) -> bool:
+    """Another connection (another program's too) holds the index locked."""
+    return _code(exc) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 @dataclass(frozen=True)
@@ -212,6 +237,12 @@ def _word_pattern(word: str) -> str:
     return rf"(?<!\w){escaped}(?!\w)"
 
 
+def fts_query(words: list[str]) -> str:
+    """The FTS5 query of ``words``: each a quoted string (every one must occur), so quotes, ``*``,
+    ``:``, ``^``, ``-``, parentheses, ``AND`` and ``NEAR(`` are text searched for, never syntax."""
+    return " ".join('"' + _spaced(w).replace('"', '""') + '"' for w in words)
+
+
 @cache
 def fts5_available() -> bool:
     try:
@@ -225,10 +256,13 @@ def fts5_available() -> bool:
 class Index:
     """The search index of the journals in ``folder``; ``say``: one line for the person."""
 
-    def __init__(self, folder: Path, say: Callable[[str], None] = lambda line: None) -> None:
+    def __init__(self, folder: Path, say: Callable[[str], None] = lambda line: None,
+                 wait_s: float | None = None) -> None:
+        """``wait_s``: how long a search waits for a busy index (default SEARCH_LOCK_S)."""
         self.folder = folder
         self.path = folder / INDEX_FILE
         self.say = say
+        self.wait_s = SEARCH_LOCK_S if wait_s is None else wait_s
 
     @contextmanager
     def _connection(self, timeout: float) -> Iterator[sqlite3.Connection]:
@@ -242,10 +276,11 @@ class Index:
                     os.chmod(self.path, 0o600)
                 con.execute("PRAGMA synchronous=OFF")  # a cache: a machine crash's damage is rebuilt
                 version = con.execute("PRAGMA user_version").fetchone()[0]
-                if version == 0 and not con.execute("SELECT 1 FROM sqlite_master").fetchone():
+                tables = {name for (name,) in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+                if version == 0 and not tables:
                     _create(con)
-                elif version != SCHEMA:
-                    raise sqlite3.DatabaseError(f"an index of another layout ({version})")
+                elif version != SCHEMA or not TABLES <= tables:
+                    raise OtherLayout(f"an index of another layout ({version})")
                 yield con
             finally:
                 con.close()
@@ -281,10 +316,11 @@ class Index:
 
     # ---- searching -------------------------------------------------------------------
     def search(self, text: str, limit: int = 20) -> list[Hit]:
-        """The newest ``limit`` turns holding every word of ``text``. Raises SearchError when the
-        index is locked too long or cannot be made again."""
-        words = query_words(text)
-        if not words or not self.folder.is_dir():
+        """The newest ``limit`` turns holding every word of ``text`` (a limit above MOST_HITS is
+        all of them, as MOST_HITS is). Raises SearchError when the index is busy longer than
+        ``wait_s``, cannot be read, or cannot be made again; only a damaged one is made again."""
+        words, limit = query_words(text), min(limit, MOST_HITS)
+        if not words or limit < 1 or not self.folder.is_dir():
             return []
         if not fts5_available():
             self.say("this Python's SQLite has no FTS5: searching the journals one by one (slower)")
@@ -293,28 +329,32 @@ class Index:
             try:
                 return self._search(words, limit)
             except sqlite3.DatabaseError as exc:
+                if not damaged(exc):
+                    raise
                 self._rebuild(exc)
             return self._search(words, limit)
         except StoreError as exc:
             raise SearchError(exc.message) from None
         except (sqlite3.Error, OSError) as exc:
+            if isinstance(exc, sqlite3.Error) and busy(exc):
+                raise SearchError(f"the search index {self.path} is busy: another program holds it "
+                                  f"(waited {self.wait_s:g} s); try again once it is done") from None
             raise SearchError(f"cannot use the search index {self.path}: "
                               f"{getattr(exc, 'strerror', None) or exc}") from None
 
     def refresh(self) -> None:
         """Bring the index up to the journals, as each search does first (a benchmark's build)."""
-        with self._connection(SEARCH_LOCK_S) as con, con:
+        with self._connection(self.wait_s) as con, con:
             self._catch_up(con)
 
     def _search(self, words: list[str], limit: int) -> list[Hit]:
-        match = " ".join('"' + _spaced(w).replace('"', '""') + '"' for w in words)
-        with self._connection(SEARCH_LOCK_S) as con:
+        with self._connection(self.wait_s) as con:
             with con:
                 self._catch_up(con)
             rows = con.execute(
                 "SELECT session, branch, turn, time, question, answer, tools FROM turns WHERE id IN "
                 "(SELECT rowid FROM words WHERE words MATCH ? ORDER BY rowid DESC LIMIT ?) ORDER BY id DESC",
-                (match, limit)).fetchall()
+                (fts_query(words), limit)).fetchall()
         return [snippet(TurnText(*row), words) for row in rows]
 
     def _catch_up(self, con: sqlite3.Connection) -> None:
@@ -392,7 +432,7 @@ class Index:
 
     def _rebuild(self, why: Exception) -> None:
         """A damaged index made again from the journals (the next search's catch-up fills it)."""
-        with locked(self.path, timeout=SEARCH_LOCK_S):
+        with locked(self.path, timeout=self.wait_s):
             for path in (self.path, Path(f"{self.path}-journal")):
                 path.unlink(missing_ok=True)
         sessions = sum(1 for p in self.folder.glob("*.jsonl"))

@@ -30,13 +30,15 @@ HOMES: dict[str, tuple[str, ...]] = {
     "typer": ("repl/cli.py",),
     "jsonschema": ("tools/registry.py", "tools/validation.py"),
     "mcp": ("tools/mcp_client.py", "tools/mcp_convert.py"),
+    "dateparser": ("tools/days.py",),  # a day as people say it -> a date
     # the local model runs in its own server process (llama_server.py: its program, the one
     # place its internals are touched); glassloop itself uses only the pure-Python JSON-schema
     # converter, to build the grammar of valid tool calls
     "llama_cpp": ("repl/providers/grammar.py", "repl/providers/llama_server.py"),
 }
 # Loaded by none of the start-up path (`glassloop` must show its prompt fast).
-HEAVY_AT_START = ("openai", "pydantic", "rich.markdown", "jsonschema", "httpx", "httpx2", "mcp", "llama_cpp")
+HEAVY_AT_START = ("openai", "pydantic", "rich.markdown", "jsonschema", "httpx", "httpx2", "mcp", "llama_cpp",
+                  "dateparser")
 
 
 def source_files() -> list[Path]:

@@ -12,6 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
+from tools.days import is_span, when_of
 from tools.registry import DUE_CUE, Tool, tool
 from tools.results import ToolError
 from tools.store import collection_validator, read_json, update_json
@@ -89,6 +90,23 @@ def _summary(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_DUE_FORMS = ("give the day, with the time if one was said: 'tomorrow', 'tomorrow at 3pm', 'Friday', "
+              "'next Monday', 'Dec 20', 'in 2 days', '明天上午十点', '周五', or YYYY-MM-DD [HH:MM]")
+
+
+def _due(said: str | None) -> str | None:
+    """The due date ``said`` means now, in local time: ``YYYY-MM-DD``, or ``YYYY-MM-DD HH:MM``
+    when a time was said ("tomorrow at 3pm": words are wrong the day after). None and "" pass."""
+    if not said:
+        return said
+    if is_span(said):
+        raise ToolError("invalid_arguments", f"due {said!r} is a span of days, not a day; {_DUE_FORMS}")
+    when = when_of(said, datetime.now())
+    if when is None:
+        raise ToolError("invalid_arguments", f"due {said!r} is not a day that could be read; {_DUE_FORMS}")
+    return when.iso()
+
+
 def _require_text(field: str, value: str) -> str:
     if not value.strip():
         raise ToolError("invalid_arguments", f"{field} must not be empty")
@@ -101,7 +119,7 @@ def _add(data: dict, *, title: str, detail: str = "", priority: Priority = "medi
     stamp = _now()
     item = {
         "id": _next_id(todos), "title": _require_text("title", title), "detail": detail,
-        "status": "todo", "priority": priority, "due": due or None, "tag": tag or None,
+        "status": "todo", "priority": priority, "due": _due(due) or None, "tag": tag or None,
         "created_at": stamp, "updated_at": stamp,
     }
     return Outcome({**data, "todos": [*todos, item]}, None, item, {"todo": item})
@@ -114,6 +132,8 @@ def _update(data: dict, *, todo_id: str | int, **fields: Any) -> Outcome:
         raise ToolError("invalid_arguments", f"nothing to update; pass at least one of {names}")
     if "title" in changes:
         changes["title"] = _require_text("title", changes["title"])
+    if "due" in changes:
+        changes["due"] = _due(changes["due"])
     for clearable in ("due", "tag"):  # an empty string clears the field
         if changes.get(clearable) == "":
             changes[clearable] = None
@@ -153,9 +173,17 @@ def _commit(path: Path, op: Operation, args: dict[str, Any]) -> dict[str, Any]:
 def _previewer(path: Path, op: Operation) -> Callable[[dict[str, Any]], dict[str, Any]]:
     def preview(args: dict[str, Any]) -> dict[str, Any]:
         outcome = op(read_json(path, DEFAULT, _validate), **args)
-        return {"before": outcome.before, "after": outcome.after}
+        return {"before": outcome.before, "after": _with_due_said(outcome.after, args.get("due"))}
 
     return preview
+
+
+def _with_due_said(after: dict[str, Any] | None, said: Any) -> dict[str, Any] | None:
+    """``after`` with the words said beside the date they resolved to, for the person to check:
+    "2026-12-08 15:00 (tomorrow at 3pm)"."""
+    if not (after and after.get("due") and isinstance(said, str) and said.strip() != after["due"]):
+        return after
+    return {**after, "due": f"{after['due']} ({said.strip()})"}
 
 
 def make_todo_tools(path: Path) -> list[Tool]:
@@ -229,8 +257,8 @@ def make_todo_tools(path: Path) -> list[Tool]:
             title: Short title, e.g. "Write the weekly report".
             detail: Longer explanation, only when the user wrote one besides the title.
             priority: How important it is; 优先级 (high = 高, 重要, urgent; low = 低).
-            due: The day or time it is due, as the user said it: today, tomorrow, Friday, next
-                week, a date like "2025-05-01"; 今天, 明天, 周五, 下周.
+            due: The day it is due, with the time if the user said one, in their words: today,
+                tomorrow at 3pm, Friday, next Monday, a date like "2025-05-01"; 今天, 明天上午十点, 周五.
             tag: A label or category the user named, e.g. "work"; 标签.
         """
         return _commit(path, _add, dict(title=title, detail=detail, priority=priority,
@@ -250,7 +278,8 @@ def make_todo_tools(path: Path) -> list[Tool]:
             title: New title (to rename it).
             detail: New detail text (replaces the old one).
             priority: New priority.
-            due: New due date, preferably ISO like "2025-05-01".
+            due: New due day, with the time if the user said one, in their words or as a date:
+                tomorrow at 3pm, Friday, "2025-05-01"; 明天, 周五.
             tag: New label.
             status: New status ("todo" reopens a finished item).
         """

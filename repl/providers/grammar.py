@@ -32,7 +32,7 @@ from types import ModuleType
 from typing import Any, Literal
 
 from repl.providers.gloss import NUMBER
-from tools.days import days_said
+from tools.days import days_said, is_span
 from tools.registry import ToolSchema
 
 OptionalProps = Literal["all", "no-default", "none", "mentioned"]
@@ -148,7 +148,7 @@ def tool_grammar(tools: list[ToolSchema], *, optional: OptionalProps = "no-defau
     objects, came with more invented arguments on the development cases), and without
     ``several`` exactly one of them."""
     if optional == "mentioned":
-        days = days_said(question)
+        days = [day for day in days_said(question) if not is_span(day)]
         tools, optional = [_mentioned_only(tool, question, days) for tool in tools], "all"
     grammar = _cached(json.dumps(tools), optional)  # key order kept: it is the order of the properties
     if text:
@@ -203,9 +203,10 @@ def _mentioned_only(tool: ToolSchema, question: str, days: list[str]) -> ToolSch
     whose value it says required to hold that value:
 
     - a property for a day (``_for_a_day``) only as one of ``days``, those the question says
-      (``days_said``, word for word), or not at all when it says none: "提醒我周五前…" got due
-      "2026-12-05", a Saturday, from the 0.5B model. When it is the tool's only such property,
-      a call must give it.
+      (``days_said``, word for word, with the time said with the day: "tomorrow at 3pm",
+      "明天上午十点"; a span such as "next week" names no day), or not at all when it says none:
+      "提醒我周五前…" got due "2026-12-05", a Saturday, from the 0.5B model. The tool turns the
+      words into a date. When it is the tool's only such property, a call must give it.
     - a property with choices (``enum``) whose value the question says (``said_value``: "high
       priority", "mark it urgent", "优先级放低点") must be given that value: offered the
       priority, the 0.5B model left it at its default for "…, high priority".

@@ -123,6 +123,22 @@ def test_the_preview_shows_the_date_beside_the_words_said(tmp_path: Path) -> Non
     assert preview({"title": "x", "due": "2026-12-24"})["after"]["due"] == "2026-12-24"
 
 
+@pytest.mark.parametrize(("title", "due", "kept"), [
+    ("Remind me to call mum tomorrow at 3pm", "tomorrow at 3pm", "Remind me to call mum"),
+    ("Renew the passport by next Friday", "next Friday", "Renew the passport"),
+    ("明天上午十点开会", "明天上午十点", "开会"),
+    ("周五前交报告", "周五", "交报告"),
+    ("Friday drinks", "Friday", "Friday drinks"),  # a day naming the thing, not when it is due
+    ("Prepare for Friday's meeting", "Friday", "Prepare for Friday's meeting"),
+    ("Tomorrow", "tomorrow", "Tomorrow"),  # never an empty title
+])
+def test_the_title_leaves_the_day_to_the_due(registry: Registry, title: str, due: str, kept: str) -> None:
+    """A title ending with the day said (or, in Chinese, beginning with it) would say "tomorrow"
+    the day after: the day is in the due, as a date."""
+    assert registry.call("add_todo", {"title": title, "due": due})["todo"]["title"] == kept
+    assert registry.call("update_todo", {"todo_id": 1, "title": title, "due": due})["todo"]["title"] == kept
+
+
 @pytest.mark.skipif(util.find_spec("llama_cpp") is None,
                     reason="the grammar's converter comes with llama_cpp")
 @pytest.mark.parametrize(("question", "offered"), [

@@ -107,6 +107,30 @@ def _due(said: str | None) -> str | None:
     return when.iso()
 
 
+# what links a day to the words before it ("call mum at 3pm", "renew it by Friday") or, in
+# Chinese, after it (周五前交报告)
+_LINK_BEFORE = re.compile(r"(?:[\s,，;]+(?:at|on|by|before|until|due))?[\s,，;:：]*$", re.IGNORECASE)
+_LINK_AFTER = re.compile(r"^(?:之前|以前|前)?[\s,，;:：]*")
+_HAN = re.compile(r"[\u3400-\u9fff]")
+
+
+def _title_without_due(title: str, due: str | None) -> str:
+    """``title`` without the due's words at its end ("Call mum tomorrow at 3pm") or, before
+    Chinese, at its start ("明天上午十点开会"): the due holds them as a date, and in the title
+    "tomorrow" is wrong the day after. A title that is only those words is kept."""
+    said = " ".join((due or "").split())
+    if not said or len(said) >= len(title):
+        return title
+    if title[-len(said):].casefold() == said.casefold() and (
+            title[-len(said) - 1].isspace() or _HAN.match(title[-len(said) - 1])):
+        kept = _LINK_BEFORE.sub("", title[:-len(said)])
+    elif title[:len(said)].casefold() == said.casefold() and _HAN.match(title[len(said)]):
+        kept = _LINK_AFTER.sub("", title[len(said):])
+    else:
+        return title
+    return kept.strip() or title
+
+
 def _require_text(field: str, value: str) -> str:
     if not value.strip():
         raise ToolError("invalid_arguments", f"{field} must not be empty")
@@ -118,7 +142,8 @@ def _add(data: dict, *, title: str, detail: str = "", priority: Priority = "medi
     todos = data["todos"]
     stamp = _now()
     item = {
-        "id": _next_id(todos), "title": _require_text("title", title), "detail": detail,
+        "id": _next_id(todos), "title": _title_without_due(_require_text("title", title), due),
+        "detail": detail,
         "status": "todo", "priority": priority, "due": _due(due) or None, "tag": tag or None,
         "created_at": stamp, "updated_at": stamp,
     }
@@ -131,7 +156,7 @@ def _update(data: dict, *, todo_id: str | int, **fields: Any) -> Outcome:
         names = ", ".join(fields)
         raise ToolError("invalid_arguments", f"nothing to update; pass at least one of {names}")
     if "title" in changes:
-        changes["title"] = _require_text("title", changes["title"])
+        changes["title"] = _title_without_due(_require_text("title", changes["title"]), changes.get("due"))
     if "due" in changes:
         changes["due"] = _due(changes["due"])
     for clearable in ("due", "tag"):  # an empty string clears the field

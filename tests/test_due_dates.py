@@ -27,8 +27,8 @@ def _todos(home: dict[str, str]) -> list[dict]:
 def test_a_due_said_as_words_is_stored_as_the_date_it_means(fake_server, home) -> None:
     """The model passes the words the user said; the todo keeps tomorrow's date at 15:00, not
     "tomorrow" (which is wrong the day after)."""
-    fake_server.script(tool_calls(call("add_todo", {"title": "Call mum", "due": "tomorrow at 3pm"})),
-                       text("Added."))
+    asked = {"title": "Call mum", "due": "tomorrow at 3pm"}
+    fake_server.script(tool_calls(call("add_todo", asked)), text("Added."))
     before = date.today()
     result = glassloop_here("ask", "remind me to call mum tomorrow at 3pm", "--yes",
                             "--base-url", fake_server.base_url, env=home)
@@ -52,7 +52,8 @@ def _resolved(said: str) -> str | None:
     ("tomorrow", "2026-12-03"), ("next Monday", "2026-12-07"), ("Friday", "2026-12-04"),
     ("Wednesday at 5pm", "2026-12-02 17:00"), ("next Friday at 10am", "2026-12-11 10:00"),
     ("in two days", "2026-12-04"), ("Dec 20", "2026-12-20"), ("Dec 2", "2026-12-02"),
-    ("March 3rd", "2027-03-03"), ("by Friday", "2026-12-04"), ("tomorrow at noon", "2026-12-03 12:00"),
+    ("March 3rd", "2027-03-03"), ("by Friday", "2026-12-04"),
+    ("tomorrow at noon", "2026-12-03 12:00"),
     ("2026-12-24", "2026-12-24"), ("2026-12-24 15:00", "2026-12-24 15:00"),
     ("2026-12-24T15:00", "2026-12-24 15:00"),
 ])
@@ -105,7 +106,8 @@ def test_an_update_resolves_the_due_and_an_empty_one_clears_it(registry: Registr
     assert moved["due"] in {f"{tomorrow} 15:00", f"{tomorrow + timedelta(days=1)} 15:00"}
     assert registry.call("update_todo", {"todo_id": 1, "due": ""})["todo"]["due"] is None
     refused = registry.call("update_todo", {"todo_id": 1, "due": "下个月"})
-    assert refused["error"]["type"] == "invalid_arguments" and "'下个月'" in refused["error"]["message"]
+    assert refused["error"]["type"] == "invalid_arguments"
+    assert "'下个月'" in refused["error"]["message"]
 
 
 def test_the_preview_shows_the_date_beside_the_words_said(tmp_path: Path) -> None:
@@ -117,7 +119,8 @@ def test_the_preview_shows_the_date_beside_the_words_said(tmp_path: Path) -> Non
     args = {"title": "Call mum", "due": "tomorrow at 3pm"}
     tomorrow = date.today() + timedelta(days=1)
     shown = preview(args)["after"]["due"]
-    assert shown in {f"{day} 15:00 (tomorrow at 3pm)" for day in (tomorrow, tomorrow + timedelta(1))}
+    days = (tomorrow, tomorrow + timedelta(1))
+    assert shown in {f"{day} 15:00 (tomorrow at 3pm)" for day in days}
     stored = Registry(list(tools.values())).call("add_todo", args)["todo"]["due"]
     assert shown.startswith(stored) and "(" not in stored
     assert preview({"title": "x", "due": "2026-12-24"})["after"]["due"] == "2026-12-24"
@@ -132,11 +135,13 @@ def test_the_preview_shows_the_date_beside_the_words_said(tmp_path: Path) -> Non
     ("Prepare for Friday's meeting", "Friday", "Prepare for Friday's meeting"),
     ("Tomorrow", "tomorrow", "Tomorrow"),  # never an empty title
 ])
-def test_the_title_leaves_the_day_to_the_due(registry: Registry, title: str, due: str, kept: str) -> None:
+def test_the_title_leaves_the_day_to_the_due(registry: Registry, title: str, due: str,
+                                              kept: str) -> None:
     """A title ending with the day said (or, in Chinese, beginning with it) would say "tomorrow"
     the day after: the day is in the due, as a date."""
     assert registry.call("add_todo", {"title": title, "due": due})["todo"]["title"] == kept
-    assert registry.call("update_todo", {"todo_id": 1, "title": title, "due": due})["todo"]["title"] == kept
+    updated = registry.call("update_todo", {"todo_id": 1, "title": title, "due": due})
+    assert updated["todo"]["title"] == kept
 
 
 @pytest.mark.skipif(util.find_spec("llama_cpp") is None,
@@ -148,13 +153,15 @@ def test_the_title_leaves_the_day_to_the_due(registry: Registry, title: str, due
     ("Pay rent by Friday, or next Monday at the latest", ["Friday", "next Monday"]),
     ("I need to renew the lease sometime next month", []),  # a span names no day: not offered
 ])
-def test_the_small_model_is_offered_the_day_with_the_time_said(question: str, offered: list[str]) -> None:
+def test_the_small_model_is_offered_the_day_with_the_time_said(question: str,
+                                                                offered: list[str]) -> None:
     """The embedded model's grammar lets the due be only the days the question says, now with
     the time said with the day, so the tool gets "tomorrow at 3pm" and resolves it."""
     from repl.providers.grammar import tool_grammar
 
     add_todo = next(t for t in make_todo_tools(Path("t.json")) if t.name == "add_todo")
     grammar = tool_grammar([add_todo.schema()], optional="mentioned", question=question)
-    rule = next((line for line in grammar.splitlines() if line.startswith("call-0-arguments-due ::=")), "")
+    lines = grammar.splitlines()
+    rule = next((line for line in lines if line.startswith("call-0-arguments-due ::=")), "")
     values = [json.loads(json.loads(literal)) for literal in re.findall(r'"(?:[^"\\]|\\.)*"', rule)]
     assert sorted(values) == sorted(offered)

@@ -29,13 +29,15 @@ def test_the_embedded_model_stores_tomorrow_at_3pm_as_a_date(
     env, project = local_model_home(tmp_path, embedded_model)
     shutil.copytree(embedded_prompt_state, env["XDG_CACHE_HOME"], dirs_exist_ok=True)
     before = date.today()
-    done = subprocess.run([sys.executable, "-m", "repl.cli", "ask", "remind me to call mum tomorrow at 3pm",
-                           "--json", "--yes"], env=env, cwd=project, capture_output=True, text=True,
-                          timeout=1200, stdin=subprocess.DEVNULL)
+    question = "remind me to call mum tomorrow at 3pm"
+    done = subprocess.run([sys.executable, "-m", "repl.cli", "ask", question, "--json", "--yes"],
+                          env=env, cwd=project, capture_output=True, text=True, timeout=1200,
+                          stdin=subprocess.DEVNULL)
     after = date.today()
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
-    calls = [(e["name"], e.get("arguments")) for e in payload["trace"] if e["type"] == "tool_call_started"]
+    calls = [(e["name"], e.get("arguments")) for e in payload["trace"]
+             if e["type"] == "tool_call_started"]
     saved = json.loads(Path(env["GLASSLOOP_TODOS_FILE"]).read_text(encoding="utf-8"))
     items = saved["todos"] if isinstance(saved, dict) else saved
     assert len(items) == len(ENGLISH_TODOS) + 1, calls

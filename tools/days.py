@@ -34,7 +34,8 @@ _PART_OF_DAY = "凌晨|早上|早晨|上午|中午|下午|傍晚|晚上|夜里"
 _EN_DAY = (rf"the day after tomorrow|today|tonight|tomorrow|(?:this |next )?(?:{_WEEKDAY}|weekend)"
            r"|(?:this|next) (?:week|month)|end of (?:the )?(?:day|week|month)"
            r"|in (?:\d+|a|one|two|three) (?:days?|weeks?)"
-           rf"|(?:{_MONTH})\.? \d{{1,2}}(?:st|nd|rd|th)?|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTH})")
+           rf"|(?:{_MONTH})\.? \d{{1,2}}(?:st|nd|rd|th)?"
+           rf"|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTH})")
 _EN_TIME = r"\d{1,2}(?::\d{2})? ?[ap]m|\d{1,2}:\d{2}|noon|midnight"
 _ZH_DAY = (rf"大后天|今天|今晚|明天|明晚|后天|(?:下下|下|这|本)?(?:周|星期|礼拜)[{_HAN_DAY}末]"
            r"|(?:下|这|本)(?:周|星期|个月)|月底|年底|\d{1,2}月\d{1,2}[日号]")
@@ -53,7 +54,8 @@ _SPAN = re.compile(r"\b(?:(?:this|next) (?:week|month)|end of (?:the )?(?:week|m
 _BEFORE_ZH = re.compile(r"(?<![0-9零〇一二两三四五六七八九十几][天日周月年])(?<!小时)(?<!分钟)(?<!个月)(?:之|以)?前$")
 # a time of day in what was said: unless it is read as one, the text is not understood
 _A_TIME = re.compile(rf"\b(?:{_EN_TIME})\b|\bat \d{{1,2}}\b|{_ZH_TIME}", re.IGNORECASE)
-_ISO = re.compile(r"\d{4}-\d{2}-\d{2}(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?")
+_ISO = re.compile(r"\d{4}-\d{2}-\d{2}"
+                  r"(?:[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?")
 
 
 @dataclass(frozen=True)
@@ -172,7 +174,8 @@ def _clock(said: re.Match[str]) -> str:
     one past the clock ("25点") as it was said, which dateparser then does not read."""
     part, hour = said["part"] or "", _han_number(said["hour"])
     minute = {"半": 30, "一刻": 15, "三刻": 45}.get(said["quarter"] or "", 0)
-    minute = _han_number(said["minute"]) if said["minute"] else int(said["mm"]) if said["mm"] else minute
+    if said["minute"] or said["mm"]:
+        minute = _han_number(said["minute"] or said["mm"])
     if (part in ("下午", "傍晚", "晚上", "夜里") and hour < 12) or (part == "中午" and hour < 11):
         hour += 12
     elif part == "凌晨" and hour == 12:

@@ -90,8 +90,9 @@ def _summary(item: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-_DUE_FORMS = ("give the day, with the time if one was said: 'tomorrow', 'tomorrow at 3pm', 'Friday', "
-              "'next Monday', 'Dec 20', 'in 2 days', '明天上午十点', '周五', or YYYY-MM-DD [HH:MM]")
+_DUE_FORMS = ("give the day, with the time if one was said: 'tomorrow', 'tomorrow at 3pm', "
+              "'Friday', 'next Monday', 'Dec 20', 'in 2 days', '明天上午十点', '周五', "
+              "or YYYY-MM-DD [HH:MM]")
 
 
 def _due(said: str | None) -> str | None:
@@ -100,16 +101,19 @@ def _due(said: str | None) -> str | None:
     if not said:
         return said
     if is_span(said):
-        raise ToolError("invalid_arguments", f"due {said!r} is a span of days, not a day; {_DUE_FORMS}")
+        raise ToolError("invalid_arguments",
+                        f"due {said!r} is a span of days, not a day; {_DUE_FORMS}")
     when = when_of(said, datetime.now())
     if when is None:
-        raise ToolError("invalid_arguments", f"due {said!r} is not a day that could be read; {_DUE_FORMS}")
+        raise ToolError("invalid_arguments",
+                        f"due {said!r} is not a day that could be read; {_DUE_FORMS}")
     return when.iso()
 
 
 # what links a day to the words before it ("call mum at 3pm", "renew it by Friday") or, in
 # Chinese, after it (周五前交报告)
-_LINK_BEFORE = re.compile(r"(?:[\s,，;]+(?:at|on|by|before|until|due))?[\s,，;:：]*$", re.IGNORECASE)
+_LINK_BEFORE = re.compile(r"(?:[\s,，;]+(?:at|on|by|before|until|due))?[\s,，;:：]*$",
+                          re.IGNORECASE)
 _LINK_AFTER = re.compile(r"^(?:之前|以前|前)?[\s,，;:：]*")
 _HAN = re.compile(r"[\u3400-\u9fff]")
 
@@ -143,9 +147,8 @@ def _add(data: dict, *, title: str, detail: str = "", priority: Priority = "medi
     stamp = _now()
     item = {
         "id": _next_id(todos), "title": _title_without_due(_require_text("title", title), due),
-        "detail": detail,
-        "status": "todo", "priority": priority, "due": _due(due) or None, "tag": tag or None,
-        "created_at": stamp, "updated_at": stamp,
+        "detail": detail, "status": "todo", "priority": priority, "due": _due(due) or None,
+        "tag": tag or None, "created_at": stamp, "updated_at": stamp,
     }
     return Outcome({**data, "todos": [*todos, item]}, None, item, {"todo": item})
 
@@ -156,7 +159,8 @@ def _update(data: dict, *, todo_id: str | int, **fields: Any) -> Outcome:
         names = ", ".join(fields)
         raise ToolError("invalid_arguments", f"nothing to update; pass at least one of {names}")
     if "title" in changes:
-        changes["title"] = _title_without_due(_require_text("title", changes["title"]), changes.get("due"))
+        title = _require_text("title", changes["title"])
+        changes["title"] = _title_without_due(title, changes.get("due"))
     if "due" in changes:
         changes["due"] = _due(changes["due"])
     for clearable in ("due", "tag"):  # an empty string clears the field

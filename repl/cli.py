@@ -465,6 +465,7 @@ def show_trace(
     config: ConfigOpt = None,
 ) -> None:
     """Show the timeline of a saved session's turns."""
+    from repl.session.typed_numbers import typed_number
     from repl.tracing.timeline import chosen_turns, select_turns, trace_path
 
     settings = _settings(config, {})
@@ -473,6 +474,8 @@ def show_trace(
         typer.echo(f"error: no trace found for {session!r} in {settings.trace_dir}", err=True)
         raise typer.Exit(1)
     try:
+        if turn not in (None, "last", "all"):
+            turn = str(typed_number(turn, "--turn takes 'all', 'last' or a turn number"))
         if raw or html:
             groups = chosen_turns(path, turn or ("all" if html else "last"))
         else:
@@ -540,7 +543,7 @@ def search_sessions(
     text: Annotated[list[str], typer.Argument(help="The words to find: a turn must hold every one.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON list: session, branch, turn, date, "
                                           "snippet, highlights, resume command.")] = False,
-    limit: Annotated[int, typer.Option("--limit", min=1, help="The most turns shown.")] = 20,
+    limit: Annotated[str, typer.Option("--limit", metavar="N", help="The most turns shown.")] = "20",
     config: ConfigOpt = None,
 ) -> None:
     """Search every saved session (questions, answers, tool names and arguments), newest first.
@@ -551,15 +554,21 @@ def search_sessions(
     import time
 
     from repl.session.search import Index, SearchError, query_words
+    from repl.session.typed_numbers import NotANumber, typed_number
     from repl.ui.escape import clean
 
+    try:
+        most = typed_number(limit, "--limit takes a number of turns")
+    except NotANumber as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
     words = " ".join(valid_text(t) for t in text)
     if not query_words(words):
         typer.echo("error: nothing to search for: give words with letters or digits", err=True)
         raise typer.Exit(2)
     settings = _settings(config, {})
     try:
-        hits = Index(settings.data_dir / "sessions", lambda line: typer.echo(clean(line), err=True)).search(words, limit)
+        hits = Index(settings.data_dir / "sessions", lambda line: typer.echo(clean(line), err=True)).search(words, most)
     except SearchError as exc:
         typer.echo(f"error: {clean(str(exc))}", err=True)
         raise typer.Exit(1) from None

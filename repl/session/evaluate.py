@@ -8,7 +8,9 @@ own, a trusted project's, MCP servers'), side effects denied as a dry run (``/co
 nothing changes on disk), no journal, no trace, a fresh history per case. Per model the
 registry, the MCP servers and the provider are built once and shared by the cases, so an
 embedded model's one server process (and its saved prompt state) serves them all; ``-j N``
-runs N cases at once against a server, each its own session core.
+runs N cases at once against a server, each its own session core. A case file is read by the
+rules of a folder's files (``tools.folder_files``: a regular file, at most ``CASES_CAP_BYTES``)
+and nests at most ``MAX_DEPTH`` levels.
 
 The built-in evaluation (``python -m bench tool_use``) is a case file run by this module.
 """
@@ -46,11 +48,14 @@ from repl.session.core import Door, SessionCore
 from repl.session.runtime import wait_for_mcp
 from repl.ui.escape import clean, json_display, one_line
 from repl.ui.plain import Unattended
+from tools.folder_files import Refused, read_folder_file
 
 # The model's parts (registry, MCP servers, provider) are built once per model: this core
 # waits for the user's tools and the servers, the cases' cores share what it built.
 EVAL = Door("eval", journal=False, trace=False, warm=True, dry_run=True, user_tools_wait_s=0)
 USER_TOOLS_WAIT_S = 30.0
+CASES_CAP_BYTES = 4 * 1024 * 1024  # a case file larger than this is refused
+MAX_DEPTH = 32  # arrays and tables nested deeper: refused before tomllib (which recurses) reads it
 KEYS = ("id", "message", "tool", "args", "args_contain", "args_match", "result_contains", "answer_contains", "lang")
 
 
@@ -83,11 +88,21 @@ class Case:
 def load_cases(path: Path) -> list[Case]:
     """The cases of a TOML file; CaseFileError (one line) for anything wrong in it."""
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise CaseFileError(f"cannot read {path}: {exc.strerror or exc}") from None
+        found = read_folder_file(path, CASES_CAP_BYTES)
+    except Refused as exc:
+        raise CaseFileError(exc.message) from None
+    if found is None:
+        raise CaseFileError(f"cannot read {path}: no such file")
+    try:
+        text = found.data.decode("utf-8")
+        if bracket_depth(text, MAX_DEPTH) > MAX_DEPTH:  # tomllib recurses once per level
+            raise CaseFileError(f"{path} not read: its arrays or inline tables nest deeper than "
+                                f"{MAX_DEPTH} levels")
+        data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise CaseFileError(f"{path}: not valid TOML: {exc}") from None
+    if _deeper_than(data, MAX_DEPTH):  # dotted keys nest without a bracket: a.b.c = 1
+        raise CaseFileError(f"{path} not read: its tables nest deeper than {MAX_DEPTH} levels")
     tables = data.get("case")
     extra = sorted(set(data) - {"case"})
     if extra:
@@ -95,6 +110,46 @@ def load_cases(path: Path) -> list[Case]:
     if not isinstance(tables, list) or not tables:
         raise CaseFileError(f"{path}: no cases (write one [[case]] table per message)")
     return [_case(path, number, table) for number, table in enumerate(tables, 1)]
+
+
+# what a bracket or brace does outside a string: the quotes that open one, or a comment
+_TOKEN = re.compile(r"\"\"\"|'''|[\"'#\[\]{}]")
+_STRING_END = {  # from just after the opening quotes to just after the closing ones
+    '"': re.compile(r'(?:[^"\\\n]|\\.)*(?:"|\n|\Z)'),
+    "'": re.compile(r"[^'\n]*(?:'|\n|\Z)"),
+    '"""': re.compile(r'(?:[^"\\]|\\.|"(?!""))*(?:"""|\Z)', re.DOTALL),
+    "'''": re.compile(r".*?(?:'''|\Z)", re.DOTALL),
+}
+
+
+def bracket_depth(text: str, limit: int) -> int:
+    """How deep TOML ``text`` nests arrays and inline tables (brackets and braces outside strings
+    and comments), counted up to ``limit + 1``: a table header counts as it opens and closes."""
+    depth = deepest = at = 0
+    while deepest <= limit and (found := _TOKEN.search(text, at)):
+        token, at = found.group(), found.end()
+        if token in ("[", "{"):
+            depth += 1
+            deepest = max(deepest, depth)
+        elif token in ("]", "}"):
+            depth = max(0, depth - 1)
+        elif token == "#":
+            line_end = text.find("\n", at)
+            at = len(text) if line_end < 0 else line_end
+        else:
+            end = _STRING_END[token].match(text, at)
+            at = end.end() if end else len(text)
+    return deepest
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    """``value`` (parsed TOML) nests tables and arrays more than ``limit`` levels."""
+    if not isinstance(value, (dict, list)):
+        return False
+    if limit <= 0:
+        return True
+    items = value.values() if isinstance(value, dict) else value
+    return any(_deeper_than(item, limit - 1) for item in items)
 
 
 def _case(path: Path, number: int, table: Any) -> Case:

@@ -1,8 +1,9 @@
 """``/compare``: the last question run again on other models, one after the other.
 
-Each run works on a copy of the conversation before that question, with side
-effects denied (a dry run: a side-effecting call gets a ``denied`` result and
-the model carries on), no step mode, no journal and no trace: nothing of the
+Each run works on a copy of the conversation before that question, as a dry run
+(a side-effecting call gets a ``denied`` result, a read-only one of a tool not
+glassloop's own a ``not_run`` one, and the model carries on: ``core.DryRun``,
+``core.NotOurs``), no step mode, no journal and no trace: nothing of the
 comparison enters the conversation. What each run did comes back as an
 ``Attempt`` for the side-by-side table (``compare_rows``). ``glassloop replay``
 runs a whole session's questions the same way (``dry_core``, ``run_attempt``).
@@ -74,8 +75,9 @@ def last_question(history: History) -> tuple[list[Message], str] | None:
 
 
 def dry_core(settings: Settings, history: History, door: Door, registry: Registry | None = None) -> SessionCore:
-    """A session core for dry runs (``door.dry_run``): side effects denied, nobody asked, its
-    events to a ``Quiet`` surface; ``registry``: tools loaded already (the REPL's)."""
+    """A session core for dry runs (``door.dry_run``): side effects denied and tools not
+    glassloop's own not run, but those ``door.calls`` names; nobody asked, its events to a
+    ``Quiet`` surface; ``registry``: tools loaded already (the REPL's)."""
     return SessionCore(settings, Quiet(EventLog()), interactive=False, door=door, shared_registry=registry,
                        history=history)
 

@@ -21,14 +21,15 @@ from repl.config.load import ConfigError, Settings, with_overrides
 from repl.config.redact import redactor_for
 from repl.config.settings import ApprovalMode
 from repl.loop.agent import Runner, SessionBudget, request_tools
-from repl.loop.approval import ApprovalRequest, Approver, Decision, Deny
+from repl.loop.approval import Allow, ApprovalRequest, Approver, Decision, Deny
 from repl.loop.compaction import Compacted, compact
 from repl.loop.context import ContextWindow, messages_tokens
 from repl.loop.cost import Cost, price_for, session_budget
 from repl.loop.events import Emit, Event, ModelUsage, Notice, TurnFinished, TurnUndone, Usage
 from repl.loop.history import History
+from repl.loop.hooks import Hooks, Instead, TurnView
 from repl.loop.stepping import Stepping
-from repl.providers.base import Provider, ProviderError, SystemPrompt
+from repl.providers.base import Provider, ProviderError, SystemPrompt, ToolCall
 from repl.session.instructions import Instructions, load_instructions
 from repl.session.journal import Journal, prompt_meta
 from repl.session.mentions import find_mentions
@@ -49,6 +50,7 @@ from repl.session.runtime import (
 from repl.session.seams import Surface, TurnRecord
 from repl.session.user_tools import UserTools
 from tools import store
+from tools.results import error_result
 from tools.undo import Reverted, revert
 
 if TYPE_CHECKING:
@@ -57,6 +59,8 @@ if TYPE_CHECKING:
     from tools.registry import Registry
 
 DRY_RUN = "a dry run: side effects are not carried out"  # /compare, replay, eval
+NOT_RUN = ("{name} was not run: a dry run runs glassloop's own read-only tools only ({name} comes "
+           "from {source}); `glassloop eval` and `glassloop replay` run it when given --call {name}")
 UNSAVED = "this session (no journal, no --resume)"  # what goes when the journal cannot be written
 
 
@@ -71,7 +75,8 @@ class Door:
     warm: bool = False  # import the provider's SDK while the rest starts (ask: its turn comes at once)
     user_tools_wait_s: float = 30.0  # how long the first turn waits for the user's tool files
     approval: ApprovalMode | None = None  # the mode, when not the settings' (ask: only --yes allows)
-    dry_run: bool = False  # side effects denied without asking (/compare): nothing changes on disk
+    dry_run: bool = False  # side effects denied without asking (/compare): see DryRun, NotOurs
+    calls: frozenset[str] = frozenset()  # a dry run's tools run for real all the same (--call NAME)
     # with no saved prompt state, the embedded model evaluates the session's prompt at once, in the
     # background (the REPL: a question typed within seconds meets a warm model; ask's turn builds it)
     build_state: bool = False
@@ -82,15 +87,32 @@ REPL = Door("repl", build_state=True)
 
 @dataclass
 class DryRun(Approver):
-    """The approver of a dry run (``/compare``): every side effect denied, nobody asked."""
+    """The approver of a dry run (``/compare``): every side effect denied but those of the tools
+    the person named (``calls``: ``--call NAME``), nobody asked."""
 
     mode: ApprovalMode = "read-only"
+    calls: frozenset[str] = frozenset()
 
     def will_ask(self, request: ApprovalRequest) -> bool:
         return False
 
     def decide(self, request: ApprovalRequest, validate: Callable[[dict[str, Any]], str | None]) -> Decision:
-        return Deny("mode", DRY_RUN)
+        return Allow("mode") if request.name in self.calls else Deny("mode", DRY_RUN)
+
+
+@dataclass(frozen=True)
+class NotOurs(Hooks):
+    """A dry run's read-only calls: glassloop's own tools run; another's (an MCP server's, a tool
+    file's or package's) says it is read-only in its own word only, so it runs when named
+    (``calls``) and is otherwise answered with a ``not_run`` result saying how to allow it."""
+
+    calls: frozenset[str] = frozenset()
+
+    def before_tool_call(self, turn: TurnView, call: ToolCall, side_effects: bool) -> Instead | None:
+        tool = turn.registry.get(call.name)
+        if side_effects or tool is None or tool.source == "built-in" or call.name in self.calls:
+            return None
+        return Instead(error_result("not_run", NOT_RUN.format(name=call.name, source=tool.source)))
 
 
 class Bus:
@@ -136,7 +158,7 @@ class SessionCore:
         self.registry: Registry = (self.shared_registry if self.shared_registry is not None
                                    else build_registry(self.settings, on_write=self._on_write))
         self._provider = self.shared_provider
-        self.approver = DryRun() if self.door.dry_run else Approver(
+        self.approver = DryRun(calls=self.door.calls) if self.door.dry_run else Approver(
             self.door.approval or self.settings.approval, self.ui.asker() if self.interactive else None)
         if not self.history.system_prompt.text:
             self.history.system_prompt = self._system_prompt()
@@ -442,8 +464,9 @@ class SessionCore:
 
     def runner(self, provider: Provider, emit: Emit, budget: SessionBudget | None = None) -> Runner:
         """The loop's collaborators from this session's parts; the caller closes it (its tool pool)."""
+        dry: tuple[Hooks, ...] = (NotOurs(self.door.calls),) if self.door.dry_run else ()
         return Runner(provider, self.registry, self.approver, self.settings.guards, emit,
-                      self.context, budget, (self.stepping,))
+                      self.context, budget, (self.stepping, *dry))
 
     def _record(self, record: TurnRecord) -> None:
         record.prompt_tokens = self.last_prompt_tokens

@@ -4,13 +4,13 @@ A case file (TOML) lists ``[[case]]`` tables, each a message and what must happe
 tool the model calls (``""``: it answers without one), its arguments (equal, containing,
 matching), what that call's result and the answer must contain. Each case runs as a
 session's turn runs, through the session core: the tools of a session (built in, the user's
-own, a trusted project's, MCP servers'), side effects denied as a dry run (``/compare``'s:
-nothing changes on disk), no journal, no trace, a fresh history per case. Per model the
-registry, the MCP servers and the provider are built once and shared by the cases, so an
-embedded model's one server process (and its saved prompt state) serves them all; ``-j N``
-runs N cases at once against a server, each its own session core. A case file is read by the
-rules of a folder's files (``tools.folder_files``: a regular file, at most ``CASES_CAP_BYTES``)
-and nests at most ``MAX_DEPTH`` levels.
+own, a trusted project's, MCP servers'), as a dry run (``/compare``'s: side effects denied, a
+tool not glassloop's own runs only when named with ``--call``), no journal, no trace, a fresh
+history per case. Per model the registry, the MCP servers and the provider are built once and
+shared by the cases, so an embedded model's one server process (and its saved prompt state)
+serves them all; ``-j N`` runs N cases at once against a server, each its own session core.
+A case file is read by the rules of a folder's files (``tools.folder_files``: a regular file,
+at most ``CASES_CAP_BYTES``) and nests at most ``MAX_DEPTH`` levels.
 
 The built-in evaluation (``python -m bench tool_use``) is a case file run by this module.
 """
@@ -26,9 +26,9 @@ import threading
 import time
 import tomllib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from repl.config.load import Settings
 from repl.config.redact import Redactor, redactor_for
@@ -49,6 +49,9 @@ from repl.session.runtime import wait_for_mcp
 from repl.ui.escape import clean, json_display, one_line
 from repl.ui.plain import Unattended
 from tools.folder_files import Refused, read_folder_file
+
+if TYPE_CHECKING:
+    from tools.registry import Registry
 
 # The model's parts (registry, MCP servers, provider) are built once per model: this core
 # waits for the user's tools and the servers, the cases' cores share what it built.
@@ -389,15 +392,16 @@ def _rate(part: list[bool]) -> float | None:
 def run_model(settings: Settings, cases: list[Case], *, jobs: int = 1,
               say: Callable[[str], None] = lambda line: None,
               done: Callable[[Outcome], None] = lambda outcome: None,
-              prepare: Callable[[Provider], None] | None = None) -> ModelRun:
+              prepare: Callable[[Provider], None] | None = None, calls: frozenset[str] = frozenset()) -> ModelRun:
     """``cases`` on the model of ``settings``: its tools, MCP servers and provider built once,
     then each case its own session core on them (``jobs`` at a time; one with an embedded
     model, whose one server answers a request at a time). ``done`` hears of each case as it
-    ends, ``prepare`` gets the provider before the first case (the bench turns its grammar off).
-    KeyboardInterrupt ends the run."""
+    ends, ``prepare`` gets the provider before the first case (the bench turns its grammar off),
+    ``calls`` names the tools the dry run runs for real (``--call``). KeyboardInterrupt ends the run."""
     profile = settings.active
     run = ModelRun(profile.model, settings.provider)
-    base = SessionCore(settings, _Lines(say), interactive=False, door=EVAL)
+    door = replace(EVAL, calls=calls)
+    base = SessionCore(settings, _Lines(say), interactive=False, door=door)
     try:
         base.start_background()
         try:
@@ -413,11 +417,12 @@ def run_model(settings: Settings, cases: list[Case], *, jobs: int = 1,
         schemas = {s["name"]: s.get("parameters") or {} for s in base.registry.schemas()}
         if missing := sorted({t for c in cases for t in c.tools} - set(schemas)):
             say(f"not offered, so no case expecting it can pass: {', '.join(missing)}")
+        _say_not_run(base.registry, cases, calls, say)
         shared = base.provider_to_share()
 
         def one(case: Case) -> Outcome:
             log = EventLog()
-            core = SessionCore(settings, Quiet(log), interactive=False, door=EVAL,
+            core = SessionCore(settings, Quiet(log), interactive=False, door=door,
                                shared_registry=base.registry, shared_provider=shared)
             started = time.perf_counter()
             try:
@@ -435,6 +440,17 @@ def run_model(settings: Settings, cases: list[Case], *, jobs: int = 1,
     finally:
         base.close()
     return run
+
+
+def _say_not_run(registry: Registry, cases: list[Case], calls: frozenset[str], say: Callable[[str], None]) -> None:
+    """Names given to ``--call`` that no tool has, and the tools whose results cases check but
+    that the dry run does not run (not glassloop's own, not named)."""
+    if unknown := sorted(name for name in calls if registry.get(name) is None):
+        say(f"--call names no tool offered: {', '.join(unknown)}")
+    checked = {t for c in cases if c.result_contains for t in c.tools}
+    if held := sorted(t for t in checked if (tool := registry.get(t)) and tool.source != "built-in"
+                      and t not in calls):
+        say(f"not run in a dry run unless named with --call, so their result checks fail: {', '.join(held)}")
 
 
 def _each(one: Callable[[Case], Outcome], cases: list[Case], jobs: int) -> Iterator[Outcome]:
@@ -589,9 +605,10 @@ class Printer:
 
 
 def run_eval(path: Path, runs_of: list[Settings], *, jobs: int, as_json: bool, minimum: float | None,
-             stdout: TextIO | None = None, stderr: TextIO | None = None) -> int:
-    """``glassloop eval``: the case file's cases on each model in turn; exit 0, or 1 for a
-    ``shortfalls`` line, 2 a mistake in the case file, 130 interrupted."""
+             calls: frozenset[str] = frozenset(), stdout: TextIO | None = None,
+             stderr: TextIO | None = None) -> int:
+    """``glassloop eval``: the case file's cases on each model in turn (``calls``: ``--call``);
+    exit 0, or 1 for a ``shortfalls`` line, 2 a mistake in the case file, 130 interrupted."""
     printer = Printer(runs_of[0], stdout or sys.stdout, stderr or sys.stderr)
     try:
         cases = load_cases(path)
@@ -603,7 +620,8 @@ def run_eval(path: Path, runs_of: list[Settings], *, jobs: int, as_json: bool, m
         for settings in runs_of:
             printer.say(f"eval: {len(cases)} cases on {settings.active.model} ({settings.provider})"
                         + (", one at a time (the embedded model)" if settings.active.embedded and jobs > 1 else ""))
-            runs.append(run_model(settings, cases, jobs=jobs, say=printer.say, done=printer.case_done(len(cases))))
+            runs.append(run_model(settings, cases, jobs=jobs, say=printer.say, done=printer.case_done(len(cases)),
+                                  calls=calls))
     except KeyboardInterrupt:
         printer.say("interrupted")
         return 130

@@ -3,8 +3,9 @@
 The replay is one conversation of its own: each of the session's questions, in order, is the
 next turn of one session core on the replay's settings (its model and provider), with the
 saved system prompt and the tools a session has now (built-in, user tools, trusted project
-tools, MCP servers), side effects denied (``/compare``'s dry run: a side-effecting call gets a
-``denied`` result and the model carries on; nothing changes on disk), no journal, no trace.
+tools, MCP servers) as ``/compare``'s dry run (a side-effecting call gets a ``denied`` result
+and the model carries on; a tool not glassloop's own runs only when named with ``--call``), no
+journal, no trace.
 Each turn comes back as ``/compare``'s ``Attempt`` beside one made from the journal (the
 original's calls, answer, tokens and time), drawn side by side with ``/compare``'s rows, then
 a summary: the turns that called the same tools, the answers that differ, tokens and time of each.
@@ -16,7 +17,7 @@ import json
 import shutil
 import sys
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from repl.config.load import Settings
@@ -95,12 +96,14 @@ def _error_type(content: Any) -> str:
     return (error[0] or "error") if error is not None else ""
 
 
-def replay(settings: Settings, loaded: Loaded, say: Any = lambda line: None) -> list[ReplayedTurn]:
+def replay(settings: Settings, loaded: Loaded, say: Any = lambda line: None,
+           calls: frozenset[str] = frozenset()) -> list[ReplayedTurn]:
     """The session's questions, in order, as turns of one dry-run core on ``settings``
-    (``say`` is told before each). Ctrl-C ends the replay with the turns done so far, and so
-    does a turn the model could not answer (unreachable, refused: its ``error``)."""
+    (``say`` is told before each; ``calls``: the tools run for real, ``--call``). Ctrl-C ends
+    the replay with the turns done so far, and so does a turn the model could not answer
+    (unreachable, refused: its ``error``)."""
     originals, known = original_turns(loaded)
-    core = dry_core(settings, History(saved_prompt(loaded.meta) or ""), REPLAY)
+    core = dry_core(settings, History(saved_prompt(loaded.meta) or ""), replace(REPLAY, calls=calls))
     core.start_background()
     done: list[ReplayedTurn] = []
     try:
@@ -113,6 +116,8 @@ def replay(settings: Settings, loaded: Loaded, say: Any = lambda line: None) -> 
     except KeyboardInterrupt:
         say("replay stopped")
     finally:
+        if done and (unknown := sorted(name for name in calls if core.registry.get(name) is None)):
+            say(f"--call names no tool offered: {', '.join(unknown)}")  # the MCP servers' are in by now
         core.close()
     return done
 
@@ -134,6 +139,7 @@ def summary(turns: list[ReplayedTurn], total: int) -> dict[str, Any]:
             "same_tools": [t.number for t in turns if t.same_tools],
             "answers_differ": [t.number for t in turns if t.answers_differ],
             "denied": sum(1 for t in turns for c in t.replay.calls if c[2] == "denied"),
+            "not_run": sum(1 for t in turns for c in t.replay.calls if c[2] == "not_run"),
             "original": sums([t.original for t in turns]) if known else None,
             "replay": sums([t.replay for t in turns])}
 
@@ -176,7 +182,8 @@ def table(columns: list[str], rows: list[tuple[str, ...]], width: int) -> list[s
     return out
 
 
-def report_lines(settings: Settings, turns: list[ReplayedTurn], total: int, width: int) -> list[str]:
+def report_lines(settings: Settings, turns: list[ReplayedTurn], total: int, width: int,
+                 calls: frozenset[str] = frozenset()) -> list[str]:
     out: list[str] = []
     replay_name = f"replay · {settings.active.model}"
     for t in turns:
@@ -188,7 +195,7 @@ def report_lines(settings: Settings, turns: list[ReplayedTurn], total: int, widt
     s = summary(turns, total)
     n = len(turns)
     out += ["", f"{n} of {total} turns replayed on {settings.active.model} ({settings.active.name}); "
-                f"side effects denied: {s['denied']} call{'' if s['denied'] == 1 else 's'}, nothing changed",
+                f"side effects denied: {_calls(s['denied'])}" + _held(s["not_run"], calls),
             f"same tools called: {len(s['same_tools'])} of {n} turns" + _others(turns, s["same_tools"]),
             f"answers differ: {len(s['answers_differ'])} of {n} turns"]
     for side in ("original", "replay"):
@@ -200,6 +207,16 @@ def report_lines(settings: Settings, turns: list[ReplayedTurn], total: int, widt
     return out
 
 
+def _calls(count: int) -> str:
+    return f"{count} call{'' if count == 1 else 's'}"
+
+
+def _held(not_run: int, calls: frozenset[str]) -> str:
+    """What else the dry run held back, and what it let change (``--call``)."""
+    held = f"; not run, not glassloop's own: {_calls(not_run)} (--call NAME runs one)" if not_run else ""
+    return held + (f"; run for real: {', '.join(sorted(calls))}" if calls else ", nothing changed")
+
+
 def _others(turns: list[ReplayedTurn], same: list[int]) -> str:
     other = [str(t.number) for t in turns if t.number not in same]
     if not other:
@@ -207,8 +224,9 @@ def _others(turns: list[ReplayedTurn], same: list[int]) -> str:
     return f" (turn {other[0]} differs)" if len(other) == 1 else f" (turns {', '.join(other)} differ)"
 
 
-def run_replay(settings: Settings, key: str, *, json_out: bool) -> int:
-    """``glassloop replay``: 0 done, 1 no such session or the model could not run, 130 interrupted."""
+def run_replay(settings: Settings, key: str, *, json_out: bool, calls: frozenset[str] = frozenset()) -> int:
+    """``glassloop replay`` (``calls``: ``--call``): 0 done, 1 no such session or the model could
+    not run, 130 interrupted."""
     def err(line: str) -> None:
         print(clean(line), file=sys.stderr, flush=True)
 
@@ -227,11 +245,12 @@ def run_replay(settings: Settings, key: str, *, json_out: bool) -> int:
     if not total:
         err(f"error: session {path.stem} has no question to replay")
         return 1
-    turns = replay(settings, loaded, err)
+    turns = replay(settings, loaded, err, calls)
     if json_out:
         print(json_dumps(as_json(path.stem, settings, turns, total), ensure_ascii=False, indent=1))
     else:
-        print("\n".join(report_lines(settings, turns, total, min(shutil.get_terminal_size().columns, 140))))
+        print("\n".join(report_lines(settings, turns, total, min(shutil.get_terminal_size().columns, 140),
+                                     calls)))
     failed = next((t.replay.error or "the turn failed" for t in turns if _failed(t.replay)), None)
     if failed is not None:
         err(f"error: {failed}")

@@ -92,6 +92,8 @@ ResumeOpt = Annotated[str | None, typer.Option("--resume", help="Continue a save
 ContinueOpt = Annotated[bool, typer.Option("--continue", "-c", help="Continue the most recent session that has a turn.")]
 StepOpt = Annotated[bool, typer.Option("--step", help="Step mode: pause before each model call and before tools run (/step).")]
 ToolsOpt = Annotated[list[Path] | None, typer.Option("--tools", help="A Python file of your own tools (@tool functions); repeatable.")]
+CallOpt = Annotated[list[str] | None, typer.Option("--call", help="Run this tool for real in the dry run (an MCP "
+                                                   "server's or your own: otherwise not run); repeatable.")]
 
 
 def _option(name: str, spec: Spec) -> inspect.Parameter:
@@ -337,7 +339,7 @@ def eval_cases(
     minimum: Annotated[float | None, typer.Option("--min", min=0, max=1, help="Exit 1 when a model passes "
                                                   "fewer than this share of the cases (0..1).")] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Cases run at once against a server.")] = 1,
-    config: ConfigOpt = None, tools: ToolsOpt = None, **flags: Any,
+    call: CallOpt = None, config: ConfigOpt = None, tools: ToolsOpt = None, **flags: Any,
 ) -> None:
     """Does the model pick your tool? Run a case file's messages (side effects dry-run) and score the calls.
 
@@ -353,7 +355,7 @@ def eval_cases(
     except ConfigError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
-    raise typer.Exit(run_eval(cases, runs, jobs=jobs, as_json=as_json, minimum=minimum))
+    raise typer.Exit(run_eval(cases, runs, jobs=jobs, as_json=as_json, minimum=minimum, calls=frozenset(call or ())))
 
 
 @app.command("config")
@@ -436,7 +438,7 @@ def replay_session(
     session: Annotated[str, typer.Argument(help="Session id (or the start of one), or 'last'.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: each turn's original and "
                                           "replay, and the summary.")] = False,
-    config: ConfigOpt = None, tools: ToolsOpt = None, **flags: Any,
+    call: CallOpt = None, config: ConfigOpt = None, tools: ToolsOpt = None, **flags: Any,
 ) -> None:
     """Send every question of a saved session, in order, to another model (--model, --provider), side
     effects dry-run; show each turn's tool calls and answers beside the original's, then a summary.
@@ -446,7 +448,8 @@ def replay_session(
     """
     from repl.session.replay import run_replay
 
-    raise typer.Exit(run_replay(_settings(config, flags, False, "tell", tools), session, json_out=as_json))
+    raise typer.Exit(run_replay(_settings(config, flags, False, "tell", tools), session, json_out=as_json,
+                                calls=frozenset(call or ())))
 
 
 @app.command("trace")

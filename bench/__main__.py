@@ -20,7 +20,7 @@ from bench import RESULTS, ROOT, machine, row, target
 # Run order of ``all``: the cheap, CPU-light ones first.
 BENCHMARKS = ["time_to_prompt", "mcp_ask", "loop_overhead", "parallel_tools", "memory_resume",
               "context_window", "render_stream", "textcalls", "todo_scale", "search", "local_model", "tool_use",
-              "first_conversation"]
+              "first_conversation", "router_candidates"]
 
 
 def _local_model(quick: bool) -> dict[str, Any]:

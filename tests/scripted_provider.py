@@ -32,6 +32,7 @@ from repl.providers.base import (
     RequestSent,
     TextPart,
     ToolCall,
+    ToolChoice,
     new_call_id,
 )
 from repl.providers.chat import to_wire_messages, to_wire_tools
@@ -74,6 +75,7 @@ class ScriptedProvider:
         self.prefix_cache = prefix_cache
         self.cache_block = cache_block
         self.requests: list[ScriptedRequest] = []
+        self.choices: list[ToolChoice | None] = []  # per call, in order
         self.history_errors: list[str] = []
         self.unscripted = 0
         self.closed = False
@@ -102,11 +104,12 @@ class ScriptedProvider:
 
     # ---- Provider ----------------------------------------------------------------------------
     def stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
-               deadline: float | None = None) -> Generator[Part, None, None]:
+               deadline: float | None = None, choice: ToolChoice | None = None) -> Generator[Part, None, None]:
         started = time.monotonic()
         body: dict[str, Any] = {"model": self.model, "messages": to_wire_messages(messages)}
         if tools:
             body["tools"] = to_wire_tools(tools)
+        self.choices.append(choice)  # what a router decided for the call (None: nothing)
         if self.max_tokens is not None:
             body["max_tokens"] = self.max_tokens
         body |= {"stream": True, "stream_options": {"include_usage": True}}

@@ -204,10 +204,13 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     # below the loop: an adapter imports nothing of it (Usage and the system text's layout live
     # in providers/base.py, which the loop imports)
     "repl.providers": ("repl.config", "tools"),
+    # the embedded model's router: the loop's routing types, the providers' ToolChoice
+    "repl.embedded": ("repl.config", "repl.loop", "repl.providers.base", "tools"),
     "repl.tracing": ("repl.config", "repl.loop", "repl.ui.escape", "tools"),  # escape: pure, no Rich
     # the terminal draws events and answers the loop's questions: no providers, tools or session
     "repl.ui": ("repl.config", "repl.loop"),
-    "repl.session": ("repl.config", "repl.loop", "repl.providers", "repl.tracing", "repl.ui", "tools"),
+    "repl.session": ("repl.config", "repl.embedded", "repl.loop", "repl.providers", "repl.tracing", "repl.ui",
+                     "tools"),
     # and the one home of the private APIs it relies on (click's context, the interpreter's exit)
     "repl.cli": ("repl", "repl.config", "repl.loop", "repl.session", "repl.tracing", "repl.ui", "tools.compat"),
 }

@@ -105,7 +105,7 @@ def test_default_file_covers_every_schema_key() -> None:
             assert f"{section}.{key}" in flat
     for name in ("openai", "deepseek", "ollama", "vllm"):
         missing = {k for k in profile if f"providers.{name}.{k}" not in flat}
-        assert missing == {"model_path", "n_ctx", "threads", "compact_results", "small_talk_gate",
+        assert missing == {"model_path", "n_ctx", "threads", "compact_results",
                            "call_temperature", "unmatched", "keep_warm_s"}, name
     assert all(f"providers.{name}.{k}" in flat for k in profile for name in ("local", "local-large"))
 

@@ -216,9 +216,7 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
     """read_file, list_files and search_files confined to ``root``."""
     sandbox = Sandbox(root, max_bytes)
 
-    @tool(examples=("files", "文件"), hint="the file tools",
-          cues=("read the", "read me", "read out", "read through", "open", "show me", "say", "content", ".md", ".txt", ".csv", ".json", ".py", ".toml",
-                "看一下", "内容", "写了什么", "打开"))
+    @tool
     def read_file(path: str, offset: int = 0, limit: int = 200) -> dict:
         """Read lines of a text file in the current folder or below.
 
@@ -243,9 +241,7 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
             result["note"] = cut
         return result
 
-    @tool(cues=("folder", "directory", "dir", "ls", "in here", "files here", "which files are", "lying around",
-                "in this project", "what documents", "workspace",
-                "目录", "文件夹", "哪些文件", "这里有什么", "哪些文档", "什么文档", "哪些资料", "放了哪些"))
+    @tool
     def list_files(path: str = ".", glob: str = "*") -> dict:
         """List files and folders in the current folder or one below it.
 
@@ -275,9 +271,7 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
             result["note"] = f"stopped after looking at {MAX_GLOB_SCAN:,} entries; narrow the path or glob"
         return result
 
-    @tool(cues=("which files", "which file", "which document", "files mention", "mention", "mentions", "talks about",
-                "contain", "grep", "which line", "a line with", "that says", "file that has", "files that have", "in these documents",
-                "哪个文件", "提到", "包含", "哪个文档", "文档里", "文件里", "哪一行"))
+    @tool
     def search_files(pattern: str, path: str = ".") -> dict:
         """Find lines containing a text (case-insensitive, plain substring) in files of the current folder.
 

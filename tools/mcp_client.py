@@ -33,7 +33,6 @@ from tools.cancel import Cancel
 from tools.cancel import current as current_cancel
 from tools.mcp_convert import (
     NAME_OK,
-    advice_phrase,
     one_line,
     parameters_from,
     result_to_data,
@@ -345,12 +344,10 @@ class McpManager:
             return self.call(cfg.name, name, arguments, current_cancel())
 
         described = next((str(listed[k]) for k in ("description", "title") if listed.get(k)), None)
-        phrase = advice_phrase(described) if described else ""  # the small model's advice: what it is for
         return Tool(name=tool_name(cfg.name, name), description=described or name,
                     parameters=parameters_from(listed.get("inputSchema")), fn=run,
                     side_effects=not read_only, destructive=not read_only and not additive,
-                    timeout_s=cfg.timeout_s, source=f"MCP server {cfg.name}",
-                    examples=(phrase,) if phrase else ())
+                    timeout_s=cfg.timeout_s, source=f"MCP server {cfg.name}")
 
 
 class _SdkConnection:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from tools.days import is_span, when_of
-from tools.registry import DUE_CUE, Tool, tool
+from tools.registry import Tool, tool
 from tools.results import ToolError
 from tools.store import collection_validator, read_json, update_json
 
@@ -222,13 +222,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
     def load() -> list[dict[str, Any]]:
         return read_json(path, DEFAULT, _validate)["todos"]
 
-    @tool(examples=("todos or tasks", "待办", "任务", "没完成"), hint="call {name} or another todo tool",
-          cues=("todo", "task", "to-do", "to do list", "still open", "unfinished", "pending", "left to do",
-                "on my plate", "putting off", "backlog", "on the hook", "get done", "haven't done", "haven't finished",
-                "haven't ticked", "haven't crossed", "haven't checked off", "haven't gotten to", "left for me", "what's due", "promised to", "i promised", "got left",
-                "marked urgent",
-                "待办", "任务", "没完成", "没做完", "还没做", "没干", "要做的事", "没办完", "没弄完", "没收尾", "手头还有", "手上还有",
-                "待处理", "没搞定", "没勾", "没划掉", "没处理", "还剩哪些", "答应了要", "答应过"))
+    @tool
     def list_todos(status: Status | None = None, priority: Priority | None = None,
                    offset: int = 0, limit: int = PAGE) -> dict:
         """List todo summaries (id, title, status, priority, due) and a count.
@@ -256,7 +250,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
                           next_offset=start + len(page))
         return result
 
-    @tool(cues=("details of", "more about", "展开", "详情", "详细"))
+    @tool
     def get_todo(todo_id: str | int) -> dict:
         """Get one todo with all its fields, including the detail text.
 
@@ -269,13 +263,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
         todos = load()
         return {"todo": todos[_index(todos, todo_id)]}
 
-    @tool(side_effects=True, preview=_previewer(path, _add),
-          cues=("remind me", "don't forget", "do not forget", "add a task", "add a todo", "new task",
-                "need to remember to", "high priority", "low priority", DUE_CUE, "let me forget", "forget to", "never remember to",
-                "help me remember to", "slip my mind", "slip through", "slipping through", "slips my mind", "slip past",
-                "set a reminder", "mark it urgent", "on my list", "to my list", "meaning to", "put that down", "put it down",
-                "提醒我", "别忘了", "记得要", "加个待办", "添加任务", "新任务", "优先级", "别让我忘", "提个醒", "帮我记", "记上",
-                "挂个提醒"))
+    @tool(side_effects=True, preview=_previewer(path, _add))
     def add_todo(title: str, detail: str = "", priority: Priority = "medium",
                  due: str | None = None, tag: str | None = None) -> dict:
         """Add a new todo (status "todo"). Use only when the user asks to add or remember something.
@@ -293,8 +281,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
         return _commit(path, _add, dict(title=title, detail=detail, priority=priority,
                                          due=due, tag=tag))
 
-    @tool(side_effects=True, preview=_previewer(path, _update),
-          cues=("rename", "postpone", "move the due", "change the priority", "改成", "推迟", "改一下"))
+    @tool(side_effects=True, preview=_previewer(path, _update))
     def update_todo(todo_id: str | int, title: str | None = None, detail: str | None = None,
                     priority: Priority | None = None, due: str | None = None,
                     tag: str | None = None, status: Status | None = None) -> dict:
@@ -315,8 +302,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
         return _commit(path, _update, dict(todo_id=todo_id, title=title, detail=detail,
                                             priority=priority, due=due, tag=tag, status=status))
 
-    @tool(side_effects=True, preview=_previewer(path, _complete),
-          cues=("mark it done", "mark as done", "finished", "completed", "tick off", "做完了", "完成了", "搞定了"))
+    @tool(side_effects=True, preview=_previewer(path, _complete))
     def complete_todo(todo_id: str | int) -> dict:
         """Mark a todo as done. Use when the user says a task is finished.
 
@@ -325,8 +311,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
         """
         return _commit(path, _complete, {"todo_id": todo_id})
 
-    @tool(destructive=True, preview=_previewer(path, _delete),
-          cues=("delete", "remove the task", "drop the task", "删掉", "删除", "去掉"))
+    @tool(destructive=True, preview=_previewer(path, _delete))
     def delete_todo(todo_id: str | int) -> dict:
         """Delete a todo for good. Only when the user asks to remove it; finished items
         should be completed with complete_todo, not deleted.

@@ -151,11 +151,12 @@ class ProviderSettings:
     threads: int = setting(0, local_only=True)  # 0 = auto
     # text tool calls: results sent as compact text of at most this many chars (0: the stored JSON)
     compact_results: int = safe(0, local_only=True)
-    # grammar mode: a message of only greetings, thanks or goodbyes gets the text-only grammar
-    small_talk_gate: bool = safe(False, local_only=True)
+    # a question's first model call goes with a router's choice of tools (tool_choice: none, one
+    # tool, or any), made by meaning from the tools' own text; False: no router, requests as they are
+    router: bool = safe(False)
     # a step's first token and every token of a tool call sampled at min(temperature, this)
     call_temperature: float = safe(0.1, local_only=True)
-    # routed (embedded): a question whose words match no tool's cues is answered in text, or the
+    # routed (embedded): a question the router sends to no tool is answered in text, or the
     # model is free to call any tool or answer
     unmatched: Unmatched = safe("free", local_only=True)
     # the embedded server outlives glassloop by this many seconds without a request, so that the

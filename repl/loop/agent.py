@@ -96,9 +96,9 @@ from repl.providers.base import (
     ReasoningPart,
     RequestSent,
     Retrying,
-    Route,
     TextPart,
     ToolCall,
+    ToolChoice,
     new_call_id,
 )
 from tools.cancel import Cancel
@@ -170,17 +170,21 @@ class Runner:
         return _Turn(self, history, turn, self._cancel.child()).run(user_text)
 
     def call_model(self, messages: list[Message], tools: list[ToolSchema] | None, *,
-                   step: int = 1, deadline: float | None = None) -> Completed:
+                   step: int = 1, deadline: float | None = None, choice: ToolChoice | None = None) -> Completed:
         """One streamed model call: each part becomes an event as it arrives (text made valid
         Unicode, a character split across chunks joined), then ``ModelUsage``. The answer's
         text is valid Unicode; its calls are as the model sent them. Raises ProviderError and,
-        on Ctrl-C, ``Interrupted``, each with the text streamed so far; the stream is closed."""
+        on Ctrl-C, ``Interrupted``, each with the text streamed so far; the stream is closed.
+        ``choice``: the tools the call may use, as a router decided (a ``Routed`` event first)."""
         emit = self.emit
+        if choice is not None and tools:
+            emit(Routed(step, choice.mode, choice.allowed, choice.top, choice.threshold, choice.by))
         emit(ModelRequest(step, self.provider.model, bool(tools)))
         completed: Completed | None = None
         text: list[str] = []
         held = ""  # the first half of a character whose second half may be in the next chunk
-        stream = self.provider.stream(messages, tools or None, deadline=deadline)
+        stream = self.provider.stream(messages, tools or None, deadline=deadline,
+                                      choice=choice if tools else None)
         try:
             for part in stream:
                 if isinstance(part, TextPart):
@@ -192,8 +196,6 @@ class Runner:
                     emit(ReasoningDelta(step, valid_text(part.text)))
                 elif isinstance(part, Retrying):
                     emit(ModelRetry(step, part.attempt, part.attempts, part.delay_s, part.reason))
-                elif isinstance(part, Route):
-                    emit(Routed(step, part.how, part.tools, part.words))
                 elif isinstance(part, RequestSent):
                     emit(WireRecord(step, "request", part.body))
                 elif isinstance(part, AttemptFailed):
@@ -408,7 +410,7 @@ class _Turn:
         messages, tools = call.messages, call.tools
         sent = time.monotonic()
         try:
-            completed = runner.call_model(messages, tools, step=step, deadline=self.deadline)
+            completed = runner.call_model(messages, tools, step=step, deadline=self.deadline, choice=call.choice)
         except Interrupted as cut:
             if cut.partial_text:
                 history.add_assistant(cut.partial_text + "\n\n[interrupted]")

@@ -38,25 +38,33 @@ class ModelRequest:
 
 @dataclass(frozen=True)
 class Routed:
-    """How the embedded model's step was routed before it was sent (``providers.base.Route``):
-    ``how`` "named", "cues" (``words`` found are cues of ``tools``), "follow_up", "small_talk",
-    "unmatched" (no tool's words: answered without tools) or "free"."""
+    """The tools a model call may use, as the router decided before it was sent
+    (``providers.base.ToolChoice``): ``mode`` none, auto or required among ``allowed``; ``top``
+    the best candidates with their scores, ``threshold`` the score a tool needed, ``by`` what
+    decided ("meaning", "follow_up", "named")."""
 
     step: int
-    how: str
-    tools: tuple[str, ...]
-    words: tuple[str, ...]
+    mode: str
+    allowed: tuple[str, ...]
+    top: tuple[tuple[str, float], ...]
+    threshold: float
+    by: str = ""
     type: Literal["routed"] = "routed"
 
     def said(self) -> str:
-        """The routing in words, for the terminal and the trace (names and cues unescaped)."""
-        tools = ", ".join(self.tools)
-        return {"cues": f"routed to {tools} by " + ", ".join(f'"{word}"' for word in self.words),
-                "named": f"routed to {tools}: the message names it",
-                "follow_up": f"routed to {tools}: a follow-up of the turn before",
-                "small_talk": "small talk: answered without tools",
-                "unmatched": "no tool's words found: answered without tools (name one to use it; /tools)",
-                "free": "no tool's words found: the model may call any tool"}.get(self.how, self.how)
+        """The decision in words, for the terminal and the trace (names unescaped):
+        "routed to get_weather · get_weather 0.82 · none 0.11 · list_todos 0.04 (needs 0.50)"."""
+        tools = ", ".join(self.allowed)
+        head = {"none": "no tool: answered in text",
+                "required": f"routed to {tools}" if tools else "a tool call required",
+                "auto": f"the model may call {tools} or answer" if tools else "the model may call any tool"
+                }.get(self.mode, self.mode)
+        if self.by == "follow_up":
+            head += " (a follow-up of the turn before)"
+        elif self.by == "named":
+            head += " (the message names it)"
+        scores = " · ".join(f"{name} {score:.2f}" for name, score in self.top[:3])
+        return f"{head} · {scores} (needs {self.threshold:.2f})" if scores else head
 
 
 @dataclass(frozen=True)

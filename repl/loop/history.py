@@ -25,6 +25,10 @@ from typing import Any
 from repl.loop.unicode import valid_data, valid_text
 from repl.providers.base import CallRecord, Message, SystemPrompt, new_call_id
 
+# Where the text of files a message attached (``@path``) begins, after what was typed: the
+# mentions write it, the router and the trace views read what was typed before it.
+ATTACHED = "\n\nAttached file "
+
 NO_ANSWER = "[no answer: the session ended before the model replied]"
 INTERRUPTED_RESULT = {"ok": False, "error": {"type": "interrupted", "message": "the user interrupted this call before it finished"}}
 

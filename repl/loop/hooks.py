@@ -32,7 +32,7 @@ from typing import Any, Protocol, TypeVar
 
 from repl.loop.events import Emit, StopReason
 from repl.loop.history import History
-from repl.providers.base import Completed, Message, Provider, ToolCall
+from repl.providers.base import Completed, Message, Provider, ToolCall, ToolChoice
 from tools.registry import Registry, ToolSchema
 from tools.results import ToolResult
 
@@ -61,6 +61,7 @@ class ModelCall:
     messages: list[Message]
     tools: list[ToolSchema] | None
     final_note: str = ""
+    choice: ToolChoice | None = None  # the tools it may use, as a router decided (``routing.Routing``)
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from repl.loop.context import messages_tokens, tools_tokens
 from repl.loop.events import Emit, StepPaused, UserStep
 from repl.loop.hooks import Hooks, Instead, ModelCall, StopTurn, TurnView, display_args
-from repl.providers.base import Message, ToolCall
+from repl.providers.base import Message, ToolCall, ToolChoice
 from tools.registry import ToolSchema
 from tools.results import error_result
 
@@ -124,14 +124,14 @@ class Stepping(Hooks):
         or StopTurn. The request that goes is remembered either way."""
         if self.stepper is not None:
             call = self._pause_before_call(turn, call, self.stepper)
-        self.sent(turn.provider, call.messages, call.tools)
+        self.sent(turn.provider, call.messages, call.tools, call.choice)
         return call
 
     def _pause_before_call(self, turn: TurnView, call: ModelCall, stepper: Stepper) -> ModelCall:
         history, step = turn.history, call.step
         while True:
             view = self.view(step, turn.provider, call.messages, call.tools, history.messages[-1],
-                             final=bool(call.final_note) and not call.tools)
+                             final=bool(call.final_note) and not call.tools, choice=call.choice)
             choice = turn.paused(stepper.before_model_call, view)
             if isinstance(choice, Stop):
                 turn.emit(UserStep(step, "stopped_by_user", detail="before the model call"))
@@ -173,9 +173,11 @@ class Stepping(Hooks):
         return decided
 
     def view(self, step: int, provider: Any, messages: list[Message],
-             tools: list[ToolSchema] | None, last: Message, final: bool = False) -> RequestView:
-        """The view of a request of ``messages``; ``last`` is the history's last message."""
-        wire = wire_messages(provider, messages, tools)
+             tools: list[ToolSchema] | None, last: Message, final: bool = False,
+             choice: ToolChoice | None = None) -> RequestView:
+        """The view of a request of ``messages``; ``last`` is the history's last message;
+        ``choice`` the tools a router allowed it."""
+        wire = wire_messages(provider, messages, tools, choice)
         shared = _common(wire, self._wire)
         same = _common(messages, self._messages)
         total = messages_tokens(messages) + tools_tokens(tools)
@@ -184,32 +186,34 @@ class Stepping(Hooks):
         return RequestView(step, getattr(provider, "model", ""), tuple(wire[shared:]), len(wire),
                            tuple(t["name"] for t in tools or ()), total, min(prefix, total),
                            last["role"], last["content"], final,
-                           request_body(provider, messages, tools, wire))
+                           request_body(provider, messages, tools, wire, choice))
 
-    def sent(self, provider: Any, messages: list[Message], tools: list[ToolSchema] | None) -> None:
+    def sent(self, provider: Any, messages: list[Message], tools: list[ToolSchema] | None,
+             choice: ToolChoice | None = None) -> None:
         self._messages, self._tools = messages, tools
-        self._wire = wire_messages(provider, messages, tools)
+        self._wire = wire_messages(provider, messages, tools, choice)
 
 
-def wire_messages(provider: Any, messages: list[Message], tools: list[ToolSchema] | None) -> list[Any]:
+def wire_messages(provider: Any, messages: list[Message], tools: list[ToolSchema] | None,
+                  choice: ToolChoice | None = None) -> list[Any]:
     """``messages`` as the provider's wire API carries them (its ``wire_messages``), else as they are."""
     convert = getattr(provider, "wire_messages", None)
     if convert is None:
         return [dict(m) for m in messages]
     try:
-        return list(convert(messages, tools))
+        return list(convert(messages, tools, choice) if choice is not None else convert(messages, tools))
     except Exception:  # noqa: BLE001 - a display aid: fall back to the neutral form
         return [dict(m) for m in messages]
 
 
 def request_body(provider: Any, messages: list[Message], tools: list[ToolSchema] | None,
-                 wire: list[Any]) -> Any:
+                 wire: list[Any], choice: ToolChoice | None = None) -> Any:
     """The body the provider will send for ``messages`` (its ``request_body``); without one, the
     model, the ``wire`` messages and the tools."""
     body = getattr(provider, "request_body", None)
     if body is not None:
         try:
-            return body(messages, tools)
+            return body(messages, tools, choice) if choice is not None else body(messages, tools)
         except Exception:  # noqa: BLE001 - a display aid: fall back to what the loop knows
             pass
     return {"model": getattr(provider, "model", ""), "messages": wire, **({"tools": tools} if tools else {})}

@@ -170,16 +170,20 @@ class AttemptFailed:
 
 
 @dataclass(frozen=True)
-class Route:
-    """How the first step of a question to a routing model (the embedded one) was decided, before
-    it is sent (``Dialect.route_of``): ``how`` is "named" (the question names ``tools``), "cues"
-    (its ``words`` are those tools' cues), "follow_up" (a short follow-up of the turn before's
-    ``tools``), "small_talk" (answered in text), "unmatched" (no tool's words: answered without
-    tools) or "free" (no tool's words: the model may call any tool or answer)."""
+class ToolChoice:
+    """Which tools one model call may use, decided before it is sent (a router, ``loop/routing.py``)
+    and carried in the call, as the APIs' ``tool_choice``: ``mode`` "none" (answer in text),
+    "auto" (a call to one of ``allowed``, or text) or "required" (a call to one of ``allowed``);
+    ``allowed`` empty: every tool offered. ``top`` is the router's best candidates with their
+    scores ("none" among them), ``threshold`` the score a tool needed to be chosen, ``by`` what
+    decided ("meaning": the scores; "follow_up": the tools of the turn before; "named": the
+    message names the tool)."""
 
-    how: Literal["named", "cues", "follow_up", "small_talk", "unmatched", "free"]
-    tools: tuple[str, ...] = ()  # the tools the step may call
-    words: tuple[str, ...] = ()  # the tools' cues found in the question
+    mode: Literal["none", "auto", "required"] = "auto"
+    allowed: tuple[str, ...] = ()
+    top: tuple[tuple[str, float], ...] = ()
+    threshold: float = 0.0
+    by: str = ""
 
 
 @dataclass(frozen=True)
@@ -197,7 +201,7 @@ class Completed:
     echoed: bool = False
 
 
-Part = TextPart | ReasoningPart | Retrying | RequestSent | AttemptFailed | Route | Completed
+Part = TextPart | ReasoningPart | Retrying | RequestSent | AttemptFailed | Completed
 
 
 class ProviderError(Exception):
@@ -257,6 +261,7 @@ class Provider(Protocol):
     the generator early (Ctrl-C) must close the HTTP stream. When ``deadline``
     (``time.monotonic()``) passes, the call must end promptly, even while the
     server keeps the stream alive (the error raised then is any ProviderError).
+    ``choice``: the tools this call may use, as a router decided (None: no decision, "auto").
     """
 
     name: str
@@ -266,7 +271,7 @@ class Provider(Protocol):
 
     def stream(
         self, messages: list[Message], tools: list[ToolSchema] | None,
-        deadline: float | None = None,
+        deadline: float | None = None, choice: ToolChoice | None = None,
     ) -> Generator[Part, None, None]: ...
 
     def close(self) -> None: ...

@@ -12,7 +12,7 @@ them (not counted as a retry), and is remembered.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from repl.providers.base import (
     ReasoningPart,
     TextPart,
     ToolCall,
+    ToolChoice,
     new_call_id,
     wire_field,
 )
@@ -171,13 +172,16 @@ class ChatProvider(SdkEndpoint):
             raise ValueError(f"tool_call_format must be 'native' or 'text', not {self.settings.tool_call_format!r}")
         self.dialect = dialect or Dialect.of(self.settings)
         self._text_tools: list[ToolSchema] = []  # the last tool list sent in text mode
-        self._cues: Callable[[], Mapping[str, Sequence[str]]] | None = None
         self.stream_options_supported = True  # set False once the server rejects them
 
-    def _prepare(self, messages: list[Message],
-                 tools: list[ToolSchema]) -> tuple[dict[str, Any], _Assembly]:
+    def _prepare(self, messages: list[Message], tools: list[ToolSchema],
+                 choice: ToolChoice | None = None) -> tuple[dict[str, Any], _Assembly]:
         if not self.dialect.text_calls:
-            return self._params(to_wire_messages(messages), tools), _Assembly()
+            tools, tool_choice = self._chosen(tools, choice)
+            params = self._params(to_wire_messages(messages), tools)
+            if tool_choice is not None:
+                params["tool_choice"] = tool_choice
+            return params, _Assembly()
         from repl.providers import textcalls
 
         # The final no-tools call keeps the last tool block in the system text:
@@ -185,10 +189,9 @@ class ChatProvider(SdkEndpoint):
         # server reuses its evaluated tokens instead of re-reading ~1,500 tokens.
         # With no names to recognise, anything call-shaped stays visible text.
         self._text_tools = tools or self._text_tools
-        cues = self._cues() if self._cues else None
-        chat = self.dialect.chats(messages, tools, cues)
+        chat = self.dialect.chats(messages, tools, choice)
         params = self._params(self._text_messages(messages, self._text_tools, chat), [])
-        reply = self.dialect.reply_start(messages, tools, cues)
+        reply = self.dialect.reply_start(messages, tools, choice)
         if reply.grammar:
             params["grammar"] = reply.grammar
         params["messages"] = _started(params["messages"], reply.start)
@@ -196,22 +199,16 @@ class ChatProvider(SdkEndpoint):
         return params, _Assembly(start=reply.start, close=reply.end,
                                  text_filter=textcalls.TextCallFilter([] if chat else [t["name"] for t in tools]),
                                  hold=textcalls.EchoHold(question, self.dialect.answer_lead(messages))
-                                 if question else None, route=self.dialect.route_of(messages, tools, cues))
+                                 if question else None)
 
-    def route_by(self, cues: Callable[[], Mapping[str, Sequence[str]]]) -> None:
-        """Where the tools' cues are read, for a dialect that routes (``Dialect.route``): the
-        session's registry, whose tools change (user tools loaded, MCP servers ready)."""
-        self._cues = cues
-
-    def wire_messages(self, messages: list[Message],
-                      tools: list[ToolSchema] | None = None) -> list[dict[str, Any]]:
+    def wire_messages(self, messages: list[Message], tools: list[ToolSchema] | None = None,
+                      choice: ToolChoice | None = None) -> list[dict[str, Any]]:
         """``messages`` as this endpoint is sent them (step mode shows them); with text tool calls,
         in text form with ``tools`` (none: the tool list last sent, as ``stream`` does)."""
         if self.dialect.text_calls:
-            cues = self._cues() if self._cues else None
-            start = self.dialect.reply_start(messages, tools or [], cues).start
+            start = self.dialect.reply_start(messages, tools or [], choice).start
             tools = tools or self._text_tools
-            return _started(self._text_messages(messages, tools, self.dialect.chats(messages, tools, cues)), start)
+            return _started(self._text_messages(messages, tools, self.dialect.chats(messages, tools, choice)), start)
         return to_wire_messages(messages)
 
     def _text_messages(self, messages: list[Message], tools: list[ToolSchema], chat: bool) -> list[dict[str, Any]]:

@@ -36,8 +36,8 @@ from repl.providers.base import (
     ProviderError,
     RequestSent,
     Retrying,
-    Route,
     ToolCall,
+    ToolChoice,
     Usage,
     estimate_tokens,
     wire_field,
@@ -70,7 +70,6 @@ class Assembly:
     first_event: float = 0.0  # time.monotonic() when the first and the last arrived
     last_event: float = 0.0
     echo: str = ""  # the answer, when it only repeated the question: held back, never shown
-    route: Route | None = None  # how the request was routed (Dialect.route_of), yielded before it is sent
 
     @property
     def text(self) -> str:
@@ -128,10 +127,29 @@ class SdkEndpoint:
         self._resource(self._get_client())
 
     # ---- what each wire adapter supplies -------------------------------------
-    def _prepare(self, messages: list[Message],
-                 tools: list[ToolSchema]) -> tuple[dict[str, Any], Assembly]:
+    def _prepare(self, messages: list[Message], tools: list[ToolSchema],
+                 choice: ToolChoice | None = None) -> tuple[dict[str, Any], Assembly]:
         """The request body for ``messages`` (without ``stream``) and a fresh reader state."""
         raise NotImplementedError
+
+    def _chosen(self, tools: list[ToolSchema], choice: ToolChoice | None) -> tuple[list[ToolSchema], Any]:
+        """The tools a native request offers and its ``tool_choice`` (None: the field is not
+        sent): a router's choice only for a profile that routes (``router``); the tools it
+        allows, the mode as the API names it, one tool required by name."""
+        if choice is None or not tools or not self.settings.router:
+            return tools, None
+        if choice.mode == "none":
+            return tools, "none"
+        allowed = [t for t in tools if t["name"] in choice.allowed] if choice.allowed else tools
+        if not allowed:
+            return tools, None
+        if choice.mode == "required" and len(allowed) == 1:
+            return allowed, self._named_choice(allowed[0]["name"])
+        return allowed, choice.mode
+
+    def _named_choice(self, name: str) -> Any:
+        """``tool_choice`` for one tool by name, as this API writes it."""
+        return {"type": "function", "function": {"name": name}}
 
     def _resource(self, client: Any) -> Any:
         """The SDK resource whose ``create`` sends a request (``client.chat.completions``...)."""
@@ -157,14 +175,12 @@ class SdkEndpoint:
     # ---- the model call ----------------------------------------------------------
     def stream(
         self, messages: list[Message], tools: list[ToolSchema] | None,
-        deadline: float | None = None,
+        deadline: float | None = None, choice: ToolChoice | None = None,
     ) -> Generator[Part, None, None]:
         """See ``Provider.stream``."""
         self._get_client()  # the SDK import is start-up cost, not model latency
         started = time.monotonic()
-        params, acc = self._prepare(messages, tools or [])
-        if acc.route is not None:
-            yield acc.route
+        params, acc = self._prepare(messages, tools or [], choice)
         sdk_stream, http = yield from self._open(params, deadline)
         watch = StreamDeadline(sdk_stream.response, deadline)
         try:
@@ -189,9 +205,10 @@ class SdkEndpoint:
                         latency_s=time.monotonic() - started, retries=http["attempt"] - 1, response=response,
                         echoed=bool(acc.echo))
 
-    def request_body(self, messages: list[Message], tools: list[ToolSchema] | None) -> dict[str, Any]:
+    def request_body(self, messages: list[Message], tools: list[ToolSchema] | None,
+                     choice: ToolChoice | None = None) -> dict[str, Any]:
         """The body ``stream`` would send for ``messages`` now (step mode shows it whole)."""
-        return self._sent_fields(self._prepare(messages, tools or [])[0])
+        return self._sent_fields(self._prepare(messages, tools or [], choice)[0])
 
     def _sent_fields(self, params: dict[str, Any]) -> dict[str, Any]:
         """``params`` with what ``_create`` adds to the body (``stream``...)."""

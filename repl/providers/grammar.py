@@ -31,7 +31,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
-from repl.providers.gloss import NUMBER
 from tools.days import days_said, is_span
 from tools.registry import ToolSchema
 
@@ -59,13 +58,6 @@ PROSE_GRAMMAR = r"root ::= [^{[<`\x00-\x20] answer-piece*" + "\n" + _ANSWER.lstr
 # ... to a question in Chinese that no tool answers (chat, general knowledge): it begins in
 # Chinese. Under a chat prompt in English the 0.5B model answered "周末终于能睡个懒觉了" in English.
 PROSE_ZH_GRAMMAR = r"root ::= [\u3001-\u303f\u3400-\u9fff\uff01-\uff5e] answer-piece*" + "\n" + _ANSWER.lstrip()
-# A reply to small talk (a greeting, thanks, a goodbye: ``smalltalk.py``): prose without
-# braces, tags or code. Given the answer grammar, the 0.5B model wrote the call it wanted to
-# make as a fenced pseudo-object instead (```xml {name: "list_todos", …}) for 3 of 10.
-SMALL_TALK_GRAMMAR = r"root ::= [^{}<>`\x00-\x20] [^{}<>`]*" + "\n"
-# Chinese small talk: a reply that starts in Chinese (the 0.5B model's language drifts: with
-# Chinese in its prompt "Good night!" got "抱歉，我无法回答您的问题。").
-SMALL_TALK_ZH_GRAMMAR = r"root ::= [\u3400-\u9fff] [^{}<>`]*" + "\n"
 # Chinese characters and punctuation, full-width forms: what an answer to a question without
 # any Chinese leaves out (without_han)
 _HAN_RANGES = r"\u3000-\u303f\u3400-\u9fff\uf900-\ufaff\uff00-\uffef"
@@ -299,6 +291,13 @@ def _says(question: str, words: str) -> bool:
 
 
 # what a description says of a property for a day ("The day it is due", "New due date", 日期)
+# a number in a question: digits, a number word, a Chinese numeral ("一" only before another
+# numeral or a measure word: not "一共", "一下", "一起"; nor 一天, 一年: "熊猫一天吃多少竹子" is no
+# sum); not "one" ("the highest-priority one", "which one"). A numeric argument is offered only
+# for a question that holds one (``mentioned``).
+NUMBER = re.compile(r"\d|\b(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
+                    r"fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen|half|twice|"
+                    r"double|triple)s?\b|[二三四五六七八九十百千万亿两半零〇]|一[十百千万亿个箱件瓶本张斤块]")
 _A_DAY = re.compile(r"\b(?:day|date|due|deadline)\b|日期|哪天|截止", re.IGNORECASE)
 
 

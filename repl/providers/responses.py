@@ -34,6 +34,7 @@ from repl.providers.base import (
     ReasoningPart,
     TextPart,
     ToolCall,
+    ToolChoice,
     new_call_id,
     wire_field,
 )
@@ -140,12 +141,19 @@ class ResponsesProvider(SdkEndpoint):
         if self.settings.tool_call_format != "native":
             raise ValueError("the Responses API needs tool_call_format = 'native'")
 
-    def _prepare(self, messages: list[Message],
-                 tools: list[ToolSchema]) -> tuple[dict[str, Any], _Assembly]:
-        return self.request_params(messages, tools), _Assembly()
+    def _prepare(self, messages: list[Message], tools: list[ToolSchema],
+                 choice: ToolChoice | None = None) -> tuple[dict[str, Any], _Assembly]:
+        tools, tool_choice = self._chosen(tools, choice)
+        params = self.request_params(messages, tools)
+        if tool_choice is not None:
+            params["tool_choice"] = tool_choice
+        return params, _Assembly()
 
-    def wire_messages(self, messages: list[Message],
-                      tools: list[ToolSchema] | None = None) -> list[dict[str, Any]]:
+    def _named_choice(self, name: str) -> Any:
+        return {"type": "function", "name": name}
+
+    def wire_messages(self, messages: list[Message], tools: list[ToolSchema] | None = None,
+                      choice: ToolChoice | None = None) -> list[dict[str, Any]]:
         """``messages`` as this API carries them (step mode shows them): the instructions, then the input items."""
         instructions, items = to_input_items(messages)
         return ([{"instructions": instructions}] if instructions is not None else []) + items

@@ -28,6 +28,7 @@ from repl.loop.cost import Cost, price_for, session_budget
 from repl.loop.events import Emit, Event, ModelUsage, Notice, TurnFinished, TurnUndone, Usage
 from repl.loop.history import History
 from repl.loop.hooks import Hooks, Instead, TurnView
+from repl.loop.routing import Routing
 from repl.loop.stepping import Stepping
 from repl.providers.base import Provider, ProviderError, SystemPrompt, ToolCall
 from repl.session.instructions import Instructions, load_instructions
@@ -150,6 +151,7 @@ class SessionCore:
     provider_failure: ProviderError | None = None  # why the last turn could not reach a model
     instructions: Instructions | None = None  # AGENTS.md as read for the system prompt (None: read when it is made)
     _provider: LazyProvider | None = None
+    _router: Routing | None = None  # the router's hook, made for the first turn of a routing profile
     _writes: list[store.StoreWrite] = field(default_factory=list)
     _model_calls: list[ModelUsage] = field(default_factory=list)
     _turn_cost: Cost = field(default_factory=Cost)
@@ -316,8 +318,6 @@ class SessionCore:
                 provider = make_provider(profile, settings, self.ui.waiting)
             finally:
                 self.ui.waiting(None)
-            if route_by := getattr(provider, "route_by", None):  # the embedded model's routing (dialect.routed)
-                route_by(lambda: self.registry.cues())
             if notice := getattr(provider, "notice", None):  # the local server's start
                 self._background_notice(notice)
             if warm:  # the SDK's import, while MCP servers start and user tools load
@@ -367,6 +367,7 @@ class SessionCore:
         if self._provider is None:
             self.start_provider()
         self.start_user_tools()
+        self.warm_router()
 
     def start_mcp(self) -> None:
         """Connect the configured MCP servers in the background (no-op without any)."""
@@ -463,10 +464,30 @@ class SessionCore:
         return found.message(text)
 
     def runner(self, provider: Provider, emit: Emit, budget: SessionBudget | None = None) -> Runner:
-        """The loop's collaborators from this session's parts; the caller closes it (its tool pool)."""
+        """The loop's collaborators from this session's parts; the caller closes it (its tool pool).
+        The router's hook comes first, so step mode shows the call with the tools it chose."""
         dry: tuple[Hooks, ...] = (NotOurs(self.door.calls),) if self.door.dry_run else ()
         return Runner(provider, self.registry, self.approver, self.settings.guards, emit,
-                      self.context, budget, (self.stepping, *dry))
+                      self.context, budget, (*self._routing(), self.stepping, *dry))
+
+    def _routing(self) -> tuple[Routing, ...]:
+        """The router's hook, when the active profile routes (``router``); one per session."""
+        if not self.settings.active.router:
+            return ()
+        if self._router is None:
+            from repl.embedded.router import MeaningRouter
+
+            def examples_of(name: str) -> tuple[str, ...]:
+                tool = self.registry.get(name)
+                return tool.examples if tool is not None else ()
+
+            self._router = Routing(MeaningRouter(examples_of))
+        return (self._router,)
+
+    def warm_router(self) -> None:
+        """Load the router's model on a thread while the rest starts (its first question waits)."""
+        for routing in self._routing():
+            threading.Thread(target=routing.warm, daemon=True, name="glassloop-router").start()
 
     def _record(self, record: TurnRecord) -> None:
         record.prompt_tokens = self.last_prompt_tokens

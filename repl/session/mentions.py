@@ -14,11 +14,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from repl.loop.history import ATTACHED
 from tools.files import read_mentioned
 from tools.results import ToolError
 
 MENTION = re.compile(r"(?<!\S)@(\S+)")
-ATTACHED = "\n\nAttached file "  # where the files' text begins, after what was typed
 TRAILING = ".,;:!?)]}'\""  # punctuation after a mention ("see @notes.txt.") is not part of the path
 
 

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-ATTACHED = "\n\nAttached file "  # as repl.session.mentions writes it: where the files' text begins
+from repl.loop.history import ATTACHED
+
 _BLOCK = re.compile(r"Attached file (?P<path>[^\n]*):\n(?P<fence>`{3,})\n(?P<text>.*?)\n(?P=fence)"
                     r"(?=\n\nAttached file |\Z)", re.DOTALL)
 

@@ -345,7 +345,12 @@ def routed_said(r: dict[str, Any]) -> str:
     def texts(value: Any) -> tuple[str, ...]:
         return tuple(as_text(item) for item in value) if isinstance(value, list) else ()
 
-    return Routed(as_int(r.get("step")), as_text(r.get("how")), texts(r.get("tools")), texts(r.get("words"))).said()
+    def scores(value: Any) -> tuple[tuple[str, float], ...]:
+        pairs = value if isinstance(value, list) else []
+        return tuple((as_text(p[0]), as_number(p[1])) for p in pairs[:3] if isinstance(p, list) and len(p) == 2)
+
+    return Routed(as_int(r.get("step")), as_text(r.get("mode")), texts(r.get("allowed")), scores(r.get("top")),
+                  as_number(r.get("threshold")), as_text(r.get("by"))).said()
 
 
 def as_dict(value: Any) -> dict[str, Any]:

@@ -477,10 +477,9 @@ class Renderer:
         self.console.print(Text(f"guard {event.guard}: {one_line(event.detail, 200)}", "yellow"))
 
     def _route(self, event: Routed) -> None:
-        # shown where it decides what the model may do: the tools its words chose, or none;
         # once a turn (a step asked again after an echo is routed the same way)
-        if event.how in ("cues", "follow_up", "unmatched") and self._routed != (event.how, event.tools):
-            self._routed = (event.how, event.tools)
+        if self._routed != (event.mode, event.allowed):
+            self._routed = (event.mode, event.allowed)
             self.console.print(Text(clean(event.said()), "dim"))
 
     def _notice(self, event: Notice) -> None:

@@ -209,7 +209,7 @@ def test_an_mcp_tools_description_gives_the_embedded_models_advice(stack: Stack,
     built_in = system_prompt_for(ProviderSettings(name="local"), registry).text
     registry.add(stack.registry.get(name) for name in ("t__write_note", "t__lookup"))
     system = system_prompt_for(ProviderSettings(name="local"), registry).text
-    assert stack.registry.get("t__lookup").examples == ("look up the capital of a country",)
+    assert stack.registry.get("t__lookup").examples == ()  # an MCP tool says nothing of what people ask
     weather = built_in.index("call get_weather; ") + len("call get_weather; ")
     assert system[:weather] == built_in[:weather]  # MCP tools last, by name
     assert system[weather:].startswith("for look up the capital of a country call t__lookup; "

@@ -233,17 +233,19 @@ def test_the_answer_after_results_is_prose_from_its_first_character(llama) -> No
         chinese.close()
 
 
-def test_small_talk_gets_prose_without_braces_tags_or_code(llama) -> None:
-    """A greeting's reply (``small_talk_gate``): not even a call-shaped object in a fence."""
-    from repl.providers.grammar import SMALL_TALK_GRAMMAR
+def test_an_answer_in_text_is_prose_without_a_calls_shape(llama) -> None:
+    """A question the router sends to no tool (``ToolChoice`` "none"): prose from its first
+    character, neither a call-shaped object in a fence nor a call's tag anywhere (from the
+    answer grammar the 0.5B model wrote the call it wanted as ```xml {name: "list_todos"})."""
+    from repl.providers.grammar import PROSE_GRAMMAR
 
-    prose = Grammar(llama, SMALL_TALK_GRAMMAR)
+    prose = Grammar(llama, PROSE_GRAMMAR)
     try:
         assert prose.accepts("You're welcome! See you tomorrow.")
         assert prose.accepts("再见，明天见！\n祝你愉快。")
         assert not prose.accepts('```xml\n{\n  name: "list_todos"\n}\n```')
-        assert not prose.accepts("Bye! {name: get_weather}")
-        assert not prose.accepts("<tool_call>")
+        assert not prose.accepts('Bye! {"name": "get_weather"}')
+        assert not prose.accepts("<tool_call>") and not prose.accepts("Sure. <tool_call>")
         assert not prose.accepts(" leading space")
     finally:
         prose.close()
@@ -404,7 +406,7 @@ def test_a_superlative_ranks_the_items_and_chooses_no_value(question: str, prior
 def test_a_numeric_property_is_offered_by_a_number_not_by_one_or_yi_of_another_sense(question: str,
                                                                                    numbers: bool) -> None:
     """Offered offset and limit because "the highest-priority one" held "one", the 0.5B model
-    passed limit 50. A number in a question is the routing's one definition (gloss.NUMBER)."""
+    passed limit 50. A number in a question is one definition (grammar.NUMBER)."""
     from repl.providers.grammar import _mentioned_only
     from tools import build_tools
     from tools.days import days_said
@@ -466,15 +468,15 @@ def test_the_answer_to_a_question_without_chinese_has_none(llama, registry) -> N
     arguments may still hold them."""
     from repl.providers.grammar import (
         ANSWER_GRAMMAR,
-        SMALL_TALK_GRAMMAR,
-        SMALL_TALK_ZH_GRAMMAR,
+        PROSE_GRAMMAR,
+        PROSE_ZH_GRAMMAR,
         tool_grammar,
         without_han,
     )
 
-    answer, talk = Grammar(llama, without_han(ANSWER_GRAMMAR)), Grammar(llama, without_han(SMALL_TALK_GRAMMAR))
+    answer, talk = Grammar(llama, without_han(ANSWER_GRAMMAR)), Grammar(llama, without_han(PROSE_GRAMMAR))
     tools = Grammar(llama, without_han(tool_grammar(registry.schemas(), optional="mentioned", question="weather?")))
-    chinese = Grammar(llama, SMALL_TALK_ZH_GRAMMAR)
+    chinese = Grammar(llama, PROSE_ZH_GRAMMAR)
     try:
         assert answer.accepts("There are two open todos: the report and the email.")
         assert not answer.accepts("还有两项没完成。") and not answer.accepts("Done！")
@@ -489,11 +491,11 @@ def test_the_answer_to_a_question_without_chinese_has_none(llama, registry) -> N
 
 def test_a_grammar_not_beginning_with_a_character_refuses_it_first_and_only_first() -> None:
     """Asked again after an echo, the reply may not begin like it: in either case, in the
-    answer's start, a small-talk reply's or a Chinese one's (a range split around it)."""
+    answer's start, a prose reply's or a Chinese one's (a range split around it)."""
     from repl.providers.grammar import (
         ANSWER_GRAMMAR,
-        SMALL_TALK_GRAMMAR,
-        SMALL_TALK_ZH_GRAMMAR,
+        PROSE_GRAMMAR,
+        PROSE_ZH_GRAMMAR,
         not_beginning_with,
         tool_grammar,
     )
@@ -501,12 +503,15 @@ def test_a_grammar_not_beginning_with_a_character_refuses_it_first_and_only_firs
     answer = not_beginning_with(ANSWER_GRAMMAR, "G")
     assert "answer-start ::= [^{<`\\x00-\\x20\\u0047\\u0067] | answer-brace" in answer
     assert answer.replace("\\u0047\\u0067", "") == ANSWER_GRAMMAR  # nothing else changed
-    assert not_beginning_with(SMALL_TALK_GRAMMAR, "好").startswith("root ::= [^{}<>`\\x00-\\x20\\u597d] ")
-    zh = not_beginning_with(SMALL_TALK_ZH_GRAMMAR, "好")
-    assert zh.startswith("root ::= [\\u3400-\\u597c\\u597e-\\u9fff] [^{}<>`]*")
+    prose = not_beginning_with(PROSE_GRAMMAR, "好")
+    assert prose.startswith("root ::= [^{[<`\\x00-\\x20\\u597d] answer-piece*\n")
+    assert prose.replace("\\u597d", "") == PROSE_GRAMMAR  # nothing else changed
+    zh = not_beginning_with(PROSE_ZH_GRAMMAR, "好")
+    assert zh.startswith("root ::= [\\u3001-\\u303f\\u3400-\\u597c\\u597e-\\u9fff\\uff01-\\uff5e] answer-piece*")
     calls = tool_grammar([{"name": "t", "parameters": {"type": "object", "properties": {}}}])
     assert "\\u0047\\u0067]" in not_beginning_with(calls, "g")  # the text a call step may write
-    assert not_beginning_with(SMALL_TALK_ZH_GRAMMAR, "G") == SMALL_TALK_ZH_GRAMMAR  # not in its range
+    root = PROSE_ZH_GRAMMAR.partition("\n")[0]
+    assert not_beginning_with(PROSE_ZH_GRAMMAR, "G").partition("\n")[0] == root  # not in its ranges
 
 
 def test_building_a_grammar_leaves_the_llama_cpp_package_unloaded(tmp_path: Path) -> None:

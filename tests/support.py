@@ -399,3 +399,28 @@ def stream_error(p: Any, messages: list[dict] = QUESTION) -> ProviderError:
         list(p.stream(messages, TODO_TOOLS))
     assert ADAPTER_KEY not in info.value.message and "\n" not in info.value.message
     return info.value
+
+
+class TableRouter:
+    """A router (``repl.loop.routing.Router``) that chooses from a table: a question's
+    ``ToolChoice`` by its text, else ``otherwise``. Each request it is asked is kept (``asked``)."""
+
+    def __init__(self, table: dict[str, Any] | None = None, otherwise: Any = None) -> None:
+        from repl.providers.base import ToolChoice
+
+        self.table = dict(table or {})
+        self.otherwise = ToolChoice("none") if otherwise is None else otherwise
+        self.asked: list[Any] = []
+
+    def choose(self, request: Any) -> Any:
+        self.asked.append(request)
+        return self.table.get(request.question, self.otherwise)
+
+
+def route_with(monkeypatch: pytest.MonkeyPatch, router: Any) -> Any:
+    """Sessions made from now on, on a profile with ``router = true``, ask ``router`` instead
+    of the meaning router the session core makes (its sentence encoder: the router's own tests)."""
+    import repl.embedded.router as meaning
+
+    monkeypatch.setattr(meaning, "MeaningRouter", lambda *args, **kwargs: router)
+    return router

@@ -13,20 +13,25 @@ from typing import Any
 
 import pytest
 
-from repl.loop.events import ModelRequest, ModelUsage, Notice, TextDelta
+from repl.loop.events import ModelRequest, ModelUsage, Notice, Routed, TextDelta
 from repl.loop.history import check
+from repl.providers.base import ToolChoice
 from repl.providers.dialect import AFTER_RESULTS, IN_CHINESE, Dialect
 from tests.fakeserver import FakeServer, text
+from tests.support import TableRouter, route_with
 
-EMBEDDED = Dialect(text_calls=True, grammar=True, route=True, small_talk_gate=True,
+EMBEDDED = Dialect(text_calls=True, grammar=True, route=True, unmatched_text=True,
                    after_results=AFTER_RESULTS, language_note=IN_CHINESE)
+# what the router chooses for this file's questions that call a tool; any other: none
+TOOL_QUESTIONS = {"深圳今天出门要带伞吗？": ToolChoice("required", ("get_weather",)),
+                  "猫粮快见底了，回头给我记进待办，周五前买好。": ToolChoice("required", ("add_todo",))}
 
 
 @pytest.fixture
 def core_on(fake_server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Any]]:
     """``core_on(provider)``: a session core (the REPL's door) on the embedded profile
     ("local", its server stood in for by ``fake_server``) or on a hosted one (``fake_server``'s
-    URL), approvals auto."""
+    URL), approvals auto; the router chooses by ``TOOL_QUESTIONS``."""
     from repl.config.load import load_settings
     from repl.session import runtime
     from repl.session.core import SessionCore
@@ -36,6 +41,7 @@ def core_on(fake_server: FakeServer, tmp_path: Path, monkeypatch: pytest.MonkeyP
         monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
     server = SimpleNamespace(base_url=fake_server.base_url, api_key="", notice=None, stop=lambda: None)
     monkeypatch.setattr(runtime, "_start_local", lambda *args: server)
+    route_with(monkeypatch, TableRouter(TOOL_QUESTIONS))
     cores: list[Any] = []
 
     def make(provider: str = "local") -> Any:
@@ -80,15 +86,15 @@ def test_an_echoed_small_talk_answer_is_asked_for_again(core_on, fake_server) ->
     assert len(fake_server.chat_requests()) == 2 and fake_server.unscripted == 0
     note = echo_note(after_results=False)
     assert note not in last_user_text(first) and last_user_text(second).endswith(note)
-    # the retry is still the first step of a small-talk turn: the same text-only grammar, which
-    # may not begin like the echo (the 0.5B model, near-greedy, wrote the same words again)
-    from repl.providers.dialect import SMALL_TALK_ZH_NOTE
-    from repl.providers.grammar import SMALL_TALK_ZH_GRAMMAR, not_beginning_with
+    # the retry is still the first step of a turn the router sent to no tool: the same prose
+    # grammar, which may not begin like the echo (the 0.5B model, near-greedy, wrote the same
+    # words again); the router is not asked again
+    from repl.providers.grammar import PROSE_ZH_GRAMMAR, not_beginning_with
 
-    small_talk = not_beginning_with(SMALL_TALK_ZH_GRAMMAR, SMALL_TALK_ZH_NOTE[1])  # nor like the note
-    assert first["grammar"] == small_talk and SMALL_TALK_ZH_NOTE in last_user_text(first)
-    assert second["grammar"] == not_beginning_with(small_talk, "好") != small_talk
-    assert SMALL_TALK_ZH_NOTE not in last_user_text(second)  # the echo's note asks for the reply
+    assert first["grammar"] == PROSE_ZH_GRAMMAR
+    assert second["grammar"] == not_beginning_with(PROSE_ZH_GRAMMAR, "好") != PROSE_ZH_GRAMMAR
+    assert [(e.step, e.mode) for e in core.ui.events if isinstance(e, Routed)] == [(1, "none"), (2, "none")]
+    assert [r.question for r in core_router(core).asked] == ["好的，没问题。"]
     # both calls are model calls as any two are (the trace and /usage show the retry)
     assert [e.step for e in core.ui.events if isinstance(e, ModelRequest)] == [1, 2]
     assert [e.message for e in core.ui.events if isinstance(e, Notice)] == [
@@ -100,7 +106,7 @@ def test_an_echoed_small_talk_answer_is_asked_for_again(core_on, fake_server) ->
 def test_the_retry_after_an_echo_behind_a_preamble_may_begin_like_neither(core_on, fake_server) -> None:
     """"今天上班好累啊，随便陪我聊两句吧。" got "好的，" and the question; asked again, with only "好"
     refused as its first character, the 0.5B model wrote the question alone, and it was shown."""
-    from repl.providers.grammar import SMALL_TALK_ZH_GRAMMAR, not_beginning_with
+    from repl.providers.grammar import PROSE_ZH_GRAMMAR, not_beginning_with
 
     core = core_on()
     question = "今天上班好累啊，随便陪我聊两句吧。"
@@ -110,8 +116,10 @@ def test_the_retry_after_an_echo_behind_a_preamble_may_begin_like_neither(core_o
     first, retry = (request.body for request in fake_server.chat_requests())
     banned = not_beginning_with(not_beginning_with(first["grammar"], "好"), "今")
     assert retry["grammar"] == banned != first["grammar"]
-    zh = not_beginning_with(not_beginning_with(SMALL_TALK_ZH_GRAMMAR, "好"), "今")  # both, within one range
-    assert zh.startswith("root ::= [\\u3400-\\u4ec9\\u4ecb-\\u597c\\u597e-\\u9fff] ")
+    assert first["grammar"] == PROSE_ZH_GRAMMAR
+    zh = not_beginning_with(not_beginning_with(PROSE_ZH_GRAMMAR, "好"), "今")  # both, within one range
+    assert retry["grammar"] == zh
+    assert zh.startswith("root ::= [\\u3001-\\u303f\\u3400-\\u4ec9\\u4ecb-\\u597c\\u597e-\\u9fff\\uff01-\\uff5e] ")
 
 
 def test_an_echo_after_a_tool_result_is_asked_for_again(core_on, fake_server) -> None:
@@ -170,23 +178,40 @@ def test_a_second_echo_is_shown_as_it_is(core_on, fake_server) -> None:
 
 def test_a_note_does_not_change_what_the_grammar_is_chosen_from() -> None:
     """The note the loop adds for one request (``Message.note``) is neither the question (its
-    language, the small-talk gate, the optional arguments) nor a step after results."""
-    from repl.providers.dialect import SMALL_TALK_ZH_NOTE
-    from repl.providers.grammar import SMALL_TALK_ZH_GRAMMAR, not_beginning_with
+    language, the optional arguments it mentions) nor a step after results."""
+    from repl.providers.grammar import PROSE_ZH_GRAMMAR
 
     note = echo_note(after_results=False)
-    schemas = [{"name": "get_weather", "description": "The weather.", "parameters": {"type": "object"}}]
+    schemas: Any = [{"name": "get_weather", "description": "The weather.", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"},
+                                         "date": {"type": ["string", "null"], "description": "the day"}},
+        "required": ["city"]}}]
     noted: list[Any] = [{"role": "user", "content": f"谢谢，再见！\n\n{note}", "note": note}]
-    small_talk = not_beginning_with(SMALL_TALK_ZH_GRAMMAR, SMALL_TALK_ZH_NOTE[1])
-    assert EMBEDDED.grammar_for(noted, schemas, {}) == small_talk  # type: ignore[arg-type]
+    assert EMBEDDED.grammar_for(noted, schemas, ToolChoice("none")) == PROSE_ZH_GRAMMAR
+    weather = ToolChoice("required", ("get_weather",))
+    asked: list[Any] = [{"role": "user", "content": "深圳出门要带伞吗？"}]
+    said = f"深圳出门要带伞吗？\n\n{ECHO_DAY}"  # a note that says a day: not the question's
+    again: list[Any] = [{"role": "user", "content": said, "note": ECHO_DAY}]
+    assert EMBEDDED.grammar_for(again, schemas, weather) == EMBEDDED.grammar_for(asked, schemas, weather)
+    assert "date" not in str(EMBEDDED.grammar_for(asked, schemas, weather))
     call = {"id": "c1", "name": "get_weather", "arguments": "{}"}
     after: list[Any] = [{"role": "user", "content": "深圳今天出门要带伞吗？"},
                         {"role": "assistant", "content": "", "tool_calls": [call]},
                         {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "{}"}]
-    plain = EMBEDDED.grammar_for(after, schemas, {})  # type: ignore[arg-type]
+    plain = EMBEDDED.grammar_for(after, schemas)
     with_note = [*after, {"role": "user", "content": note, "note": note}]
-    assert EMBEDDED.grammar_for(with_note, schemas, {}) == plain  # type: ignore[arg-type]
+    assert EMBEDDED.grammar_for(with_note, schemas) == plain
     assert EMBEDDED.nudge(with_note) == EMBEDDED.nudge(after) != ""
+
+
+ECHO_DAY = "Answer about tomorrow's date."
+
+
+def core_router(core: Any) -> TableRouter:
+    """The router a session core asks (its routing hook's)."""
+    [routing] = core._routing()
+    assert isinstance(routing.router, TableRouter)
+    return routing.router
 
 
 @pytest.mark.parametrize("size", [1, 2, 3, 50])

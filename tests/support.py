@@ -418,9 +418,11 @@ class TableRouter:
 
 
 def route_with(monkeypatch: pytest.MonkeyPatch, router: Any) -> Any:
-    """Sessions made from now on, on a profile with ``router = true``, ask ``router`` instead
-    of the meaning router the session core makes (its sentence encoder: the router's own tests)."""
-    import repl.embedded.router as meaning
+    """Sessions made from now on, on a profile with ``router = true``, ask ``router`` instead of
+    the routers the session core makes (their models: the routers' own tests); the core's hook
+    (``loop.routing.Routing``) is the real one."""
+    import repl.session.core as core
+    from repl.loop.routing import Routing
 
-    monkeypatch.setattr(meaning, "MeaningRouter", lambda *args, **kwargs: router)
+    monkeypatch.setattr(core, "Routing", lambda *args, **kwargs: Routing(router))
     return router

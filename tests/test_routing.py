@@ -1,7 +1,11 @@
-"""The embedded model's routing (``Dialect.route``, ``dialect.routed``): a question's first step
-may call only the tools its words point to (the tools' ``cues``, by meaning and in both
-languages; a tool without cues by its description), and must call one; the step after results
-answers in text. Checked on the grammar each request carries to the (stand-in) model server."""
+"""Routing as the loop's policy (``loop/routing.py``): a router decides a question's first model
+call (a ``ToolChoice``: none, auto, or required among some tools) and the loop carries it in
+that call. The embedded dialect turns it into the grammar its request goes with: a call to one
+of the tools chosen, or prose; the step after results answers in text. A hosted profile's
+requests are as they were unless it routes (``router = true``: ``tool_choice``,
+tests/test_router.py). Checked on the grammar each request carries to the (stand-in) model
+server. The sessions here route by a table (``tests.support.TableRouter``); how the meaning
+router decides is tests/test_router.py's."""
 
 from __future__ import annotations
 
@@ -14,17 +18,24 @@ from typing import Any
 
 import pytest
 
-from repl.providers.dialect import Dialect, routed
-from repl.providers.grammar import PROSE_GRAMMAR, PROSE_ZH_GRAMMAR, SMALL_TALK_GRAMMAR, without_han
+from repl.loop.routing import route_request
+from repl.providers.base import ToolChoice
+from repl.providers.dialect import Dialect
+from repl.providers.grammar import PROSE_GRAMMAR, PROSE_ZH_GRAMMAR, without_han
 from tests.fakeserver import text
+from tests.support import TableRouter, route_with
 from tools.calculator import make_calculator_tool
 from tools.files import make_file_tools
 from tools.notes import make_note_tools
-from tools.registry import Registry, ToolSchema
+from tools.registry import Registry
 from tools.todos import make_todo_tools
 from tools.weather import make_weather_tool
 
-ROUTED = Dialect(text_calls=True, grammar=True, route=True, small_talk_gate=True, unmatched_text=True)
+ROUTED = Dialect(text_calls=True, grammar=True, route=True, unmatched_text=True)
+WEATHER = ToolChoice("required", ("get_weather",), (("get_weather", 0.61), ("none", 0.2), ("list_todos", 0.1)),
+                     0.224, "meaning")
+NO_TOOL = ToolChoice("none", (), (("none", 0.41), ("get_weather", 0.12)), 0.224, "meaning")
+FULL_ROOT = "root ::= calls | fenced | tagged | answer"
 
 
 @pytest.fixture(scope="module")
@@ -34,360 +45,110 @@ def registry(tmp_path_factory) -> Registry:
                      *make_file_tools(folder), make_calculator_tool(), make_weather_tool("sample")])
 
 
-def names(tools: list[ToolSchema]) -> list[str]:
-    return [tool["name"] for tool in tools]
+def asked(question: str) -> list[Any]:
+    return [{"role": "system", "content": "s"}, {"role": "user", "content": question}]
 
 
-@pytest.mark.parametrize(("question", "expected"), [
-    ("Is it going to snow in Oslo tomorrow?", ["get_weather"]),
-    ("出门要不要带伞？我在杭州", ["get_weather"]),
-    ("Remind me to call the plumber", ["add_todo"]),
-    ("别忘了周五交房租", ["add_todo"]),
-    ("What is 15 percent of 86?", ["calculator"]),
-    ("帮我看一下 notes.txt 的内容", ["read_file"]),
-    ("Who painted the Mona Lisa?", []),
-    ("用一句话介绍一下长城。", []),
-    # said the way people talk (the second development set, bench/cases/local_dev2.toml)
-    ("Cycling home in Leeds later, will I get soaked?", ["get_weather"]),
-    ("晚上出去吃饭会不会碰上大雨？", ["get_weather"]),
-    ("Lunch was 64.80 for three of us, what's each person's share?", ["calculator"]),
-    ("Keep this for later: the bike lock code is 0417.", ["add_note"]),
-    ("What am I putting off this month?", ["list_todos"]),
-    ("Which document in here talks about the lease?", ["search_files"]),
-    ("Get the bike serviced before spring, low priority.", ["add_todo"]),
-    # an operator between numbers is arithmetic ("What is 2+3?" had no cue: a text answer)
-    ("What is 2+3?", ["calculator"]),
-    ("1.5 × 4 是几？", ["calculator"]),
-    ("what's 37 * 12", ["calculator"]),
-    ("Is C++ hard to learn?", []),
-    ("How many todos are still open?", ["list_todos"]),
-    # everyday words of each tool's meaning
-    ("Gonna be chilly in Oslo? Should I pack a scarf?", ["get_weather"]),
-    ("去哈尔滨要不要带厚衣服？", ["get_weather"]),
-    ("Anything still on the hook for me this week?", ["list_todos"]),
-    ("手头还有哪些事没办完？", ["list_todos"]),
-    ("I scribbled the gate code down, what was it?", ["search_notes"]),
-    # words of a topic that are everyday words too are no cues: praise, money, saving
-    ("That answer was outstanding!", []),
-    ("这个月手头有点紧。", []),
-    ("帮我记着：钥匙放在鞋柜里。", ["add_note"]),
-    ("ls", ["list_files"]),
-    ("What's lying around in this folder?", ["list_files"]),
-    # a cue written as a plural is found as that word, a singular one in both forms
-    ("Keep your answer short, please.", []),
-    ("That's the second time today the printer jammed.", []),
-    ("Can I wear shorts in Rome tomorrow?", ["get_weather"]),
-    ("What is 6 times 7?", ["calculator"]),
-    ("Any task I should look at first?", ["list_todos"]),
-    ("List my todos.", ["list_todos"]),
-    # the weather's words: storms, fog, what to wear
-    ("Will there be a blizzard in Denver on Sunday?", ["get_weather"]),
-    ("今天下午会有雷阵雨吗？", ["get_weather"]),
-    ("Is it foggy over in London this morning?", ["get_weather"]),
-])
-def test_a_question_is_routed_to_the_tools_its_words_point_to(registry, question, expected) -> None:
-    assert names(routed(question, registry.schemas(), registry.cues())) == expected
+def grammar_root(grammar: str) -> str:
+    return next(line for line in grammar.splitlines() if line.startswith("root ::="))
 
 
-@pytest.mark.parametrize(("question", "expected"), [
-    # a cue inside a word or phrase of another sense is not found: "冷笑话" is a corny joke
-    ("给我讲个冷笑话吧。", []),
-    ("最近有什么热门电影？", []),
-    ("我想减肥，有什么建议？", []),
-    ("I have a cold, any tips?", []),
-    ("外面冷吗？", ["get_weather"]),
-    ("今天好热啊，晚上会凉快点吗？", ["get_weather"]),
-    ("Is it cold in Oslo tonight?", ["get_weather"]),
-    ("100减37是多少？", ["calculator"]),
-    # a sum needs numbers: without one, "how many" and "多少" ask a fact
-    ("How many bones are in the human body?", []),
-    ("光速大概是多少？", []),
-    ("How many boxes are 24 and 17 together?", ["calculator"]),
-    ("三千二打个八五折是多少？", ["calculator"]),
-    ("Split a hundred between four people, how much each?", ["calculator"]),
-    ("你们一共有几个人？", []),
-    # a two-character word split as a verb and its object are: 带把伞, 下了雪
-    ("去杭州要不要带把伞？", ["get_weather"]),
-    ("北京昨晚下了雪吗？", ["get_weather"]),
-    ("我今天很生气。", []),
-])
-def test_a_cue_of_another_sense_or_a_sum_without_numbers_points_nowhere(registry, question, expected) -> None:
-    assert names(routed(question, registry.schemas(), registry.cues())) == expected
+def offered(grammar: str, registry: Registry) -> list[str]:
+    """The tools a grammar lets a call name."""
+    return [name for name in registry.names() if f'\\"{name}\\"' in grammar]
 
 
-def test_a_description_word_of_another_sense_points_nowhere() -> None:
-    """"time" is a clock's word, not in "the third time this week" (nor "3 times 4")."""
-    assert routed("Ugh, my train is late again. Third time this week.", [CLOCK], {}) == []
-    assert routed("What is 3 times 4?", [CLOCK], {}) == []
-    assert names(routed("What time is it in Lima this time of year?", [CLOCK], {})) == [CLOCK["name"]]
+# ---------------------------------------------------------------- the grammar of a choice
 
 
-def test_a_tool_without_cues_is_routed_by_its_description() -> None:
-    """An MCP tool (or a user's tool without cues): its description's first sentence."""
-    clock: ToolSchema = {"name": "clock__get_current_time", "description": "Get current time in a specific "
-                         "timezone. Use the IANA name.", "parameters": {"type": "object"}}
-    assert names(routed("What time is it in Lima?", [clock], {})) == ["clock__get_current_time"]
-    assert routed("Use the name of the river", [clock], {}) == []  # the second sentence does not count
+def test_a_required_choice_of_one_tool_must_call_it(registry) -> None:
+    messages = asked("上海明天会下雨吗？")
+    grammar = ROUTED.grammar_for(messages, registry.schemas(), WEATHER)
+    assert grammar is not None and grammar_root(grammar) == "root ::= tag-call"  # a call only
+    assert offered(grammar, registry) == ["get_weather"]
+    unrouted = ROUTED.grammar_for(messages, registry.schemas(), None)  # no choice: as without a router
+    assert unrouted is not None and grammar_root(unrouted) == FULL_ROOT
+    assert offered(unrouted, registry) == registry.names()
 
 
-CLOCK: ToolSchema = {"name": "clock__get_current_time", "description": "Get current time in a specific timezone.",
-                     "parameters": {"type": "object"}}
-FX: ToolSchema = {"name": "fx", "description": "Convert an amount between currencies at today's rate.",
-                  "parameters": {"type": "object"}}
-GROCERIES: ToolSchema = {"name": "groceries", "description": "Add a product to the shopping list.",
-                         "parameters": {"type": "object"}}
+def test_a_required_shortlist_is_a_call_to_one_of_its_tools_the_model_picks(registry) -> None:
+    """Tools whose scores are close (``Calibration.spread``) are offered together: the model
+    picks under the grammar, and no call is started for it."""
+    messages = asked("What did I write down about the boiler?")
+    choice = ToolChoice("required", ("search_notes", "list_notes"))
+    grammar = ROUTED.grammar_for(messages, registry.schemas(), choice)
+    assert grammar is not None and grammar_root(grammar) == "root ::= tag-call"
+    assert sorted(offered(grammar, registry)) == ["list_notes", "search_notes"]
+    assert ROUTED.reply_start(messages, registry.schemas(), choice) == (
+        "", grammar, "")  # nothing written for the model: it names the tool
 
 
-@pytest.mark.parametrize(("question", "expected"), [
-    ("东京这会儿几点了？", "clock__get_current_time"),
-    ("Is it five o'clock in Sydney yet?", "clock__get_current_time"),
-    ("What's 20 pounds in yen?", "fx"),
-    ("一百美元能换多少人民币？", "fx"),
-    ("周末去超市采购，把牛奶记上", "groceries"),
-    ("Is it too late to phone my brother in Perth?", "clock__get_current_time"),
-    ("温哥华那边现在是白天吗？", "clock__get_current_time"),
-])
-def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_meaning(registry, question, expected) -> None:
-    """Its description's words are English and formal; the gloss adds what people say, in both
-    languages: a Chinese question found none of them, and "pounds in yen" went to the calculator."""
-    tools = [*registry.schemas(), CLOCK, FX, GROCERIES]
-    assert names(routed(question, tools, registry.cues())) == [expected]
+def test_an_auto_choice_may_call_one_of_its_tools_or_answer(registry) -> None:
+    grammar = ROUTED.grammar_for(asked("What is 6 times 7?"), registry.schemas(), ToolChoice("auto", ("calculator",)))
+    assert grammar is not None and grammar_root(grammar) == FULL_ROOT
+    assert offered(grammar, registry) == ["calculator"]
 
 
-@pytest.mark.parametrize(("question", "expected"), [
-    # what must not be forgotten is a thing to do
-    ("Don't let me forget to water the plants when I'm back.", ["add_todo"]),
-    ("I never remember to take the bins out, can you help with that?", ["add_todo"]),
-    ("Please stop the gym renewal from slipping through again.", ["add_todo"]),
-    ("到时候给我提个醒，要去银行办卡。", ["add_todo"]),
-    ("Don't let the vet appointment slip past me.", ["add_todo"]),
-    ("Stick 'call the bank' on my list.", ["add_todo"]),
-    ("帮我存一下：车位号 B2-117。", ["add_note"]),
-    # what is not done yet, said without the words "todo" or "task"
-    ("Anything due this week that I haven't finished?", ["list_todos"]),
-    ("I need a list of what I still have to get done.", ["list_todos"]),
-    ("这周还有什么没搞定？", ["list_todos"]),
-    # a question about something the user saved before
-    ("Didn't I save the boiler's model number somewhere?", ["search_notes"]),
-    ("上次记下的那个快递单号是多少？", ["search_notes"]),
-    ("Did I save the alarm code anywhere?", ["search_notes"]),
-    ("I jotted the locker number down last week, what was it?", ["search_notes"]),
-    ("Did I write down the vet's address? Can you check?", ["search_notes"]),
-    ("Did I write anything about the boiler service?", ["search_notes"]),
-    # files said as documents or lines, or the project
-    ("What's in this project at the moment?", ["list_files"]),
-    ("What do I have in my workspace?", ["list_files"]),
-    ("电脑里这个目录下都有什么文档？我记不清了", ["list_files"]),
-    ("Is there a line about the deposit in these documents?", ["search_files"]),
-    ("合同的文档里提没提违约金？", ["search_files"]),
-    # the weather, said as how cold it gets or what to carry
-    ("明天去长白山，会冻成什么样？", ["get_weather"]),
-    ("Will I freeze in Helsinki with just a hoodie?", ["get_weather"]),
-    ("周末去厦门，用不用打伞？", ["get_weather"]),
-    ("下午去海边，会不会晒黑啊？", ["get_weather"]),
-    ("Will I need to de-ice the car in Calgary tomorrow?", ["get_weather"]),
-    # ... not in another sense: a forecast of sales, a count of a day's food
-    ("Our sales forecast for Q3 looks grim.", []),
-    ("猫一天要睡多少个小时？", []),
-    # a title or quoted words are named, not said; a quoted file name is said
-    ("周杰伦的《晴天》是哪年出的？", []),
-    ("“下雨天”这首歌谁唱的？", []),
-    ("What does 'weather the storm' mean?", []),
-    ("What's in 'plan.md'?", ["read_file"]),
-    # ... and something to find: beside a topic they tip it to a search tool
-    ("Which docs in this folder mention 'escrow'?", ["search_files"]),
-    ("Search for “报销” in these documents.", ["search_files"]),
-    # a word of a phrase found is no other tool's cue, in any of its forms
-    ("Is there anything that says refund?", ["search_files"]),
-    ("What have I got left that's marked urgent?", ["list_todos"]),
-    # a rate between numbers
-    ("We used 18 kWh over 6 days, how much per day?", ["calculator"]),
-    ("At 19 an hour for 25 hours, what do I make before tax?", ["calculator"]),
-    # words of those meanings in another sense point nowhere
-    ("Did you remember to be nice today? Just kidding.", []),
-    ("I loved reading comics as a kid.", []),
-    ("Is there a word for when you forget a name you just heard?", []),
-    ("My cat has a habit of knocking things off the desk.", []),
-])
-def test_everyday_words_of_each_tools_purpose_point_to_it(registry, question, expected) -> None:
-    """Asked the way people talk, not in the tool's own words."""
-    assert names(routed(question, registry.schemas(), registry.cues())) == expected
+def test_a_choice_of_tools_not_offered_is_answered_in_text(registry) -> None:
+    """The router chose among tools the request no longer offers (a server gone): no call."""
+    choice = ToolChoice("required", ("clock__get_current_time",))
+    assert ROUTED.grammar_for(asked("What time is it in Lima?"), registry.schemas(), choice) \
+        == without_han(PROSE_GRAMMAR)
 
 
-@pytest.mark.parametrize(("question", "expected"), [
-    ("周三之前得把报销单交上去，你帮我记上。", ["add_todo"]),
-    ("By Friday I have to send the invoice. Write that down.", ["add_todo"]),
-    ("帮我记一下：门禁密码 4471。", ["add_note"]),
-    ("Will it rain before Friday in Oslo?", ["get_weather"]),
-    ("I need to renew the lease sometime next month.", ["add_todo"]),
-    ("What do I have to get done by Friday?", ["list_todos"]),
-])
-def test_something_to_be_done_by_a_day_is_a_todo_not_a_note(registry, question, expected) -> None:
-    """add_note's own description: a thing with a due date is a todo (DUE_CUE): "帮我记上" with a
-    deadline had gone to add_note; a deadline without anything to be done points nowhere."""
-    assert names(routed(question, registry.schemas(), registry.cues())) == expected
+@pytest.mark.parametrize("question", ["Who painted the Mona Lisa?", "You're pretty quick for such a small model!",
+                                      "今天好无聊，陪我说说话吧。", "Thanks, good night!"])
+def test_a_question_the_router_sends_to_no_tool_is_answered_in_text(registry, question) -> None:
+    """Left free to call any tool, the 0.5B model called list_todos for chat ("Haha, you're
+    pretty quick for such a little model."): a question the router sends to no tool is
+    answered as prose from its first character, in Chinese for a question in it."""
+    messages: list[Any] = [{"role": "user", "content": question}]
+    grammar = ROUTED.grammar_for(messages, registry.schemas(), NO_TOOL)
+    prose = PROSE_ZH_GRAMMAR if any("\u4e00" <= char <= "\u9fff" for char in question) else without_han(PROSE_GRAMMAR)
+    assert grammar == prose and offered(grammar, registry) == []
+    unrouted = ROUTED.grammar_for(messages, registry.schemas(), None)
+    assert unrouted is not None and grammar_root(unrouted) == FULL_ROOT
 
 
-def test_a_quotation_is_at_most_200_characters(registry) -> None:
-    """Unbounded, a paste of 50,000 unclosed “ took 6.7 s to route (each one searched to the
-    end); bounded, a longer "quotation" is read as said, which keeps the search linear."""
-    assert routed("“明天下雨吗”这首歌好听吗？", registry.schemas(), registry.cues()) == []
-    long_quote = "“明天下雨吗？" + "真的" * 100 + "”"
-    assert names(routed(long_quote, registry.schemas(), registry.cues())) == ["get_weather"]
+def test_left_free_a_question_sent_to_no_tool_keeps_every_tool_and_text(registry) -> None:
+    """``unmatched = "free"``: the model chooses alone when the router found no tool."""
+    free = Dialect(text_calls=True, grammar=True, route=True)
+    grammar = free.grammar_for([{"role": "user", "content": "Who painted the Mona Lisa?"}], registry.schemas(), NO_TOOL)
+    assert grammar is not None and grammar_root(grammar) == FULL_ROOT
+    assert offered(grammar, registry) == registry.names()
 
 
-def test_a_phrase_cue_is_found_as_words_not_inside_them(registry) -> None:
-    """"at work" is not in "that works"; "each person" is in "each person's"."""
-    office: ToolSchema = {"name": "office_hours", "description": "Office hours.", "parameters": {"type": "object"}}
-    assert routed("Cool, that works for me.", [office], {"office_hours": ("at work",)}) == []
-    assert names(routed("Who is at work today?", [office], {"office_hours": ("at work",)})) == ["office_hours"]
-    assert names(routed("64 for three, what's each person's share?", registry.schemas(),
-                        registry.cues())) == ["calculator"]
+@pytest.mark.parametrize(("question", "tool", "several"), [
+    ("北京外面冷吗？", "get_weather", False),
+    ("Which todos are not done yet? Explain the highest-priority one.", "list_todos", False),
+    ("What's 15% of 86?", "calculator", False),
+    ("Is it raining in Paris and in London?", "get_weather", True), ("北京和上海哪个更冷？", "get_weather", True),
+    ("杭州、苏州明天下雨吗？", "get_weather", True), ("Remind me to call mum, then to buy milk", "add_todo", True)])
+def test_a_routed_step_makes_one_call_unless_the_question_may_name_several_things(registry, question, tool,
+                                                                                  several) -> None:
+    """Asked "北京外面冷吗？", the 0.5B model called get_weather for 北京, 上海, 广州 and 深圳 (the
+    grammar let a routed step make four calls): a question naming one thing gets one call."""
+    grammar = ROUTED.grammar_for([{"role": "user", "content": question}], registry.schemas(),
+                                 ToolChoice("required", (tool,)))
+    assert grammar is not None
+    assert grammar_root(grammar) == ("root ::= tagged" if several else "root ::= tag-call")
+    assert "tag-call ::= " in grammar
 
 
-def test_a_tool_without_cues_is_found_by_what_its_topic_is_for_and_not_by_a_word_of_any_topic(registry) -> None:
-    """The gloss's everyday words: running out is shopping, "a decent hour" asks a clock; but
-    "list" of a shopping tool's description is no topic ("a list of reasons"), nor "in dollars"
-    a time conversion's, nor 时间 in 时间过得 or 半夜 in 追到半夜."""
-    tools = [*registry.schemas(), GROCERIES]
-    assert routed("Give me a list of reasons to learn Latin.", tools, registry.cues()) == []
-    assert names(routed("牙膏用完了，买东西的时候记得加上。", tools, registry.cues())) == ["groceries"]
-    assert names(routed("Sydney folks still at the office right now?", [*tools, CLOCK],
-                        registry.cues())) == [CLOCK["name"]]
-    assert names(routed("We're out of coffee filters.", tools, registry.cues())) == ["groceries"]
-    assert names(routed("Is it a decent hour to call Tokyo?", [*tools, CLOCK], registry.cues())) == [CLOCK["name"]]
-    # money said in a currency is no conversion of times
-    assert names(routed("How much is 40 dollars in euros?", [FX, CLOCK, CONVERT], {})) == ["fx"]
-    assert routed("时间过得真快，又到年底了。", [*tools, CLOCK], registry.cues()) == []
-    assert routed("他昨晚追剧追到半夜。", [*tools, CLOCK], registry.cues()) == []
-    assert names(routed("Grab more coffee, we're running out.", tools, registry.cues())) == ["groceries"]
+def test_without_a_router_every_step_may_call_any_tool_or_answer(registry) -> None:
+    """A text-call grammar without routing (``route`` off, or no choice made): the first step
+    and the step after results both offer every tool and text."""
+    plain = Dialect(text_calls=True, grammar=True)
+    call = {"id": "c1", "name": "list_todos", "arguments": "{}"}
+    after: list[Any] = [{"role": "user", "content": "Goodbye!"}, {"role": "assistant", "content": "", "tool_calls": [call]},
+                        {"role": "tool", "tool_call_id": "c1", "name": "list_todos", "content": "{}"}]
+    for messages in (after[:1], after):
+        grammar = plain.grammar_for(messages, registry.schemas(), NO_TOOL)
+        assert grammar is not None and grammar_root(grammar) == FULL_ROOT
+        assert offered(grammar, registry) == registry.names()
 
 
-CONVERT: ToolSchema = {"name": "clock__convert_time", "description": "Convert time between timezones.",
-                       "parameters": {"type": "object"}}
-
-
-@pytest.mark.parametrize(("question", "expected"), [
-    ("Would my sister in Lisbon be asleep by now?", ["clock__get_current_time"]),
-    ("What time is it in Denver right now?", ["clock__get_current_time"]),
-    ("这个点给悉尼的客户打电话合适吗？", ["clock__get_current_time"]),
-    ("Convert 9am Tokyo time to London time.", ["clock__convert_time"]),
-    ("北京时间下午三点换成纽约时间是几点？", ["clock__convert_time"]),
-    # "now" alone names no topic: chat that says it is no question about the time
-    ("I'm so tired right now, tell me something nice.", []),
-    ("我现在有点无聊。", []),
-])
-def test_now_points_to_the_current_time_rather_than_a_conversion(registry, question, expected) -> None:
-    """Both clock tools are about time; "current" in one's description is found as what people
-    say for it (now, 现在, 这个点): a question about now had both, and the 0.5B model converted."""
-    tools = [*registry.schemas(), CLOCK, CONVERT]
-    assert names(routed(question, tools, registry.cues())) == expected
-
-
-@pytest.mark.parametrize(("question", "expected"), [
-    ("Is it snowing in Oslo?", ["get_weather"]),
-    ("Any files mentioning the invoice?", ["search_files"]),
-    ("We're buying bread this weekend, put two loaves down.", ["to_buy"]),
-    ("Went shopping yesterday, forgot the eggs; add them.", ["groceries"]),
-    ("My cousin stopped by and we talked for hours.", []),
-])
-def test_a_word_is_found_in_its_other_forms(registry, question, expected) -> None:
-    """A one-word cue is found as the words people inflect it to: "snowing" for "snow",
-    "buying" for "buy" (the other cases were routed before and must stay so)."""
-    to_buy: ToolSchema = {"name": "to_buy", "description": "Put something on the list of things to buy.",
-                          "parameters": {"type": "object"}}
-    tools = [*registry.schemas(), GROCERIES, to_buy]
-    assert names(routed(question, tools, registry.cues())) == expected
-
-
-@pytest.mark.parametrize(("question", "expected"), [
-    # an action on the thing a tool's name says: more than the thing alone (each was list_todos,
-    # list_notes or no tool: a todo added as a listing, a note never saved)
-    ("添加一个待办：买牛奶。", ["add_todo"]),
-    ("Mark todo 3 as done.", ["complete_todo"]),
-    ("把第3项待办标记为已完成。", ["complete_todo"]),
-    ("Search my notes for invoice.", ["search_notes"]),
-    ("Save a note: the wifi password is on the fridge.", ["add_note"]),
-    ("Please delete the dentist task.", ["delete_todo"]),
-    ("Put milk on my todo list", ["add_todo"]),
-    ("把去牙医那个任务改成低优先级", ["update_todo"]),
-    ("帮我找一下关于发票的笔记", ["search_notes"]),
-    ("Find the file about taxes", ["search_files"]),
-    # a state or a question is no action: these stay as they were
-    ("Which todos are done?", ["list_todos"]),
-    ("哪些任务没完成？", ["list_todos"]),
-    ("我的笔记里都有什么？", ["list_notes", "search_notes"]),
-    ("Which file mentions the budget?", ["search_files"]),
-    ("Show me the details of todo-002.", ["get_todo", "read_file"]),
-    ("Can you make it shorter?", []),
-    ("Make a list of my todos.", ["list_todos"]),
-])
-def test_an_action_said_on_the_thing_a_tool_name_says_points_to_it(registry, question, expected) -> None:
-    assert names(routed(question, registry.schemas(), registry.cues())) == expected
-
-
-def test_a_cue_inside_another_found_counts_once(registry) -> None:
-    """"which file" inside "which files" is one cue, not two: it no longer outweighs the folder's "in here"."""
-    assert "list_files" in names(routed("Which files do I have in here at the moment?", registry.schemas(),
-                                        registry.cues()))
-    assert names(routed("Is it raining in Oslo?", registry.schemas(), registry.cues())) == ["get_weather"]
-
-
-def test_an_action_of_a_tool_name_needs_its_thing_and_skips_a_server_prefix() -> None:
-    """An MCP tool's name, "server__verb_thing", is read without the server."""
-    find: ToolSchema = {"name": "docs__search_pages", "description": "Query the wiki.",
-                        "parameters": {"type": "object"}}
-    assert names(routed("Find the page on onboarding.", [find], {})) == ["docs__search_pages"]
-    assert routed("Find me a good recipe.", [find], {}) == []
-
-
-def test_the_gloss_widens_only_tools_without_cues_of_their_own(registry) -> None:
-    """A built-in tool's own cues are its whole list; a topic the gloss does not know keeps its words."""
-    from repl.providers.gloss import widened
-
-    assert names(routed("一百美元能换多少人民币？", [FX], {})) == ["fx"]  # by its description, widened
-    assert routed("一百美元能换多少人民币？", [FX], {"fx": ("exchange rate",)}) == []  # its own cues, as given
-    assert widened(["timezones", "sprocket"])[:2] == ["timezones", "time zone"]
-    assert widened(["sprocket"]) == ["sprocket"]
-
-
-def test_every_chinese_word_of_the_gloss_means_its_topic_on_its_own() -> None:
-    """Found anywhere in a question, a single character would match inside other words ("灯" in "灯笼")."""
-    import re
-
-    from repl.providers.gloss import ACTIONS, GLOSS
-
-    chinese = [word for words in (*GLOSS.values(), *ACTIONS.values()) for word in words
-               if re.search(r"[\u4e00-\u9fff]", word)]
-    assert chinese and all(len(word) >= 2 for word in chinese)
-
-
-def test_a_user_tools_own_cues_route_to_it(tmp_path) -> None:
-    from tools.user_loader import load_sources, read_sources, tool_files
-
-    (tmp_path / "fx.py").write_text(
-        "from glassloop_tools import tool\n\n"
-        "@tool(cues=('dollars', 'euros', '汇率'))\n"
-        "def fx_rate(base: str, quote: str) -> dict:\n"
-        '    """The exchange rate between two currencies."""\n'
-        "    return {'rate': 0.9}\n", "utf-8")
-    [fx] = load_sources(read_sources(tool_files(tmp_path)), {}).tools
-    assert fx.cues == ("dollars", "euros", "汇率")
-    assert names(routed("美元对欧元的汇率是多少？", [fx.schema()], {fx.name: fx.cues})) == ["fx_rate"]
-
-
-def test_a_user_tools_cues_may_need_a_number(tmp_path) -> None:
-    from tools.user_loader import load_sources, read_sources, tool_files
-
-    (tmp_path / "tip.py").write_text(
-        "from glassloop_tools import NUMBER_CUE, tool\n\n"
-        "@tool(cues=(NUMBER_CUE, 'tip', '小费'))\n"
-        "def tip(bill: float, percent: float) -> dict:\n"
-        '    """The tip on a bill."""\n'
-        "    return {'tip': bill * percent / 100}\n", "utf-8")
-    [tip] = load_sources(read_sources(tool_files(tmp_path)), {}).tools
-    assert names(routed("What tip on 86 at 15%?", [tip.schema()], {tip.name: tip.cues})) == ["tip"]
-    assert routed("Any tips for a first date?", [tip.schema()], {tip.name: tip.cues}) == []
+# ---------------------------------------------------------------- follow-ups
 
 
 def turn_after_weather(question: str) -> list[Any]:
@@ -399,96 +160,54 @@ def turn_after_weather(question: str) -> list[Any]:
 
 
 @pytest.mark.parametrize("question", ["And in Paris?", "What about tomorrow?", "那上海呢？"])
-def test_a_follow_up_that_names_no_tool_goes_to_the_tools_the_turn_before_called(registry, question) -> None:
+def test_a_follow_up_is_decided_with_the_question_before_it_and_the_tools_that_answered_it(registry,
+                                                                                          question) -> None:
     """Left free, the 1.5B model answered "And in Paris?" after a weather question with an
-    invented temperature and no call."""
-    grammar = ROUTED.grammar_for(turn_after_weather(question), registry.schemas(), registry.cues())
-    assert grammar is not None and grammar_root(grammar) == "root ::= tag-call"  # a call only
-    assert '\\"get_weather\\"' in grammar and '\\"list_todos\\"' not in grammar
+    invented temperature and no call: the router reads the question before and the tools the
+    turn before called, and a follow-up it sends to them must call."""
+    request = route_request(turn_after_weather(question), registry.schemas())
+    assert (request.question, request.before, request.called_before) == (
+        question, "Is it warm in Rome?", ("get_weather",))
+    assert request.tools == tuple(registry.schemas())
+    choice = ToolChoice("required", ("get_weather",), by="follow_up")
+    grammar = ROUTED.grammar_for(turn_after_weather(question), registry.schemas(), choice)
+    assert grammar is not None and grammar_root(grammar) == "root ::= tag-call"
+    assert offered(grammar, registry) == ["get_weather"]
 
 
-@pytest.mark.parametrize("question", ["And you?", "你呢？", "Who wrote Hamlet?",
-                                      "And one more thing: how long is the Great Wall of China, roughly?"])
-def test_a_question_about_the_assistant_or_a_new_topic_is_not_a_follow_up(registry, question) -> None:
-    from repl.providers.dialect import followed
-
-    assert followed(turn_after_weather(question), registry.schemas()) == []
-
-
-def test_a_follow_up_of_a_turn_without_a_call_is_not_routed(registry) -> None:
-    from repl.providers.dialect import followed
-
+def test_a_turn_without_a_call_gives_a_follow_up_no_tools(registry) -> None:
     messages: list[Any] = [{"role": "user", "content": "Hi!"}, {"role": "assistant", "content": "Hello!"},
                            {"role": "user", "content": "And in Paris?"}]
-    assert followed(messages, registry.schemas()) == []
-    assert followed(turn_after_weather("And in Paris?"), registry.schemas())  # the same after a call
-    unrouted = ROUTED.grammar_for(turn_after_weather("And in Paris?"), registry.schemas(), None)
-    assert unrouted is not None and "answer" in grammar_root(unrouted)  # no cues known: no routing at all
+    request = route_request(messages, registry.schemas())
+    assert (request.question, request.before, request.called_before) == ("And in Paris?", "Hi!", ())
+    first = route_request(messages[:1], registry.schemas())
+    assert (first.question, first.before, first.called_before) == ("Hi!", "", ())
 
 
-def grammar_root(grammar: str) -> str:
-    return next(line for line in grammar.splitlines() if line.startswith("root ::="))
+def test_the_router_reads_what_was_typed_without_the_loops_note_or_attached_files(registry) -> None:
+    from repl.loop.history import ATTACHED
+    from repl.loop.hooks import ECHO_NOTE_TALK
+
+    typed = "What does plan.md say about Friday?"
+    attached = f"{typed}{ATTACHED}plan.md:\nFriday: ship it"
+    noted: list[Any] = [{"role": "user", "content": f"{attached}\n\n{ECHO_NOTE_TALK}", "note": ECHO_NOTE_TALK}]
+    assert route_request(noted, registry.schemas()).question == typed
+    assert route_request([], registry.schemas()).question == ""
 
 
-def test_a_routed_first_step_must_call_one_of_the_routed_tools(registry) -> None:
-    messages: list[Any] = [{"role": "system", "content": "s"}, {"role": "user", "content": "上海明天会下雨吗？"}]
-    grammar = ROUTED.grammar_for(messages, registry.schemas(), registry.cues())
-    assert grammar is not None and grammar_root(grammar) == "root ::= tag-call"  # a call only
-    assert '\\"get_weather\\"' in grammar and '\\"list_todos\\"' not in grammar
-    unrouted = ROUTED.grammar_for(messages, registry.schemas(), None)  # no cues known: as before
-    assert unrouted is not None and "answer" in grammar_root(unrouted) and '\\"list_todos\\"' in unrouted
+# ---------------------------------------------------------------- after results
 
 
-@pytest.mark.parametrize("question", ["Who painted the Mona Lisa?", "You're pretty quick for such a small model!",
-                                      "今天好无聊，陪我说说话吧。"])
-def test_a_question_no_tool_is_pointed_to_is_answered_in_text(registry, question) -> None:
-    """Left free to call any tool, the 0.5B model called list_todos for chat that was no
-    greeting or thanks ("Haha, you're pretty quick for such a little model."): a question whose
-    words point to no tool, and that follows up no call, is answered in text."""
-    messages: list[Any] = [{"role": "user", "content": question}]
-    grammar = ROUTED.grammar_for(messages, registry.schemas(), registry.cues())
-    prose = PROSE_ZH_GRAMMAR if any("\u4e00" <= char <= "\u9fff" for char in question) else without_han(PROSE_GRAMMAR)
-    assert grammar == prose  # prose from its first character (in Chinese for Chinese): no fenced pseudo-call
-    assert all(f'\\"{name}\\"' not in grammar for name in registry.names())
-    unrouted = ROUTED.grammar_for(messages, registry.schemas(), None)  # no cues known: no routing at all
-    assert unrouted is not None and grammar_root(unrouted) == "root ::= calls | fenced | tagged | answer"
-
-
-def test_left_free_a_question_no_tool_is_pointed_to_keeps_every_tool_and_text(registry) -> None:
-    """``unmatched = "free"`` (local-large: the 1.5B model chose well on its own)."""
-    free = Dialect(text_calls=True, grammar=True, route=True, small_talk_gate=True)
-    messages: list[Any] = [{"role": "user", "content": "Who painted the Mona Lisa?"}]
-    grammar = free.grammar_for(messages, registry.schemas(), registry.cues())
-    assert grammar is not None and grammar_root(grammar) == "root ::= calls | fenced | tagged | answer"
-    assert all(f'\\"{name}\\"' in grammar for name in registry.names())
-
-
-def test_each_profile_says_what_a_question_matching_no_tool_gets() -> None:
-    from repl.config.load import load_settings
-    from repl.providers.dialect import Dialect
-
-    providers = load_settings({}, env={}).providers
-    dialects = {name: Dialect.of(profile) for name, profile in providers.items()}
-    assert dialects["local"].unmatched_text and not dialects["local-large"].unmatched_text
-    assert not any(d.unmatched_text for name, d in dialects.items() if name not in ("local", "local-large"))
-    # the 0.5B's under the chat prompt; "text" keeps the tool prompt
-    assert [name for name, d in dialects.items() if d.chat_prompt] == ["local"]
-    text = Dialect.of(replace(providers["local"], unmatched="text"))
-    assert text.unmatched_text and not text.chat_prompt
-
-
-def test_after_results_the_step_is_text_and_small_talk_stays_small_talk(registry) -> None:
+def test_after_results_the_step_is_text_led_in_by_the_questions_language(registry) -> None:
     call = {"id": "c1", "name": "get_weather", "arguments": '{"city": "Shanghai"}'}
     after: list[Any] = [{"role": "user", "content": "上海明天会下雨吗？"},
                         {"role": "assistant", "content": "", "tool_calls": [call]},
                         {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "{}"}]
-    grammar = ROUTED.grammar_for(after, registry.schemas(), registry.cues())
+    grammar = ROUTED.grammar_for(after, registry.schemas())
     assert grammar is not None and grammar_root(grammar) == 'root ::= "根据工具结果，" answer-piece answer-piece*'
     english = [{"role": "user", "content": "Will it rain in Shanghai tomorrow?"}, *after[1:]]
-    assert ROUTED.grammar_for(english, registry.schemas(), registry.cues()) == without_han(PROSE_GRAMMAR)
-    thanks: list[Any] = [{"role": "user", "content": "Thanks, good night!"}]
-    small = ROUTED.grammar_for(thanks, registry.schemas(), registry.cues())
-    assert small == without_han(SMALL_TALK_GRAMMAR)
+    assert ROUTED.grammar_for(english, registry.schemas()) == without_han(PROSE_GRAMMAR)
+    assert ROUTED.grammar_for(english, registry.schemas(), WEATHER) == without_han(PROSE_GRAMMAR)  # a choice is the first step's
 
 
 def after_search(question: str, *results: str) -> list[Any]:
@@ -504,7 +223,7 @@ EMPTY = '{"ok": true, "query": "passport", "count": 0, "notes": []}'
 def test_after_results_the_answer_begins_by_what_they_list_or_that_they_list_nothing(registry) -> None:
     """After "notes (0): none" the 0.5B model answered "护照哪年到期来着？" with a date it made up."""
     def root(messages: list[Any]) -> str:
-        return grammar_root(ROUTED.grammar_for(messages, registry.schemas(), registry.cues()) or "")
+        return grammar_root(ROUTED.grammar_for(messages, registry.schemas()) or "")
 
     assert root(after_search("护照哪年到期来着？", EMPTY)) == 'root ::= "根据工具结果，没有找到" answer-piece answer-piece*'
     assert root(after_search("When does my passport expire?", EMPTY, EMPTY)) \
@@ -535,9 +254,43 @@ def test_after_results_that_list_records_the_nudge_asks_for_each_item() -> None:
         assert dialect.nudge(after_search("What did I note?", *results)) == AFTER_RESULTS, results
 
 
-def embedded_session(fake_server, tmp_path, monkeypatch, ui=None, agents: str = "") -> Any:
+# ---------------------------------------------------------------- profiles
+
+
+def test_only_the_embedded_profiles_route() -> None:
+    from repl.config.load import load_settings
+    from repl.config.settings import EMBEDDED_PROFILES
+
+    providers = load_settings({}, env={}).providers
+    assert all(providers[name].router for name in EMBEDDED_PROFILES)
+    assert not any(p.router for name, p in providers.items() if name not in EMBEDDED_PROFILES)
+
+
+def test_each_profile_says_what_a_question_sent_to_no_tool_gets(registry) -> None:
+    from repl.config.load import load_settings
+    from repl.config.settings import EMBEDDED_PROFILES
+
+    providers = load_settings({}, env={}).providers
+    dialects = {name: Dialect.of(profile) for name, profile in providers.items()}
+    # both embedded models answer it under the chat prompt; "text" keeps the tool prompt
+    assert [name for name, d in dialects.items() if d.unmatched_text and d.chat_prompt] == list(EMBEDDED_PROFILES)
+    assert not any(d.route or d.unmatched_text for name, d in dialects.items() if name not in EMBEDDED_PROFILES)
+    text_prompt = Dialect.of(replace(providers["local"], unmatched="text"))
+    assert text_prompt.unmatched_text and not text_prompt.chat_prompt
+    assert not Dialect.of(replace(providers["local"], unmatched="free")).unmatched_text
+    # a hosted profile's dialect has no grammar: a choice reaches it as tool_choice, if at all
+    assert dialects["openai"].grammar_for(asked("Who wrote Hamlet?"), registry.schemas(), NO_TOOL) is None
+
+
+# ---------------------------------------------------------------- through the session core
+
+
+def embedded_session(fake_server, tmp_path, monkeypatch, ui=None, agents: str = "", *,
+                     router: TableRouter | None = None, provider: str = "local") -> Any:
     """A session on the embedded profile (``local``), built as every door builds it, whose model
-    server is the scripted one; ``agents``: the user's own prompt (AGENTS.md)."""
+    server is the scripted one and whose router is ``router`` (a ``TableRouter``; default: no
+    tool for any question); ``agents``: the user's own prompt (AGENTS.md). ``provider`` other
+    than "local": a hosted profile on the scripted server."""
     from repl.config.load import load_settings
     from repl.session import runtime
     from repl.session.chat import ChatSession
@@ -547,25 +300,34 @@ def embedded_session(fake_server, tmp_path, monkeypatch, ui=None, agents: str = 
         monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
     server = SimpleNamespace(base_url=fake_server.base_url, api_key="", notice=None, stop=lambda: None)
     monkeypatch.setattr(runtime, "_start_local", lambda *args: server)
+    route_with(monkeypatch, router or TableRouter())
     if agents:
         (tmp_path / "config" / "glassloop").mkdir(parents=True)
         (tmp_path / "config" / "glassloop" / "AGENTS.md").write_text(agents, "utf-8")
-    settings = load_settings({"provider": "local", "approval": "auto", "weather": "sample",
+    where = {"provider": "local"} if provider == "local" else {"base_url": fake_server.base_url}
+    settings = load_settings({**where, "approval": "auto", "weather": "sample",
                               "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={})
     return ChatSession(settings, ui or StubUI(), interactive=False)
 
 
-def test_a_session_on_the_embedded_model_routes_with_its_registrys_cues(fake_server, tmp_path, monkeypatch):
-    """Through the session core, as every door builds it: the request the model server gets for
-    a weather question in Chinese carries a grammar of calls to get_weather alone; the tool block
-    in the system text still lists every tool (the server's cached prefix is kept)."""
+def test_a_session_on_the_embedded_model_sends_its_routers_choice_as_the_grammar(fake_server, tmp_path,
+                                                                                 monkeypatch):
+    """Through the session core, as every door builds it: the router is asked with the question
+    and the registry's tools, and the request the model server gets carries a grammar of calls
+    to get_weather alone; the tool block in the system text still lists every tool (the
+    server's cached prefix is kept)."""
     weather = json.dumps({"name": "get_weather", "arguments": {"city": "上海"}}, ensure_ascii=False)
     fake_server.script(text(f"<tool_call>\n{weather}\n</tool_call>"), text("上海明天有小雨，记得带伞。"))
-    session = embedded_session(fake_server, tmp_path, monkeypatch)
+    router = TableRouter({"上海明天会下雨吗？": WEATHER})
+    session = embedded_session(fake_server, tmp_path, monkeypatch, router=router)
     try:
         assert session.run_turn("上海明天会下雨吗？").stopped_by == "answer"
+        names = session.registry.names()
     finally:
         session.close()
+    [request] = router.asked  # the step after results is not routed
+    assert (request.question, request.before, request.called_before) == ("上海明天会下雨吗？", "", ())
+    assert [t["name"] for t in request.tools] == names
     first, second = (request.body for request in fake_server.chat_requests())
     assert "answer" not in grammar_root(first["grammar"]) and '\\"list_todos\\"' not in first["grammar"]
     assert '"name": "list_todos"' in first["messages"][0]["content"]  # the tool block is whole
@@ -589,7 +351,8 @@ def test_a_routed_call_is_closed_by_the_client_once_the_server_ends_it(fake_serv
 
     ui = StubUI()
     fake_server.script(text(' {"city": "上海"}', finish_reason=finish), text("上海明天有小雨，记得带伞。"))
-    session = embedded_session(fake_server, tmp_path, monkeypatch, ui=ui)
+    session = embedded_session(fake_server, tmp_path, monkeypatch, ui=ui,
+                               router=TableRouter({"上海明天会下雨吗？": WEATHER}))
     try:
         session.run_turn("上海明天会下雨吗？")
     finally:
@@ -601,17 +364,19 @@ def test_a_routed_call_is_closed_by_the_client_once_the_server_ends_it(fake_serv
     assert grammar_root(first["grammar"]) == 'root ::= " " call-0-arguments'  # nothing after the arguments
 
 
-def test_a_question_no_tool_is_pointed_to_is_asked_without_the_tool_block(fake_server, tmp_path, monkeypatch):
-    """Through the session core (``unmatched = "chat"``, the 0.5B's): chat goes under the chat prompt, with the date and the user's own
-    prompt but neither tools nor advice, and the conversation before it; the next question about
-    a tool gets the whole tool prompt again. Under the tool prompt the 0.5B model answered chat with
-    "抱歉，我无法协助完成这个请求。" or "To list todos, call list_todos."."""
+def test_a_question_sent_to_no_tool_is_asked_without_the_tool_block(fake_server, tmp_path, monkeypatch):
+    """Through the session core (``unmatched = "chat"``): chat goes under the chat prompt, with
+    the date and the user's own prompt but neither tools nor advice, and the conversation
+    before it; the next question about a tool gets the whole tool prompt again. Under the tool
+    prompt the 0.5B model answered chat with "抱歉，我无法协助完成这个请求。" or "To list todos,
+    call list_todos."."""
     from repl.providers.dialect import CHAT_PROMPT
 
     weather = json.dumps({"name": "get_weather", "arguments": {"city": "Oslo"}})
     fake_server.script(text("周末睡懒觉，真不错！"), text(f"<tool_call>\n{weather}\n</tool_call>"),
                        text("Rain in Oslo."), text("Mount Kilimanjaro, Sam."))
-    session = embedded_session(fake_server, tmp_path, monkeypatch, agents="Call me Sam.\n")  # the user's own prompt
+    router = TableRouter({"Will it rain in Oslo?": ToolChoice("auto", ("get_weather",))})
+    session = embedded_session(fake_server, tmp_path, monkeypatch, agents="Call me Sam.\n", router=router)
     try:
         for question in ("周末终于能睡个懒觉了。", "Will it rain in Oslo?", "What's the tallest mountain in Africa?"):
             assert session.run_turn(question).stopped_by == "answer"
@@ -622,44 +387,18 @@ def test_a_question_no_tool_is_pointed_to_is_asked_without_the_tool_block(fake_s
     assert system.startswith(CHAT_PROMPT) and "Call me Sam." in system
     assert "<tools>" not in system and "When to call a tool" not in system
     assert chat["messages"][1:] == [{"role": "user", "content": "周末终于能睡个懒觉了。"}]
+    assert chat["grammar"] == PROSE_ZH_GRAMMAR
     assert '"name": "get_weather"' in call["messages"][0]["content"] and "Call me Sam." in call["messages"][0]["content"]
     assert call["messages"][1:3] == [{"role": "user", "content": "周末终于能睡个懒觉了。"},
                                      {"role": "assistant", "content": "周末睡懒觉，真不错！"}]
     assert last["messages"][0]["content"] == system and "Rain in Oslo." in str(last["messages"])  # the turns before stay
 
 
-def test_cues_must_be_strings() -> None:
-    from tools.registry import tool
-
-    with pytest.raises(TypeError, match="cues"):
-        tool(lambda: None, name="bad", cues=(1,))  # type: ignore[arg-type]
-    assert tool(lambda: None, name="ok", description="d", cues="rain, snow").cues == ("rain", "snow")
-
-
-def test_the_bench_user_tools_stay_without_cues() -> None:
-    """The evaluation's user tools (bench/cases/local_tools.py) are routed by their docstrings,
-    as a user's tool written without cues is: they must not grow cues of the evaluation's words."""
-    source = (Path(__file__).parents[1] / "bench" / "cases" / "local_tools.py").read_text("utf-8")
-    assert "cues" not in source
-
-
-def test_a_question_that_names_a_tool_is_routed_to_it(registry) -> None:
-    """"todo" is a cue of list_todos; a question naming add_todo goes to add_todo all the same
-    (the 0.5B model was made to call list_todos for "Call add_todo with ...")."""
-    question = 'Call add_todo with exactly these arguments: {"title": "buy milk"}'
-    assert names(routed(question, registry.schemas(), registry.cues())) == ["add_todo"]
-    assert names(routed("what does get_todo return?", registry.schemas(), registry.cues())) == ["get_todo"]
-
-
-def test_a_cue_of_signs_is_found_anywhere(registry) -> None:
-    assert names(routed("What's 15% of 86?", registry.schemas(), registry.cues())) == ["calculator"]
-
-
 def test_the_routing_of_each_question_is_an_event_the_terminal_and_the_trace_show(fake_server, tmp_path, monkeypatch):
-    """Through the session core on the embedded dialect: each question's first step says how it
-    was routed, before the request (the tools its words are cues of and those words; none found:
-    answered without tools), so a call made for a word such as "shorts" or an answer made up
-    without a tool is not a silent choice. The step after results is not routed."""
+    """Through the session core on the embedded profile: each question's first call says how it
+    was routed, before it is announced and sent (the tools chosen, the best scores and the
+    score a tool needed), so a call made for a question or an answer made up without a tool is
+    not a silent choice. The step after results is not routed."""
     from rich.console import Console
 
     from repl.loop.events import ModelRequest, Routed, WireRecord
@@ -672,7 +411,8 @@ def test_the_routing_of_each_question_is_an_event_the_terminal_and_the_trace_sho
     fake_server.script(text(f"<tool_call>\n{weather}\n</tool_call>"), text("Rain in Oslo."),
                        text("Mount Kilimanjaro."))
     ui = StubUI()
-    session = embedded_session(fake_server, tmp_path, monkeypatch, ui)
+    router = TableRouter({"Will I need an umbrella in Oslo?": WEATHER}, otherwise=NO_TOOL)
+    session = embedded_session(fake_server, tmp_path, monkeypatch, ui, router=router)
     try:
         for question in ("Will I need an umbrella in Oslo?", "What's the tallest mountain in Africa?"):
             assert session.run_turn(question).stopped_by == "answer"
@@ -681,63 +421,44 @@ def test_the_routing_of_each_question_is_an_event_the_terminal_and_the_trace_sho
     finally:
         session.close()
     routes = [event for event in ui.events if isinstance(event, Routed)]
-    assert [(r.step, r.how, r.tools, r.words) for r in routes] == [
-        (1, "cues", ("get_weather",), ("umbrella",)), (1, "unmatched", (), ())]
-    first = ui.events.index(routes[0])  # after the step's request is announced, before it is sent
-    assert isinstance(ui.events[first - 1], ModelRequest)
-    assert isinstance(ui.events[first + 1], WireRecord) and ui.events[first + 1].kind == "request"
+    assert [(r.step, r.mode, r.allowed, r.top, r.threshold, r.by) for r in routes] == [
+        (1, "required", ("get_weather",), WEATHER.top, 0.224, "meaning"), (1, "none", (), NO_TOOL.top, 0.224, "meaning")]
+    first = ui.events.index(routes[0])  # before the call is announced and sent
+    assert isinstance(ui.events[first + 1], ModelRequest)
+    assert isinstance(ui.events[first + 2], WireRecord) and ui.events[first + 2].kind == "request"
 
-    out = Console(file=io.StringIO(), width=80, color_system=None, record=True)
+    out = Console(file=io.StringIO(), width=120, color_system=None, record=True)
     renderer = Renderer(out, refresh_per_second=0)
     for route in [*routes, routes[-1]]:  # a step asked again after an echo: shown once
         renderer(route)
-    assert out.export_text().splitlines() == [
-        'routed to get_weather by "umbrella"', "no tool's words found: answered without tools (name one to use it; /tools)"]
+    said = [r.said() for r in routes]
+    assert out.export_text().splitlines() == said
+    assert said[0].startswith("routed to get_weather")
+    assert said[0].endswith(" · get_weather 0.61 · none 0.20 · list_todos 0.10 (needs 0.22)")
+    assert said[1].startswith("no tool: answered in text")
+    assert said[1].endswith(" · none 0.41 · get_weather 0.12 (needs 0.22)")
     drawn = "\n".join(line for turn in turns(read_records(trace)) for line in draw_turn(turn, width=200))
-    assert 'model step 1 routed to get_weather by "umbrella"' in drawn
-    assert "model step 1 no tool's words found: answered without tools" in drawn
+    assert f"model step 1 {said[0]}" in drawn and f"model step 1 {said[1]}" in drawn
 
 
-def test_route_of_says_each_way_a_first_step_is_decided(registry) -> None:
-    from repl.config.load import load_settings
-    from repl.providers.base import Route
-    from repl.providers.dialect import Dialect
+def test_a_hosted_profile_without_a_router_is_never_routed(fake_server, tmp_path, monkeypatch):
+    """``router = false`` (every hosted profile's default): the router is never asked, nothing
+    is said of a routing, and the request offers every tool without ``tool_choice``."""
+    from repl.loop.events import Routed
+    from tests.support import StubUI
 
-    providers = load_settings({}, env={}).providers
-    small, large = Dialect.of(providers["local"]), Dialect.of(providers["local-large"])
-    tools, cues = registry.schemas(), registry.cues()
-
-    def asked(text: str) -> list[Any]:
-        return [{"role": "user", "content": text}]
-
-    assert small.route_of(asked("call add_todo with milk"), tools, cues) == Route("named", ("add_todo",))
-    assert small.route_of(asked("Do I need an umbrella in Oslo?"), tools, cues) == Route(
-        "cues", ("get_weather",), ("umbrella",))
-    assert small.route_of(turn_after_weather("And in Paris?"), tools, cues) == Route("follow_up", ("get_weather",))
-    assert small.route_of(asked("Thanks, see you!"), tools, cues) == Route("small_talk")
-    assert small.route_of(asked("Who wrote Hamlet?"), tools, cues) == Route("unmatched")
-    assert large.route_of(asked("Who wrote Hamlet?"), tools, cues) == Route("free")
-    after = [*asked("Do I need an umbrella in Oslo?"),
-             {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "get_weather", "arguments": "{}"}]},
-             {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": "{}"}]
-    assert small.route_of(after, tools, cues) is None  # the step after results is text, not routed
-    assert small.route_of(asked("Who wrote Hamlet?"), tools, None) is None  # no cues: no routing
-    assert Dialect.of(providers["openai"]).route_of(asked("Who wrote Hamlet?"), tools, cues) is None
-
-
-@pytest.mark.parametrize(("question", "several"), [
-    ("北京外面冷吗？", False), ("Which todos are not done yet? Explain the highest-priority one.", False),
-    ("What's 15% of 86?", False),
-    ("Is it raining in Paris and in London?", True), ("北京和上海哪个更冷？", True), ("杭州、苏州明天下雨吗？", True),
-    ("Remind me to call mum, then to buy milk", True)])
-def test_a_routed_step_makes_one_call_unless_the_question_may_name_several_things(registry, question, several) -> None:
-    """Asked "北京外面冷吗？", the 0.5B model called get_weather for 北京, 上海, 广州 and 深圳 (the
-    grammar let a routed step make four calls): a question naming one thing gets one call."""
-    messages: list[Any] = [{"role": "user", "content": question}]
-    grammar = ROUTED.grammar_for(messages, registry.schemas(), registry.cues())
-    assert grammar is not None
-    assert grammar_root(grammar) == ("root ::= tagged" if several else "root ::= tag-call")
-    assert "tag-call ::= " in grammar
+    ui, router = StubUI(), TableRouter(otherwise=NO_TOOL)
+    fake_server.script(text("Hamlet was written by Shakespeare."))
+    session = embedded_session(fake_server, tmp_path, monkeypatch, ui, router=router, provider="hosted")
+    try:
+        assert session.run_turn("Who wrote Hamlet?").stopped_by == "answer"
+        names = session.registry.names()
+    finally:
+        session.close()
+    assert router.asked == [] and not any(isinstance(e, Routed) for e in ui.events)
+    [body] = [request.body for request in fake_server.chat_requests()]
+    assert "tool_choice" not in body and "grammar" not in body
+    assert [t["function"]["name"] for t in body["tools"]] == names
 
 
 def test_the_messages_step_mode_shows_end_with_the_start_the_request_writes(registry) -> None:
@@ -748,10 +469,30 @@ def test_the_messages_step_mode_shows_end_with_the_start_the_request_writes(regi
 
     profile = load_settings({}, env={}).providers["local"]
     provider = ChatProvider(replace(profile, base_url="http://127.0.0.1:9/v1"))
-    provider.route_by(registry.cues)
-    messages: list[Any] = [{"role": "system", "content": "s"}, {"role": "user", "content": "上海明天会下雨吗？"}]
-    params, _ = provider._prepare(messages, registry.schemas())
-    shown = provider.wire_messages(messages, registry.schemas())
+    messages = asked("上海明天会下雨吗？")
+    params, _ = provider._prepare(messages, registry.schemas(), WEATHER)
+    shown = provider.wire_messages(messages, registry.schemas(), WEATHER)
     assert shown == params["messages"]
     assert shown[-1] == {"role": "assistant", "content": '<tool_call>\n{"name": "get_weather", "arguments":'}
     assert params["grammar"].startswith('root ::= " " call-0-arguments')
+    assert provider.request_body(messages, registry.schemas(), WEATHER)["messages"] == shown
+
+
+# ---------------------------------------------------------------- tool files
+
+
+def test_an_older_tool_files_cues_still_load_and_are_not_read(tmp_path: Path) -> None:
+    """``cues=`` and ``NUMBER_CUE`` are how an older tool file named its words; it loads as it
+    did, its examples read."""
+    from tools.user_loader import load_sources, read_sources, tool_files
+
+    (tmp_path / "tip.py").write_text(
+        "from glassloop_tools import NUMBER_CUE, tool\n\n"
+        "@tool(cues=(NUMBER_CUE, 'tip', '小费'), examples=('how much should I tip on 86?',))\n"
+        "def tip(bill: float, percent: float) -> dict:\n"
+        '    """The tip on a bill."""\n'
+        "    return {'tip': bill * percent / 100}\n", "utf-8")
+    loaded = load_sources(read_sources(tool_files(tmp_path)), {})
+    [tip] = loaded.tools
+    assert tip.name == "tip" and tip.examples == ("how much should I tip on 86?",)
+    assert loaded.problems == []

@@ -148,6 +148,29 @@ def test_without_a_router_every_step_may_call_any_tool_or_answer(registry) -> No
         assert offered(grammar, registry) == registry.names()
 
 
+def test_without_a_router_a_greeting_goes_with_the_tool_grammar_on_the_wire(fake_server, registry) -> None:
+    """A turn run without the routing hook (a profile with ``router = false``): the request
+    carries no choice, and its grammar is the tools' for a greeting as for anything."""
+    from repl.loop.agent import Limits, run_turn
+    from repl.loop.approval import Approver
+    from repl.loop.events import EventLog
+    from repl.loop.history import History
+    from repl.providers.chat import ChatProvider
+    from repl.providers.grammar import tool_grammar
+
+    provider = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
+                            max_retries=0, timeout_s=10, tool_call_format="text")
+    provider.dialect = replace(provider.dialect, grammar=True, route=True, unmatched_text=True)
+    fake_server.script(text("Bye!"))
+    try:
+        run_turn(History("You are a test assistant."), "Goodbye!", provider=provider, registry=registry,
+                 approver=Approver("auto"), limits=Limits(), emit=EventLog())
+    finally:
+        provider.close()
+    [body] = [r.body for r in fake_server.chat_requests()]
+    assert body["grammar"] == without_han(tool_grammar(registry.schemas(), optional="mentioned", question="Goodbye!"))
+
+
 # ---------------------------------------------------------------- follow-ups
 
 

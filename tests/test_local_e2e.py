@@ -54,10 +54,10 @@ def test_ask_answers_a_todo_question_through_the_todo_tools(embedded_first_ask: 
     payload = json.loads(result.stdout)
     calls = [e["name"] for e in payload["trace"] if e["type"] == "tool_call_started"]
     assert any(name in ("list_todos", "get_todo") for name in calls), (calls, payload["answer"])
-    # how its first step was routed, in the JSON and on stderr: the tools its words chose
-    routes = [(e["step"], e["how"], e["tools"]) for e in payload["trace"] if e["type"] == "routed"]
-    assert routes == [(1, "cues", ["list_todos"])], routes
-    assert 'step 1 routed to list_todos by "todo"' in result.stderr
+    # how its first step was routed, in the JSON and on stderr: the tool the router chose first
+    routes = [(e["step"], e["mode"], e["allowed"][:1]) for e in payload["trace"] if e["type"] == "routed"]
+    assert routes == [(1, "required", ["list_todos"])], routes
+    assert "step 1 routed to list_todos" in result.stderr
     assert payload["stopped_by"] in ("answer", "max_steps", "repeat", "budget", "timeout")
     assert payload["steps"] >= 2  # a tool step and an answer
     assert payload["usage"]["output_tokens"] > 0

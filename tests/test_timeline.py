@@ -284,11 +284,23 @@ BAD_VALUES: list[Any] = [None, {"k": [None]}, 10**400, float("nan"),
                          "<script>alert(1)</script>\ud800\x1b]0;pwned\x07\x1b[2J\x9b31mred\u202eevil\nline"]
 
 
+# how the router chose the first call's tools (``Routed``), as the trace records it
+ROUTED = {"type": "routed", "turn": 1, "time": T + 3.0, "step": 1, "mode": "required", "allowed": ["add_todo"],
+          "top": [["add_todo", 0.7], ["none", 0.2], ["list_todos", 0.1]], "threshold": 0.3, "by": "meaning"}
+
+
+def test_a_routing_is_drawn_in_words_beside_its_step():
+    [group] = turns(paused_turn()[:3] + [ROUTED] + paused_turn()[3:])
+    [line] = [line for line in draw_turn(group, 120) if "routed to" in line]
+    assert line.startswith("  model step 1 routed to add_todo")
+    assert line.endswith(" · add_todo 0.70 · none 0.20 · list_todos 0.10 (needs 0.30)")
+
+
 def test_every_field_of_a_paused_turn_made_wrong_still_draws(tmp_path):
     """A trace from someone else: each field of each record (the new ones too) of the wrong type."""
     from repl.tracing.trace_html import trace_page
 
-    good = paused_turn() + [{"type": "turn_undone", "turn": 1, "time": T + 9},
+    good = paused_turn()[:3] + [ROUTED] + paused_turn()[3:] + [{"type": "turn_undone", "turn": 1, "time": T + 9},
                             {"type": "compared", "turn": 1, "model": "m", "tool_calls": ["add_todo"], "usage": USAGE,
                              "duration_s": 1.0, "stopped_by": "answer", "answer": "done", "error": "", "time": T + 9}]
     for n, bad in enumerate(BAD_VALUES):

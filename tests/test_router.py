@@ -297,6 +297,40 @@ def test_a_router_whose_model_fails_to_load_is_never_asked(scripted: ScriptedPro
         "the router could not choose tools (OSError: model file missing); the model chooses alone"]
 
 
+class EditOnce:
+    """A stepper (``loop.stepping.Stepper``) that edits the question once, then lets calls go."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.views: list[Any] = []
+
+    def before_model_call(self, view: Any) -> Any:
+        from repl.loop.stepping import Continue, Edit
+
+        self.views.append(view)
+        return Edit(self.text) if len(self.views) == 1 else Continue()
+
+    def after_model_answer(self, calls: list[Any]) -> list[Any]:
+        from repl.loop.stepping import Continue
+
+        return [Continue()] * len(calls)
+
+
+def test_a_question_edited_in_step_mode_does_not_keep_the_choice_made_for_the_one_typed(
+        scripted: ScriptedProvider, registry: Registry) -> None:
+    """Routed before step mode pauses (so the pause shows the call as routed), a weather
+    question edited into a todo question was sent requiring get_weather: the choice was made
+    for words no longer sent. The edited question goes without it (the model chooses)."""
+    from repl.loop.stepping import Stepping
+
+    router, stepper = TableRouter({"Will it rain in Oslo?": WEATHER}), EditOnce("What is on my todo list?")
+    scripted.script(text("Three todos."))
+    log = turn(Routing(router), scripted, registry, "Will it rain in Oslo?", 1, None, Stepping(stepper))
+    assert scripted.chat_requests()[0].body["messages"][-1]["content"] == "What is on my todo list?"
+    assert scripted.choices == [None] and not log.of(Routed)
+    assert [r.question for r in router.asked] == ["Will it rain in Oslo?"]
+
+
 def test_the_routing_is_said_before_the_call_is_announced_and_sent(scripted: ScriptedProvider,
                                                                    registry: Registry) -> None:
     log = EventLog()

@@ -146,7 +146,9 @@ class Stepping(Hooks):
             before = history.replace_last(choice.text)
             turn.emit(UserStep(step, "edited_by_user", detail={"role": view.last_role, "before": before,
                                                                "after": history.messages[-1]["content"]}))
-            call = replace(call, messages=turn.request(call.tools, call.final_note))
+            # a router's choice was made for the question as typed: an edited one goes without it
+            routed = None if view.last_role == "user" else call.choice
+            call = replace(call, messages=turn.request(call.tools, call.final_note), choice=routed)
 
     def before_tool_calls(self, turn: TurnView, calls: list[ToolCall]) -> dict[str, Instead]:
         """Paused while step mode is on: the results the user decided (skipped, made by hand);

@@ -22,12 +22,8 @@ may change between versions.
 from __future__ import annotations
 
 from tools.cancel import Cancel
+from tools.registry import DUE_CUE, NUMBER_CUE
 from tools.results import ToolError
 from tools.user_api import Store, store, tool
-
-# Older tool files name these in ``cues=``, which is no longer read (tools are chosen by
-# meaning, from their own text): kept so that such a file still loads.
-NUMBER_CUE = "<number>"
-DUE_CUE = "<due>"
 
 __all__ = ["DUE_CUE", "NUMBER_CUE", "Cancel", "Store", "ToolError", "store", "tool"]

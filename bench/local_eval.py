@@ -24,6 +24,7 @@ import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import time
 import tomllib
@@ -40,9 +41,17 @@ from repl.ui.plain import Unattended
 
 CASES = ROOT / "bench" / "cases"
 USER_TOOLS = CASES / "local_tools.py"
+# a set written apart, with tools of its own (bench/cases/fresh/README.md): run once, not read
+FRESH = CASES / "fresh"
+FRESH_FILES = {"README.md": "# Demo\n\nA small project.\n", "notes/ideas.md": "# Ideas\n\n- a garden\n",
+               "src/app.py": "print('hello')\n"}
 CASE_FILES = {"dev": CASES / "local_dev.toml", **{f"dev{n}": CASES / f"local_dev{n}.toml" for n in range(2, 15)},
               "heldout": CASES / "local_heldout.toml"}
 # the prompt state survives between runs here (a run rebuilds it only when the prompt changed)
+FIXTURE_CALLS = frozenset({"convert_currency", "mcp__clock__get_current_time", "mcp__clock__convert_time",
+                           "flight_status", "convert_units", "mcp__git__git_status", "mcp__git__git_log",
+                           "mcp__git__git_diff_unstaged", "mcp__git__git_diff", "mcp__git__git_show",
+                           "mcp__git__git_branch", "mcp__git__git_diff_staged"})
 CACHE = Path(os.environ.get("GLASSLOOP_BENCH_CACHE", "/tmp/glassloop-bench/local-eval-cache"))
 MODELS = Path("/tmp/glassloop-bench")
 
@@ -66,7 +75,8 @@ FIXTURE_FILES = {
 }
 
 
-def workspace(folder: Path, profile: str, fixture: bool = True) -> tuple[Path, dict[str, str], Path]:
+def workspace(folder: Path, profile: str, fixture: bool = True,
+              fresh: bool = False) -> tuple[Path, dict[str, str], Path]:
     """(the folder the session runs in, its environment, its config file): the fixture stores
     in the data dir of an isolated XDG tree, the files in the folder itself, the MCP server;
     without ``fixture`` a new user's machine (no todos, notes, files or MCP servers)."""
@@ -97,6 +107,19 @@ def workspace(folder: Path, profile: str, fixture: bool = True) -> tuple[Path, d
     clock = shutil.which("mcp-server-time", path=str(VENV_BIN)) or "mcp-server-time"
     with config.open("a", encoding="utf-8") as out:
         out.write(f"[mcp.servers.clock]\ncommand = {json.dumps(clock)}\nargs = [\"--local-timezone\", \"UTC\"]\n")
+    if fresh:
+        for name, text in FRESH_FILES.items():
+            (work / name).parent.mkdir(parents=True, exist_ok=True)
+            (work / name).write_text(text, "utf-8")
+        git = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
+        for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "first"]):
+            subprocess.run([*git, *args], cwd=work, check=True, capture_output=True)
+        server = shutil.which("mcp-server-git", path=str(VENV_BIN))
+        if server is None:
+            raise SystemExit("the fresh set needs mcp-server-git: .venv/bin/pip install mcp-server-git")
+        with config.open("a", encoding="utf-8") as out:
+            out.write(f"[mcp.servers.git]\ncommand = {json.dumps(server)}\n"
+                      f"args = [\"--repository\", {json.dumps(str(work))}]\n")
     return work, env, config
 
 
@@ -117,23 +140,27 @@ class Quiet(Unattended):
 
 
 @contextmanager
-def session(profile: str, *, dry_run: bool, fixture: bool = True) -> Iterator[tuple[Any, Quiet]]:
+def session(profile: str, *, dry_run: bool, fixture: bool = True,
+            fresh: bool = False) -> Iterator[tuple[Any, Quiet]]:
     """A session core on the fixture, started (model server, MCP, user tools); without
     ``fixture``, a new user's first session."""
     from repl.config.load import load_settings
     from repl.session.core import Door, SessionCore
 
     with scratch("local-eval") as folder:
-        work, env, config = workspace(folder, profile, fixture)
+        work, env, config = workspace(folder, profile, fixture, fresh)
         with patched_environ(env):
             cwd = Path.cwd()
             os.chdir(work)
             try:
                 settings = load_settings({}, cwd=work, env=env, config_file=config)
-                settings = replace(settings, tool_files=(USER_TOOLS,) if fixture else ())
+                tools = (FRESH / "tools.py",) if fresh else (USER_TOOLS,) if fixture else ()
+                settings = replace(settings, tool_files=tools)
                 surface = Quiet()
+                # the fixture's own user and MCP tools run in the dry run too (they only read)
                 core = SessionCore(settings, surface, interactive=False,
-                                   door=Door("bench", journal=False, trace=False, dry_run=dry_run))
+                                   door=Door("bench", journal=False, trace=False, dry_run=dry_run,
+                                             calls=FIXTURE_CALLS))
                 core.start_background()
                 try:
                     yield core, surface
@@ -246,14 +273,26 @@ def names_items(answer: str, names: list[str]) -> bool:
     return all(flat(name) in said for name in names)
 
 
+def expected_tools(case: dict[str, Any]) -> list[str]:
+    """A case's right first tools (``glassloop eval``'s format: a name, a list, "" for none); an
+    MCP tool written as the server's prefixed name ("mcp__clock__get_current_time") as glassloop
+    names it ("clock__get_current_time")."""
+    tool = case.get("tool") or []
+    return [name.removeprefix("mcp__") for name in ([tool] if isinstance(tool, str) else tool) if name]
+
+
 def judge_case(case: dict[str, Any], turn: dict[str, Any], schemas: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    tool, expected = case.get("tool", ""), case.get("args") or {}
+    tools, expected = expected_tools(case), case.get("args") or {}
     first = [c for c in turn["calls"] if c["step"] == 1]
     call = first[0] if first else None
-    right_tool = bool(tool) and call is not None and call["name"] == tool
+    right_tool = bool(tools) and call is not None and call["name"] in tools
+    tool = call["name"] if right_tool and call is not None else (tools[0] if tools else "")
     valid = right_tool and call is not None and call["valid"]
     args = call["arguments"] if call and isinstance(call["arguments"], dict) else {}
-    args_ok = valid and all(_same(args.get(k), v) for k, v in expected.items())
+    contains = case.get("args_contain") or {}
+    args_ok = valid and all(_same(args.get(k), v) for k, v in expected.items()) and all(
+        any(str(text).casefold() in str(args.get(k, "")).casefold() for text in ([texts] if isinstance(texts, str) else texts))
+        for k, texts in contains.items())
     extra = invented(args, schemas.get(tool, {}), case["message"], expected) if right_tool else []
     copied = unsaid(args, schemas.get(tool, {}), case["message"], expected) if right_tool else []
     answer = turn["answer"]
@@ -315,20 +354,20 @@ def run_cases(path: Path, profile: str = "local") -> dict[str, Any]:
     cases = tomllib.loads(path.read_text("utf-8"))["case"]
     before = load()
     results = []
-    with session(profile, dry_run=True) as (core, surface):
+    fresh = path.resolve().parent == FRESH.resolve()
+    with session(profile, dry_run=True, fresh=fresh) as (core, surface):
         from repl.loop.history import History
 
         for number, case in enumerate(cases, 1):
             core.history = History(core.history.system_prompt)
             core.turns.clear()
             surface.events.clear()
-            tool = case.get("tool") or []
-            require_offered([tool] if isinstance(tool, str) else tool, core.registry.names(), case["message"])
+            require_offered(expected_tools(case), core.registry.names(), case["message"])
             core.run_turn(case["message"])
             schemas = {s["name"]: s.get("parameters") or {} for s in core.registry.schemas()}
             result = judge_case(case, judge_turn(surface.events, schemas), schemas)
             results.append(result)
-            if path == CASE_FILES["heldout"]:  # the held-out half's requests and answers are not for reading
+            if path == CASE_FILES["heldout"] or fresh:  # held-out requests and answers are not for reading
                 print(f"  {number:2} {result['seconds'] or 0:5.1f} s", file=sys.stderr, flush=True)
                 continue
             mark = "ok" if result["ok"] else ("CALLED" if not case.get("tool") else "WRONG")

@@ -127,7 +127,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "算一下 (12.5 + 7.5) × 3",
     ),
     "get_weather": (
-        "rain in Berlin this Sunday?",
+        "rain in Madrid this Sunday?",
         "Toronto: how warm is it now",
         "Madrid forecast",
         "明天深圳热不热",
@@ -194,7 +194,7 @@ def load_cases(paths: Sequence[Path]) -> list[Case]:
 def case_messages() -> list[str]:
     """Every case message of the bench and the tests' case files (for the overlap check)."""
     files = [
-        *CASES.glob("*.toml"),
+        *CASES.glob("**/*.toml"),
         *ROOT.glob("bench/tool_use*.toml"),
         *ROOT.glob("tests/**/*.toml"),
     ]

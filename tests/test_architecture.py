@@ -204,8 +204,8 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     # below the loop: an adapter imports nothing of it (Usage and the system text's layout live
     # in providers/base.py, which the loop imports)
     "repl.providers": ("repl.config", "tools"),
-    # the embedded model's router: the loop's routing types, the providers' ToolChoice
-    "repl.embedded": ("repl.config", "repl.loop", "repl.providers.base", "tools"),
+    # the embedded model's routers: the loop's routing types, the providers' parts
+    "repl.embedded": ("repl.config", "repl.loop", "repl.providers", "tools"),
     "repl.tracing": ("repl.config", "repl.loop", "repl.ui.escape", "tools"),  # escape: pure, no Rich
     # the terminal draws events and answers the loop's questions: no providers, tools or session
     "repl.ui": ("repl.config", "repl.loop"),

@@ -79,8 +79,11 @@ def tool(
     would change, ``{"before": ..., "after": ...}`` or a ``(before, after)`` pair,
     for the approval dialog. ``timeout_s`` overrides the per-call timeout. ``examples``:
     a few short requests people make when they want the tool (``("how much is 20 euros in
-    yen?",)``), optional: tools are chosen by meaning from the tool's own text (its name,
-    docstring, parameters and these). ``cues`` is accepted for older tool files and not read.
+    yen?", "100美元是多少人民币")``): the router chooses tools by meaning from the tool's own
+    text, these with its name, docstring and parameters. ``cues``: words by meaning,
+    in any language, that show a request wants the tool (``("dollars", "euros", "汇率")``);
+    the small local model is offered only the tools a request's words point to (without
+    cues, the docstring's first sentence stands in).
     """
     scope = caller_locals()
 
@@ -94,7 +97,7 @@ def tool(
             built = make_tool(func, name=declared_name, description=description,
                               side_effects=side_effects, destructive=destructive, timeout_s=timeout_s,
                               parameters=parameters, preview=_preview(func, preview), scope=scope,
-                              examples=examples)
+                              examples=examples, cues=cues)
             declared = Declared(declared_name, *where, built)
         except Exception as exc:  # noqa: BLE001 - reported by the loader, one line
             declared = Declared(declared_name, *where, None, _one_line(exc))

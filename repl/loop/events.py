@@ -59,10 +59,16 @@ class Routed:
                 "required": f"routed to {tools}" if tools else "a tool call required",
                 "auto": f"the model may call {tools} or answer" if tools else "the model may call any tool"
                 }.get(self.mode, self.mode)
-        if self.by == "follow_up":
+        if self.by.startswith("words "):  # the tools' cues found: 'words "umbrella", "rain"'
+            head += f" by {self.by.removeprefix('words ')}"
+        elif self.by == "small talk":
+            head = "small talk: answered without tools"
+        elif self.by == "follow_up":
             head += " (a follow-up of the turn before)"
         elif self.by == "named":
             head += " (the message names it)"
+        elif self.by == "meaning":
+            head += " by meaning"
         scores = " · ".join(f"{name} {score:.2f}" for name, score in self.top[:3])
         return f"{head} · {scores} (needs {self.threshold:.2f})" if scores else head
 

@@ -34,6 +34,9 @@ class RouteRequest:
     before: str
     called_before: tuple[str, ...]
     tools: tuple[ToolSchema, ...]
+    # what came just before the question asked something of the person (a question, a call,
+    # or nothing at all): "ok, sounds good" then answers it, and is no small talk
+    asked: bool = True
 
 
 class Router(Protocol):
@@ -92,18 +95,24 @@ def route_request(messages: Sequence[Message], tools: Sequence[ToolSchema]) -> R
     users = [i for i, m in enumerate(messages) if m["role"] == "user"]
     if not users:
         return RouteRequest("", "", (), tuple(tools))
-    last = messages[users[-1]]
-    question = _text(last)
-    note = last.get("note")
-    if note:
-        question = question.removesuffix(f"\n\n{note}")
-    question = question.split(ATTACHED, 1)[0]  # what was typed, without the files it attached
+    question = _typed(messages[users[-1]])
     before, called = "", []
     if len(users) > 1:
-        before = _text(messages[users[-2]])
+        before = _typed(messages[users[-2]])
         for message in messages[users[-2] + 1:users[-1]]:
             called += [c["name"] for c in message.get("tool_calls") or ()]
-    return RouteRequest(question, before, tuple(dict.fromkeys(called)), tuple(tools))
+    said = next((m for m in reversed(messages[:users[-1]]) if m["role"] != "system"), None)
+    asked = said is None or said["role"] != "assistant" or bool(said.get("tool_calls")) \
+        or _text(said).rstrip().endswith(("?", "？"))
+    return RouteRequest(question, before, tuple(dict.fromkeys(called)), tuple(tools), asked)
+
+
+def _typed(message: Message) -> str:
+    """What the person typed: without the loop's note or the files the message attached."""
+    text, note = _text(message), message.get("note")
+    if note:
+        text = text.removesuffix(f"\n\n{note}")
+    return text.split(ATTACHED, 1)[0]
 
 
 def _text(message: Message) -> str:
@@ -113,3 +122,20 @@ def _text(message: Message) -> str:
 
 def _why(exc: Exception) -> str:
     return " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+
+
+class FirstOf:
+    """Routers asked in turn: the first that decides decides (``Router``)."""
+
+    def __init__(self, *routers: Router) -> None:
+        self.routers = routers
+
+    def warm(self) -> None:
+        for router in self.routers:
+            warm = getattr(router, "warm", None)
+            if warm is not None:
+                warm()
+
+    def choose(self, request: RouteRequest) -> ToolChoice | None:
+        return next((c for r in self.routers if (c := r.choose(request)) is not None), None)
+

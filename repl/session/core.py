@@ -28,7 +28,7 @@ from repl.loop.cost import Cost, price_for, session_budget
 from repl.loop.events import Emit, Event, ModelUsage, Notice, TurnFinished, TurnUndone, Usage
 from repl.loop.history import History
 from repl.loop.hooks import Hooks, Instead, TurnView
-from repl.loop.routing import Routing
+from repl.loop.routing import FirstOf, Routing
 from repl.loop.stepping import Stepping
 from repl.providers.base import Provider, ProviderError, SystemPrompt, ToolCall
 from repl.session.instructions import Instructions, load_instructions
@@ -472,16 +472,21 @@ class SessionCore:
 
     def _routing(self) -> tuple[Routing, ...]:
         """The router's hook, when the active profile routes (``router``); one per session."""
-        if not self.settings.active.router:
+        profile = self.settings.active
+        # a choice is carried by a grammar (the embedded model) or the API's tool_choice (native
+        # calls); text calls on another server could not keep to it
+        if not profile.router or not (profile.embedded or profile.tool_call_format == "native"):
             return ()
         if self._router is None:
             from repl.embedded.router import MeaningRouter
+            from repl.embedded.words import WordsRouter
 
             def examples_of(name: str) -> tuple[str, ...]:
                 tool = self.registry.get(name)
                 return tool.examples if tool is not None else ()
 
-            self._router = Routing(MeaningRouter(examples_of))
+            # the tools' words first; where none is found, their meaning
+            self._router = Routing(FirstOf(WordsRouter(self.registry.cues), MeaningRouter(examples_of)))
         return (self._router,)
 
     def warm_router(self) -> None:

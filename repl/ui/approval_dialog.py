@@ -35,7 +35,7 @@ from prompt_toolkit.output import Output
 from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType
 from rich.highlighter import JSONHighlighter
-from rich.measure import Measurement
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.text import Text
 
@@ -89,13 +89,13 @@ class ApprovalDialog:
     def _confirm_rest(self, request: ApprovalRequest) -> bool:
         """``r``: show the later calls it approves (and those still asked), then yes or no."""
         rest = request.rest()
-        self.console.print(Text(f"[r] approves this call and {_calls(len(rest))} later in this step, "
-                                "without showing them:", "bold"))
-        self.console.print(_call_list(rest))
+        parts: list[RenderableType] = [
+            Text(f"[r] approves this call and {_calls(len(rest))} later in this step, as they are here "
+                 "(not shown again):", "bold"), *_call_list(rest)]
         asked = [c for c in request.later if c.destructive]
         if asked:
-            self.console.print(Text(f"still asked one by one (destructive): {_calls(len(asked))}", "dim"))
-            self.console.print(_call_list(asked))
+            parts += [Text(f"still asked one by one (destructive): {_calls(len(asked))}", "dim"), *_call_list(asked)]
+        show(self.console, Group(*parts))  # every argument whole: through the pager when taller than the screen
         return self.confirm(f"Approve this call and these {_calls(len(rest))}?")
 
     def _view(self, hidden: tuple[Hidden, ...]) -> None:
@@ -231,11 +231,12 @@ def _calls(count: int) -> str:
     return f"{count} call" + ("" if count == 1 else "s")
 
 
-def _call_list(calls: Iterable[PendingCall]) -> _CutLines:
-    """A call a line: its whole name, then its arguments cut at the edge."""
-    lines = _CutLines()
+def _call_list(calls: Iterable[PendingCall]) -> list[RenderableType]:
+    """Each call: its name, then its arguments whole, wrapped under it."""
+    lines: list[RenderableType] = []
     for call in calls:
-        lines.add_row(Text(f"  {clean(call.name)}", "bold"), Text(_value(call.arguments)))
+        lines.append(Text(f"  {clean(call.name)}", "bold"))
+        lines.append(Padding(Text(_value(call.arguments), overflow="fold"), (0, 0, 0, 4)))
     return lines
 
 
@@ -490,31 +491,6 @@ def _notice(row: _Row, hidden_lines: int, console: Console) -> tuple[Text, ...]:
 
 def _wrap(text: Text, console: Console, width: int) -> tuple[Text, ...]:
     return tuple(text.wrap(console, max(width, 1), overflow="fold"))
-
-
-class _CutLines:
-    """``name  arguments`` lines, names aligned, each line cut with "…" at the edge (the list of
-    later calls ``[r]`` approves, a call a line)."""
-
-    def __init__(self) -> None:
-        self.rows: list[tuple[Text, Text]] = []
-
-    def add_row(self, key: Text, value: Text) -> None:
-        self.rows.append((key, value))
-
-    def _key_width(self) -> int:
-        return max((key.cell_len for key, _ in self.rows), default=0) + 2
-
-    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        widest = max((self._key_width() + value.cell_len for _, value in self.rows), default=0)
-        return Measurement(min(self._key_width() + 2, options.max_width), min(widest, options.max_width))
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> Iterator[Text]:
-        width = self._key_width()
-        for key, value in self.rows:
-            line = Text.assemble(key, " " * (width - key.cell_len), value)
-            line.truncate(options.max_width, overflow="ellipsis")
-            yield line
 
 
 def _bookkeeping(key: Any) -> bool:

@@ -514,7 +514,8 @@ def _write_html(path: Path, groups: list, target: Path, settings: Settings) -> N
     except (OSError, ValueError) as exc:
         typer.echo(f"error: could not write {clean(str(target))}: {getattr(exc, 'strerror', None) or exc}", err=True)
         raise typer.Exit(1) from None
-    typer.echo(f"wrote {len(groups)} turn{'' if len(groups) == 1 else 's'} to {clean(str(target))}")
+    count = sum(any(r.get("type") == "turn_started" for r in group) for group in groups)  # not start-up notices
+    typer.echo(f"wrote {count} turn{'' if count == 1 else 's'} to {clean(str(target))}")
 
 
 def _print_raw(path: Path, groups: list, as_json: bool, full: bool) -> None:

@@ -119,7 +119,7 @@ def _pick_turn(ctx: CommandContext, starts: list[int]) -> int | None:
     for n, start in enumerate(starts, 1):
         end = starts[n] if n < len(starts) else len(ctx.history.messages)
         calls = [c["name"] for m in ctx.history.messages[start:end] for c in m.get("tool_calls") or []]
-        rows.append(f"turn {n:>3}  {one_line(ctx.history.messages[start]['content'], 60)}"
+        rows.append(f"turn {n:>3}  {one_line(typed_part(ctx.history.messages[start]['content']), 60)}"
                     + (f"  [{one_line(', '.join(calls), 40)}]" if calls else ""))
     chosen = ctx.ui.pick("rewind to before which turn? (↑ ↓, Enter; Esc cancels)", rows, len(rows) - 1)
     if chosen is None:
@@ -214,7 +214,7 @@ def sessions(ctx: CommandContext, args: list[str]) -> None:
         return
     rows = []
     for info in found:
-        first = " ".join(info.first.split())
+        first = " ".join(typed_part(info.first).split())  # what was typed, not the files it attached
         branches = f" +{len(info.branches)} branch{'es' if len(info.branches) > 1 else ''}" if info.branches else ""
         rows.append((info.id + (" (current)" if info.id == ctx.session_id else "") + branches,
                      time.strftime("%m-%d %H:%M", time.localtime(info.started)), str(info.turns),

@@ -34,8 +34,9 @@ class RouteRequest:
     before: str
     called_before: tuple[str, ...]
     tools: tuple[ToolSchema, ...]
-    # what came just before the question asked something of the person (a question, a call,
-    # or nothing at all): "ok, sounds good" then answers it, and is no small talk
+    # what came just before the question asked something of the person (a question or a
+    # call): "ok, sounds good" then answers it, and is no small talk; as a first message it
+    # answers nothing. A request made by hand, without the history, counts as asked
     asked: bool = True
 
 
@@ -102,8 +103,8 @@ def route_request(messages: Sequence[Message], tools: Sequence[ToolSchema]) -> R
         for message in messages[users[-2] + 1:users[-1]]:
             called += [c["name"] for c in message.get("tool_calls") or ()]
     said = next((m for m in reversed(messages[:users[-1]]) if m["role"] != "system"), None)
-    asked = said is None or said["role"] != "assistant" or bool(said.get("tool_calls")) \
-        or _text(said).rstrip().endswith(("?", "？"))
+    asked = said is not None and (said["role"] != "assistant" or bool(said.get("tool_calls"))
+                                  or _text(said).rstrip().endswith(("?", "？")))
     return RouteRequest(question, before, tuple(dict.fromkeys(called)), tuple(tools), asked)
 
 

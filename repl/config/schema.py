@@ -62,11 +62,14 @@ def read_input(path: Path, required: bool, limit: int = MAX_CONFIG_BYTES) -> byt
 class Spec:
     """How one key is checked, derived from its field in ``repl.config.settings``."""
 
-    kind: str  # str | url | int | float | bool | enum | list | table (the last two hold strings)
+    # str | url | int | float | bool | enum | list | table (these two hold strings) | rows
+    kind: str
     choices: tuple[Any, ...] = ()
     minimum: float | None = None
     meta: Meta = Meta()
     name: str = ""  # the field's name
+    maximum: float | None = None
+    row: type | None = None  # rows: the dataclass each table of the list follows ([[KEY]])
 
 
 @dataclass(frozen=True)
@@ -97,12 +100,15 @@ def _spec(f: dataclasses.Field, meta: Meta) -> Spec:
         hint = next(a for a in get_args(hint) if a is not type(None))
     if get_origin(hint) is Literal:
         return Spec("enum", get_args(hint), meta=meta, name=f.name)
+    row = get_args(hint)[0] if get_origin(hint) is list else None
+    if isinstance(row, type) and dataclasses.is_dataclass(row):  # a list of tables: [[KEY]]
+        return Spec("rows", meta=meta, name=f.name, row=row)
     kind = _KINDS[get_origin(hint) or hint]
     if kind == "str" and meta.url:
         kind = "url"
     minimum = None if kind not in ("int", "float") else (
         int(meta.minimum or 0) if kind == "int" else float(meta.minimum or 0))
-    return Spec(kind, minimum=minimum, meta=meta, name=f.name)
+    return Spec(kind, minimum=minimum, meta=meta, name=f.name, maximum=meta.maximum)
 
 
 def _table_of(f: dataclasses.Field, meta: Meta) -> type | None:
@@ -137,7 +143,7 @@ SCHEMA: dict[str, Any] = schema_of(Settings)
 
 _EXPECTED = {"str": "a string", "url": "an http(s) URL or \"\"", "int": "an integer", "float": "a number",
              "bool": "true or false", "list": "a list of strings",
-             "table": "a table of strings"}
+             "table": "a table of strings", "rows": "a list of tables ([[KEY]])"}
 
 
 def config_error(origin: str, key: str, problem: str) -> ConfigError:
@@ -189,6 +195,9 @@ def check(spec: Spec, value: Any, origin: str, key: str) -> Any:
         return [check(_STR, v, origin, f"{key}[{i}]") for i, v in enumerate(value)]
     if kind == "table" and isinstance(value, dict):
         return {k: check(_STR, v, origin, f"{key}.{k}") for k, v in value.items()}
+    if kind == "rows" and isinstance(value, list) and all(isinstance(v, dict) for v in value):
+        assert spec.row is not None
+        return [_row(spec.row, v, origin, f"{key}[{i}]") for i, v in enumerate(value)]
     number = isinstance(value, int | float) and not isinstance(value, bool)
     ok = {"str": isinstance(value, str), "url": isinstance(value, str), "enum": isinstance(value, str),
           "bool": isinstance(value, bool), "int": number and isinstance(value, int),
@@ -199,7 +208,29 @@ def check(spec: Spec, value: Any, origin: str, key: str) -> Any:
     if spec.minimum is not None and value < spec.minimum:
         minimum = int(spec.minimum) if kind == "int" else spec.minimum
         raise config_error(origin, key, f"expected {_EXPECTED[kind]} >= {minimum}, got {show(value)}")
+    if spec.maximum is not None and value > spec.maximum:
+        expected = f"{_EXPECTED[kind]} <= {spec.maximum:g}"
+        raise config_error(origin, key, f"expected {expected}, got {show(value)}")
     return float(value) if kind == "float" else value
+
+
+def _row(row: type, table: dict[str, Any], origin: str, key: str) -> dict[str, Any]:
+    """One table of a list of tables, checked against ``row``'s settings; a key without a default
+    must be there, and not empty."""
+    fields = {f.name: (f, meta) for f, meta in declared(row)}
+    checked: dict[str, Any] = {}
+    for name, value in table.items():
+        if name not in fields:
+            raise _unknown(origin, f"{key}.{name}", list(fields))
+        checked[name] = check(_spec(*fields[name]), value, origin, f"{key}.{name}")
+    for name, (f, _) in fields.items():
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if required and not checked.get(name):
+            got = ("nothing" if name not in checked else "an empty one" if checked[name] == []
+                   else show(checked[name]))
+            expected = _EXPECTED[_spec(f, Meta()).kind]
+            raise config_error(origin, f"{key}.{name}", f"expected {expected}, got {got}")
+    return checked
 
 
 def _unknown(origin: str, key: str, known: list[str]) -> ConfigError:

@@ -21,7 +21,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from repl.config.project import ProjectTrust, ToolsTrust
 
@@ -57,6 +57,7 @@ class Meta:
 
     key: str = ""  # the dotted key; "" = the field's name within its table
     minimum: float | None = None  # numbers: the least value (None: 0)
+    maximum: float | None = None  # numbers: the greatest value (None: no bound)
     url: bool = False  # a string that is an http(s) URL or ""
     env: str = ""  # the environment variable that sets it (a profile key: in the active profile)
     sdk_env: str = ""  # the openai SDK's variable that sets it in the openai profile
@@ -194,6 +195,56 @@ class McpServer:
     timeout_s: float | None = setting(None)  # None: guards.tool_timeout_s
 
 
+# The points of a turn where the user's own commands run (``[[hooks.EVENT]]``, docs/HOOKS.md).
+HookEvent = Literal["user_prompt_submit", "pre_tool_use", "post_tool_use", "stop", "session_start"]
+
+
+@dataclass(frozen=True)
+class HookCommand:
+    """``[[hooks.EVENT]]``: one program run at a point of the loop (``repl/session/user_hooks.py``).
+    It reads one JSON object on stdin and answers by its exit status and optional JSON on stdout."""
+
+    command: list[str] = setting()  # the program and its arguments (argv), never a shell string
+    timeout_s: float = setting(10.0, minimum=0.1, maximum=600.0)  # then killed, with its group
+    origin: str = field(default="", compare=False)  # the file it was read from (not a key)
+
+    def said(self) -> str:
+        """The command as a person would type it (``python3 guard.py``)."""
+        import shlex  # off the start-up path
+
+        return shlex.join(self.command)
+
+
+@dataclass(frozen=True)
+class ToolHookCommand(HookCommand):
+    """``[[hooks.pre_tool_use]]``, ``[[hooks.post_tool_use]]``: for the tools ``matcher`` names."""
+
+    matcher: str = setting("")  # a tool-name pattern (fnmatch glob: "delete_*"); "" = every tool
+
+
+@dataclass(frozen=True)
+class HookSettings:
+    """``[hooks]``: the user's commands at each ``HookEvent``, in the order the files list them
+    (a later file's commands run after an earlier one's: the lists add up, they never replace)."""
+
+    # a hook's "allow" approves a side effect the approval rules would ask about (otherwise the
+    # person is still asked)
+    may_approve: bool = setting(False)
+    user_prompt_submit: list[HookCommand] = setting(factory=list)
+    pre_tool_use: list[ToolHookCommand] = setting(factory=list)
+    post_tool_use: list[ToolHookCommand] = setting(factory=list)
+    stop: list[HookCommand] = setting(factory=list)
+    session_start: list[HookCommand] = setting(factory=list)
+
+    def of(self, event: HookEvent) -> list[HookCommand]:
+        commands: list[HookCommand] = getattr(self, event)
+        return commands
+
+    def configured(self) -> bool:
+        """Whether any event has a hook."""
+        return any(self.of(event) for event in get_args(HookEvent))
+
+
 @dataclass(frozen=True, kw_only=True)
 class Settings:
     """Every layer merged, each value with its source. The ``setting()`` fields are the
@@ -232,6 +283,7 @@ class Settings:
     mcp_startup_timeout_s: float = setting(10.0, key="mcp.startup_timeout_s", minimum=0.1)
     mcp_servers: dict[str, dict[str, Any]] = setting(factory=dict, key="mcp.servers", named=McpServer)
     pricing: dict[str, ModelPrice] = setting(factory=dict, quoted=True)  # by model name
+    hooks: HookSettings = setting(factory=HookSettings)  # the user's own commands: code, so trust
 
     provider_auto: bool = False  # True when provider = "auto" chose it
     data_dir: Path = Path()

@@ -8,7 +8,13 @@ from typing import Any
 from repl.config.redact import mask_url
 from repl.config.redact import masked_key as redact
 from repl.config.schema import declared, printable, quote, spec_at
-from repl.config.settings import ModelPrice, ProviderSettings, Settings
+from repl.config.settings import (
+    HookCommand,
+    ModelPrice,
+    ProviderSettings,
+    Settings,
+    ToolHookCommand,
+)
 
 # A profile's keys about its model: they describe the model the same layer names, not one a later layer chose.
 MODEL_KEYS = ("price_input", "price_cached_input", "price_output", "context_window")
@@ -26,11 +32,22 @@ def _shown(key: str, value: Any) -> Any:
     """A value as ``glassloop config`` may show it: secrets (MCP env and headers) redacted,
     credentials in URLs masked."""
     spec = spec_at(key)
+    if spec is not None and spec.kind == "rows" and isinstance(value, list):
+        # a project file's, as read (ignored): tables, not yet hooks
+        rows = [spec.row(**row) if isinstance(row, dict) and spec.row else row for row in value]
+        return "; ".join(_hook(row) for row in rows if isinstance(row, HookCommand)) or "[]"
     if spec is not None and spec.meta.secret and isinstance(value, dict):
         return "{" + ", ".join(f"{h} = {redact(str(v))}" for h, v in value.items()) + "}"
     if spec is not None and spec.meta.url:
         return mask_url(str(value))
     return value
+
+
+def _hook(hook: HookCommand) -> str:
+    """A hook as one value: its command, the tools it is for, its time."""
+    matcher = hook.matcher if isinstance(hook, ToolHookCommand) else ""
+    tools = f" for tools {matcher}" if matcher else ""
+    return f"{mask_url(hook.said())}{tools} ({hook.timeout_s:g} s)"
 
 
 def describe(settings: Settings) -> list[tuple[str, str, str]]:

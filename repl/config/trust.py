@@ -5,8 +5,9 @@ declared ``safe`` in ``repl.config.settings`` (how the model answers: model,
 temperature, system prompt ...) apply at once, and so does a value of a key
 declared ``tighten`` that only tightens a lower layer (fewer steps, a smaller
 budget, a stricter approval mode, a higher price). Everything else (MCP servers,
-base URLs and key variables, approval loosened, file roots, store and trace
-paths, provider choice, new prices) needs trust: ``glassloop trust`` or a yes
+hooks (``[[hooks.EVENT]]``: commands run at each turn), base URLs and key variables,
+approval loosened, file roots, store and trace paths, provider choice, new prices) needs
+trust: ``glassloop trust`` or a yes
 at the REPL's start records the file's path and the SHA-256 of its bytes in the user's config dir
 (``trust.json``, a record of its own, not a config file); a changed file is untrusted again (the
 way ``direnv allow`` binds to content).
@@ -264,6 +265,15 @@ def notice(project: ProjectTrust) -> str:
 
 
 def details(project: ProjectTrust) -> list[str]:
-    """``key = value`` lines of what trusting the file would enable."""
-    return [f"{printable(key)} = {shown(value)}" for key, value in project.risky.items()
-            if not (value is True and key.startswith(("mcp.", "pricing.")))]  # table markers
+    """``key = value`` lines of what trusting the file would enable; a hook's command whole, one
+    line each (it runs as a program)."""
+    lines = []
+    for key, value in project.risky.items():
+        spec = spec_at(key)
+        if spec is not None and spec.kind == "rows" and isinstance(value, list):
+            lines += [f"{printable(key)}: runs {shown(row.get('command'), 400)}"
+                      + (f" for tools {shown(row['matcher'])}" if row.get("matcher") else "")
+                      for row in value]
+        elif not (value is True and key.startswith(("mcp.", "pricing."))):  # table markers
+            lines.append(f"{printable(key)} = {shown(value)}")
+    return lines

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from repl.config import schema as config_schema
 from repl.config.schema import ENV_KEYS, SCHEMA, Spec, declared
-from repl.config.settings import EMBEDDED_PROFILES, Limits, ProviderSettings, Settings
+from repl.config.settings import EMBEDDED_PROFILES, HookSettings, Limits, ProviderSettings, Settings
 from tests.fakeserver import FakeServer, call, text, tool_calls
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -172,6 +172,7 @@ def test_every_declared_key_is_documented_and_every_documented_key_declared() ->
 
 def test_the_field_defaults_are_the_documented_defaults() -> None:
     assert Limits(**DOCUMENTED["guards"]) == Limits()
+    assert HookSettings(**DOCUMENTED["hooks"]) == HookSettings()  # no hook runs unless you add one
     for f, meta in declared(Settings):
         key = meta.key or f.name
         if meta.empty or key == "provider" or config_schema.spec_at(key) is None:

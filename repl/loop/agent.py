@@ -50,7 +50,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from repl.config.settings import Limits, TurnCount
-from repl.loop.approval import Allow, ApprovalRequest, Approver, PendingCall
+from repl.loop.approval import Allow, ApprovalRequest, Approver, Decision, PendingCall
 from repl.loop.context import ContextWindow, cached_estimate, messages_tokens, tools_tokens
 from repl.loop.events import (
     TRUNCATED,
@@ -76,6 +76,7 @@ from repl.loop.events import (
 )
 from repl.loop.history import History
 from repl.loop.hooks import (
+    Amend,
     AnswerAgain,
     FinalAnswer,
     Hooks,
@@ -106,6 +107,7 @@ from tools.registry import Registry, Tool, ToolSchema
 from tools.results import ToolError, ToolResult, error_of, error_result
 
 UNNAMED = "unnamed_tool"  # stands for a tool call that came without a name
+REPLACED_KEY = "arguments_replaced_by_hook"  # in a result: the arguments a user's hook put in
 STOPPED_ANSWER = "[stopped by the user in step mode]"
 TRUNCATED_MESSAGE = ("the reply was cut off at the token limit before this call was complete; it did not run. "
                      "Make the call again if it is still needed, with shorter arguments, or answer.")
@@ -499,9 +501,21 @@ class _Turn:
         if ends:
             raise _Guard(ends[0].ends or "repeat", ends[0].detail)
 
-    def _instead(self, call: ToolCall, side_effects: bool) -> Instead | None:
-        """The first hook's answer to ``call`` just before it would run or be asked for."""
-        return next((i for hook in self.hooks if (i := hook.before_tool_call(self, call, side_effects))), None)
+    def _before(self, call: ToolCall, side_effects: bool
+                ) -> tuple[ToolCall, Instead | None, Amend | None]:
+        """The hooks' answers to ``call`` just before it would run or be asked for: the call as they
+        changed it (``Amend``: the later hooks see the change), the first one's result instead of
+        running it, and the change."""
+        amend: Amend | None = None
+        for hook in self.hooks:
+            answer = hook.before_tool_call(self, call, side_effects)
+            if isinstance(answer, Instead):
+                return call, answer, amend
+            if isinstance(answer, Amend) and answer.arguments is not None:
+                call = replace(call, arguments=json.dumps(answer.arguments, ensure_ascii=False))
+            if isinstance(answer, Amend):
+                amend = answer if amend is None else _merged(amend, answer)
+        return call, None, amend
 
     def _ran(self, call: ToolCall, result: ToolResult, side_effects: bool, ran_with: str) -> None:
         for hook in self.hooks:
@@ -520,13 +534,16 @@ class _Turn:
         runner, step = self.runner, self.steps
         running: list[tuple[ToolCall, Future, float, Cancel]] = []
         effectful: list[tuple[ToolCall, Tool]] = []  # with the tool as found now (a lost MCP server may drop it)
+        amends: dict[str, Amend | None] = {}
         for call in calls:
             tool = runner.registry.get(call.name)
             runner.emit(ToolCallStarted(step, call.id, call.name, display_args(call.arguments),
                                         bool(tool and tool.side_effects)))
             if tool is not None and tool.side_effects:
                 effectful.append((call, tool))
-            elif (instead := self._instead(call, False)) is not None:
+                continue
+            call, instead, amends[call.id] = self._before(call, False)
+            if instead is not None:
                 self._answered(call, instead, results, ends)
             elif self.time_left() <= 0:
                 results[call.id] = _no_time(call)
@@ -536,7 +553,8 @@ class _Turn:
                 running.append((call, runner._start(call.name, call.arguments, cancel), time.monotonic(), cancel))
         # read-only results first: their panels complete before any approval dialog opens
         for call, future, started, cancel in running:
-            results[call.id], ended = self._wait(call, future, started, cancel)
+            result, ended = self._wait(call, future, started, cancel)
+            results[call.id] = _replaced(result, amends.get(call.id))
             _emit_finished(runner.emit, step, call, results[call.id], started, ended)
             self._ran(call, results[call.id], False, call.arguments)
         for index in range(len(effectful)):
@@ -546,7 +564,8 @@ class _Turn:
                        results: dict[str, ToolResult], ends: list[Instead]) -> None:
         """The side-effecting call ``effectful[index]``: asked for, then run (or denied)."""
         runner, step, (call, tool) = self.runner, self.steps, effectful[index]
-        if (instead := self._instead(call, True)) is not None:  # e.g. identical to one before it in this step
+        call, instead, amend = self._before(call, True)
+        if instead is not None:  # e.g. identical to one before it in this step
             self._answered(call, instead, results, ends)
             return
         registry = runner.registry
@@ -557,9 +576,11 @@ class _Turn:
             assert arguments is not None  # parse_arguments sets one of the two
             later = tuple(PendingCall(c.id, c.name, display_args(c.arguments), t.destructive)
                           for c, t in effectful[index + 1:])
+            replaced_by = amend.by if amend and amend.arguments is not None else ""
             request = ApprovalRequest(step, call.id, call.name, arguments, None, index + 1, len(effectful),
-                                      tool.destructive, later)
-            if runner.approver.will_ask(request):  # a preview is made only for a person who sees it
+                                      tool.destructive, later, amended_by=replaced_by)
+            by_hook = bool(amend and amend.approved) and runner.approver.needs_person(request)
+            if runner.approver.will_ask(request) and not by_hook:  # a preview only for a person
                 preview = self._preview(tool, arguments, self.time_left())
                 left = self.time_left()  # an edit's preview gets what the turn had when the person was asked
                 request = replace(request, preview=preview,
@@ -572,7 +593,8 @@ class _Turn:
                 return None if error is None else error[1]
 
             asked = time.monotonic()
-            decision = runner.approver.decide(request, validate)
+            decision: Decision = (Allow("hook") if by_hook
+                                  else runner.approver.decide(request, validate))
             started = time.monotonic()  # the duration shown is the call's, not the user's
             self.deadline += started - asked  # the user's time does not count against the turn
             decided_s = round(started - asked, 3) if decision.by == "user" else 0.0
@@ -591,9 +613,9 @@ class _Turn:
             else:
                 reason = f": {decision.reason}" if decision.reason else ""
                 error = error_result("denied", f"the call was not allowed{reason}")
-        results[call.id] = error
-        _emit_finished(runner.emit, step, call, error, started)
-        self._ran(call, error, True, ran_with)
+        results[call.id] = _replaced(error, amend)
+        _emit_finished(runner.emit, step, call, results[call.id], started)
+        self._ran(call, results[call.id], True, ran_with)
 
     def _wait(self, call: ToolCall, future: Future, started: float, cancel: Cancel) -> tuple[ToolResult, float]:
         """The call's result, or a timeout result after min(its timeout, the turn's time left)
@@ -699,6 +721,20 @@ def _replayable(calls: list[ToolCall], history: History) -> list[ToolCall]:
         fresh.add(call.id)
         fixed.append(call)
     return fixed
+
+
+def _merged(first: Amend, then: Amend) -> Amend:
+    """Two hooks' changes to one call: the later arguments, an approval by either."""
+    if then.arguments is None:
+        return replace(first, approved=first.approved or then.approved)
+    return replace(then, approved=first.approved or then.approved)
+
+
+def _replaced(result: ToolResult, amend: Amend | None) -> ToolResult:
+    """``result``, saying which arguments a hook of the user's put in place of the model's."""
+    if amend is None or amend.arguments is None:
+        return result
+    return {**result, REPLACED_KEY: amend.arguments}
 
 
 def _no_time(call: ToolCall) -> ToolResult:

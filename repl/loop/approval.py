@@ -48,6 +48,7 @@ class ApprovalRequest:
     # the preview for other (edited) arguments; None when the tool offers none
     preview_for: Callable[[dict[str, Any]], dict[str, Any] | None] | None = field(
         default=None, compare=False, repr=False)
+    amended_by: str = ""  # the hook of the user's that replaced the model's arguments with these
 
     def rest(self) -> tuple[PendingCall, ...]:
         """The later calls that ``r`` approves: all but the destructive ones."""
@@ -98,6 +99,11 @@ class Approver:
     def will_ask(self, request: ApprovalRequest) -> bool:
         """Whether ``decide`` puts this call to a person (the loop makes a preview only then)."""
         return self.mode == "ask" and self.asker is not None and not self._by_rule(request)
+
+    def needs_person(self, request: ApprovalRequest) -> bool:
+        """Whether the rules leave this call to a person (asked, or denied when nobody can be):
+        what a hook of the user's may approve instead, with ``[hooks] may_approve``."""
+        return self.mode == "ask" and not self._by_rule(request)
 
     def _by_rule(self, request: ApprovalRequest) -> bool:
         return not request.destructive and (

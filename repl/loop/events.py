@@ -16,7 +16,8 @@ from repl.providers.base import Usage
 
 # A guard's reason (declared with the guards), or the loop's own; "user": stopped in step mode
 StopReason = Literal["answer", "interrupted", "error", "user"] | GuardReason
-Decider = Literal["user", "rule", "mode"]
+# "hook": a hook of the user's, let approve by [hooks] may_approve
+Decider = Literal["user", "rule", "mode", "hook"]
 
 
 @dataclass(frozen=True)
@@ -205,6 +206,49 @@ class StepPaused:
     type: Literal["step_paused"] = "step_paused"
 
 
+def short_command(command: str, limit: int = 40) -> str:
+    """A command as a label: each path by its last part (``python3 guard.py``), at most ``limit``
+    characters (the trace keeps it whole)."""
+    short = " ".join(part.rstrip("/").rsplit("/", 1)[-1] or part for part in command.split())
+    return short if len(short) <= limit else short[: limit - 1] + "…"
+
+
+# What a hook of the user's decided: went on, allowed, denied (blocked), or the turn went on without
+# it (it could not run, failed, printed what is not an answer, or was killed at its timeout).
+HookDecision = Literal["continue", "allow", "deny", "failed", "timeout"]
+
+
+@dataclass(frozen=True)
+class HookRan:
+    """One of the user's own commands ran at a point of the loop (``[[hooks.EVENT]]``):
+    ``command`` as typed, its ``exit`` status (None: it did not start, or was killed), what it
+    decided and ``detail`` (its reason, the arguments it replaced, why it failed); ``tool``: the
+    call's tool, for the tool events."""
+
+    event: str
+    command: str
+    exit: int | None
+    decision: HookDecision
+    duration_s: float
+    detail: str = ""
+    tool: str = ""
+    type: Literal["hook_ran"] = "hook_ran"
+
+    def said(self) -> str:
+        """One line: "hook pre_tool_use delete_todo · python3 guard.py · exit 2 · blocked: not
+        today · 12 ms"."""
+        tool = f" {self.tool}" if self.tool else ""
+        head = f"hook {self.event}{tool} · {short_command(self.command)}"
+        outcome = {"continue": f"exit {self.exit}", "allow": f"exit {self.exit} · allowed",
+                   "deny": f"exit {self.exit} · blocked", "failed": "failed",
+                   "timeout": "timed out"}[self.decision]
+        detail = f": {self.detail}" if self.detail else ""
+        if self.decision in ("continue", "allow") and detail:
+            detail = f" · {self.detail}"
+        after = " (the turn goes on)" if self.decision in ("failed", "timeout") else ""
+        return f"{head} · {outcome}{detail}{after} · {self.duration_s * 1000:.0f} ms"
+
+
 @dataclass(frozen=True)
 class TurnUndone:
     """``/undo`` or ``/retry`` took turn ``turn`` back (traced: a read-back marks it undone)."""
@@ -281,6 +325,7 @@ Event = (
     | ToolCallFinished
     | UserStep
     | StepPaused
+    | HookRan
     | TurnUndone
     | Compared
     | GuardTripped

@@ -11,7 +11,8 @@ openai-agents' ``call_model_input_filter``:
   (``Instead``): step mode's skipped and hand-made results.
 - ``before_tool_call`` / ``after_tool_call``: one call just before it would run (or be asked
   for), and once it ran. Identical calls are answered from the earlier one
-  (``repeats.Repeats``).
+  (``repeats.Repeats``); the user's own commands (``repl/session/user_hooks.py``) may refuse a
+  call or change its arguments (``Amend``: checked again, shown at the approval).
 - ``after_guard``: a guard tripped; the note for one more, tool-free model call, or None for
   none. ``FinalAnswer`` is the default: the user still gets an answer.
 - ``after_answer``: a step's answer without calls; the note for one more model call instead
@@ -75,6 +76,18 @@ class Instead:
     repeat_of: str = ""  # the id of the earlier identical call whose result this is
 
 
+@dataclass(frozen=True)
+class Amend:
+    """A call goes on, changed by a hook (``by`` names it): ``arguments`` replace the model's
+    (checked against the tool's schema again, shown at the approval, named in the result);
+    ``approved``: a side effect the approval rules would ask about is allowed without asking
+    (only a hook the user let approve). The later hooks see the changed call."""
+
+    by: str
+    arguments: dict[str, Any] | None = None
+    approved: bool = False
+
+
 class StopTurn(Exception):
     """Raised by a hook before a model call: the turn ends here (every call answered)."""
 
@@ -113,7 +126,8 @@ class Hooks:
     def before_tool_calls(self, turn: TurnView, calls: list[ToolCall]) -> dict[str, Instead]:
         return {}
 
-    def before_tool_call(self, turn: TurnView, call: ToolCall, side_effects: bool) -> Instead | None:
+    def before_tool_call(self, turn: TurnView, call: ToolCall, side_effects: bool
+                         ) -> Instead | Amend | None:
         return None
 
     def after_tool_call(self, turn: TurnView, call: ToolCall, result: ToolResult, *,

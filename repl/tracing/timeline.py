@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from repl.loop.events import Routed
+from repl.loop.events import Routed, short_command
 from repl.tracing.attached import Attached, split_message
 from repl.tracing.trace import read_records, turns
 from repl.ui.escape import clean, json_display, one_line
@@ -123,6 +123,11 @@ def _describe(r: dict[str, Any]) -> str | None:
         return f"guard {as_text(r.get('guard'))}: {as_text(r.get('detail'))}"
     if kind == "routed":
         return f"  model step {as_int(r.get('step'))} {routed_said(r)}"
+    if kind == "hook_ran":  # the decision first: a narrow screen cuts the end
+        tool = f" {as_text(r['tool'])}" if r.get("tool") else ""
+        detail = f" ({as_text(r['detail'])})" if r.get("detail") else ""
+        return (f"  hook {as_text(r.get('event'))}{tool}: {as_text(r.get('decision'))}{detail} · "
+                f"{short_command(as_text(r.get('command')))}")
     if kind == "error":
         return f"error ({as_text(r.get('kind'))}): {as_text(r.get('message'), 500)}"
     if kind == "turn_finished":
@@ -409,7 +414,7 @@ def draw_turn(records: list[dict[str, Any]], width: int = 80, undone: set[int] |
         used = {cell for bar in bars for cell in bar}
         lines += _wrapped([f"{cell} {LEGEND[part]}" for part, cell in CELLS.items() if cell in used], width)
     notes = [r for r in records[1:] if r.get("type") in ("routed", "approval_decided", "user_step", "guard_tripped",
-                                                          "error", "model_retry", "turn_finished", "compared")
+                                                          "error", "model_retry", "turn_finished", "compared", "hook_ran")
              and not (r.get("type") == "approval_decided" and r.get("by") == "mode" and r.get("allowed"))]
     lines += [_fit(line, width) for r in notes if (line := _describe(r))]
     return lines

@@ -40,6 +40,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from repl.loop.approval import ApprovalRequest, PendingCall, UserChoice
+from repl.loop.events import short_command
 from repl.ui.escape import clean, json_display
 from repl.ui.event_views import ONE_LINE_ARGS
 from repl.ui.pager import show
@@ -296,8 +297,12 @@ def approval_panel(request: ApprovalRequest, arguments: dict[str, Any], edited: 
         parts += _preview_parts(preview.get("before"), preview.get("after"))
     elif request.preview is not None:
         parts.append(Text("no preview for the edited arguments", "dim"))
-    if edited or preview is None or preview.keys() & {"fails", "unavailable"} or not _said_by(arguments, preview):
-        parts.append(Text("arguments (edited)" if edited else "arguments", "dim italic"))
+    replaced = (f"arguments (replaced by your hook {clean(short_command(request.amended_by, 60))})"
+                if request.amended_by else "")
+    if (edited or replaced or preview is None or preview.keys() & {"fails", "unavailable"}
+            or not _said_by(arguments, preview)):
+        label = "arguments (edited)" if edited else replaced or "arguments"
+        parts.append(Text(label, "dim italic"))
         parts.append((Field(Text(), _arguments(arguments), "arguments"),))
     subtitle = Text("destructive: asked every time", "red") if request.destructive else None
     return ApprovalCard(parts, title, subtitle)

@@ -30,6 +30,7 @@ ARG_LINES = 12  # tallest argument display in a tool panel
 ONE_LINE_ARGS = 60  # arguments this short stay on one line with the result
 ARG_STRING_CHARS = 160  # longer argument strings are cut in the display
 EDITED_KEY = "arguments_edited_by_user"  # in a result when the user edited the arguments
+REPLACED_KEY = "arguments_replaced_by_hook"  # ... when a hook of the user's replaced them
 
 
 def arguments_text(arguments: Any) -> Text:
@@ -92,9 +93,12 @@ def result_summary(event: ToolCallFinished) -> str:
         error = result.get("error")
         message = error.get("message", "") if isinstance(error, dict) else str(error or "")
         return one_line(message, 100) or "failed"
-    payload = result.get("result", {k: v for k, v in result.items() if k not in ("ok", EDITED_KEY)})
+    payload = result.get("result", {k: v for k, v in result.items()
+                                    if k not in ("ok", EDITED_KEY, REPLACED_KEY)})
     summary = _describe(payload)
-    return f"{summary} (arguments edited)" if EDITED_KEY in result else summary
+    if EDITED_KEY in result:
+        return f"{summary} (arguments edited)"
+    return f"{summary} (arguments from your hook)" if REPLACED_KEY in result else summary
 
 
 def _describe(payload: Any) -> str:

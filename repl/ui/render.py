@@ -28,6 +28,7 @@ from repl.loop.events import (
     ErrorEvent,
     Event,
     GuardTripped,
+    HookRan,
     ModelRequest,
     ModelRetry,
     ModelUsage,
@@ -45,6 +46,7 @@ from repl.loop.events import (
 from repl.ui.escape import clean, one_line
 from repl.ui.event_views import (
     EDITED_KEY,
+    REPLACED_KEY,
     SUMMARY_WIDTH,
     decision_line,
     finished_panel,
@@ -171,6 +173,7 @@ class Renderer:
             ApprovalRequested: self._approval_requested, ApprovalDecided: self._approval_decided,
             ToolCallFinished: self._call_finished, GuardTripped: self._guard, UserStep: self._user_step,
             Routed: self._route, Notice: self._notice, ErrorEvent: self._error_event, TurnFinished: self._turn_finished,
+            HookRan: self._hook_ran,
         }
 
     def __call__(self, event: Event) -> None:
@@ -456,7 +459,8 @@ class Renderer:
 
     def _call_finished(self, event: ToolCallFinished) -> None:
         running = self._running.pop(event.call_id, None)
-        arguments = event.result.get(EDITED_KEY, running.call.arguments if running else None)
+        shown = running.call.arguments if running else None
+        arguments = event.result.get(EDITED_KEY, event.result.get(REPLACED_KEY, shown))
         if event.repeat_of:
             self.console.print(repeat_line(event, arguments))
         else:
@@ -484,6 +488,11 @@ class Renderer:
 
     def _notice(self, event: Notice) -> None:
         self.console.print(Text(clean(event.message), "dim"))
+
+    def _hook_ran(self, event: HookRan) -> None:
+        """One of the user's hooks ran: one dim line, whatever it did."""
+        self._end_text()
+        self.console.print(Text(clean(event.said()), "dim"))
 
     def _error_event(self, event: ErrorEvent) -> None:
         self._end_text()

@@ -12,28 +12,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
-from repl.loop.context import ContextWindow
-from repl.loop.events import Notice
-from repl.loop.history import History
 from repl.loop.stepping import TimedStepper
 from repl.session import commands
 from repl.session.core import SessionCore
 from repl.session.journal import (
-    find_session,
-    load_checked,
     recent_sessions,
-    saved_prompt,
-    split_branch,
 )
-from repl.session.recap import recap, resumed_line, resumed_on, session_endpoint
-from repl.session.runtime import new_id
+from repl.session.recap import recap
 from repl.session.seams import UI
 from repl.session.templates import Templates, load_templates
-from repl.session.typed_numbers import NotANumber
 from repl.ui.event_views import plural
-from tools.safe_io import StoreError
 
 EXIT_WINDOW_S = 2.0
 
@@ -42,8 +31,6 @@ EXIT_WINDOW_S = 2.0
 class ChatSession(SessionCore):
     ui: UI  # the REPL's surface is a whole terminal
     shell_context: list[str] = field(default_factory=list)  # !command output the user added to the next message
-    _resumed_on: str | None = None  # the line saying a resume moved to the session's provider or model
-    _branch_line: str | None = None  # the line saying a branch was opened as a new session
     templates: Templates = field(default_factory=Templates)  # your own commands (/NAME)
 
     def __post_init__(self) -> None:
@@ -71,46 +58,9 @@ class ChatSession(SessionCore):
         return chosen
 
     def resume(self, key: str, *, show: bool = True) -> bool:
-        """Continue the saved session ``key`` (an id, its start, ``last``); ``ID@k``: its k-th
-        branch (``/rewind``), opened as a new session so the journal it came from stays as it is."""
-        try:
-            session, branch = split_branch(key)
-        except NotANumber as exc:
-            self.ui.error(f"cannot resume: {exc}")
+        """Continue the saved session ``key`` (the core's ``resume``); ``show``: its recap too."""
+        if not super().resume(key):
             return False
-        path = find_session(self.settings.data_dir / "sessions", session)
-        if path is None:
-            self.ui.error("no saved session with a turn yet" if key == "last"
-                          else f"no saved session matches {key!r} (see /sessions)")
-            return False
-        try:
-            loaded = load_checked(path, branch)
-        except StoreError as exc:
-            self.ui.error(f"cannot resume: {exc.message}")
-            return False
-        if self.journal:
-            self.journal.close()
-        self._go_where_it_ran(session_endpoint(loaded.meta, loaded.turns))
-        self.session_id = path.stem if branch is None else new_id()
-        self._branch_line = None if branch is None else (
-            f"branch {path.stem}@{branch} opened as a new session {self.session_id}; {path.stem} is unchanged "
-            "(/rewind undid the branch's changes to todos and notes: they are not made again)")
-        self.instructions = None  # the journal's system prompt holds the instructions it started with
-        self.history = History.from_json({"system_prompt": saved_prompt(loaded.meta) or self._system_prompt(),
-                                          "messages": loaded.messages})
-        self.turns.clear()
-        self.continue_numbers(loaded.turns if branch is None else [])
-        self.context = ContextWindow()
-        self._open_trace()
-        if branch is not None:
-            self.open_journal(branch_of=f"{path.stem}@{branch}")  # written by its first turn
-        else:
-            self.open_journal(path, loaded.stored)
-        if self.journal and branch is None:
-            self.journal.sync(self.history)  # records the repair of a turn cut off mid-way
-        if loaded.notes:
-            self.emit(Notice(f"the journal {path.name} was damaged; resumed what was valid: "
-                             + "; ".join(loaded.notes)))
         if show:
             self.show_resumed()
         return True
@@ -119,20 +69,8 @@ class ChatSession(SessionCore):
         """The last few turns, compactly, and where the session stands."""
         earlier, recent = recap(self.history.messages)
         self.ui.recap(earlier, recent)
-        if self._branch_line:
-            self.ui.info(self._branch_line)
-        self.ui.info(resumed_line(self.session_id, len(self.history.turn_starts()), len(self.history.messages)))
-        if self._resumed_on:
-            self.ui.info(self._resumed_on)
-
-    def _go_where_it_ran(self, endpoint: dict[str, Any]) -> None:
-        """A resumed session's provider, base URL, API and model, unless a flag chose them
-        (``recap.resumed_on``); the line that says so is shown with the recap."""
-        settings, self._resumed_on = resumed_on(self.settings, endpoint)
-        if settings is not self.settings:
-            self.settings = settings
-            if self._provider is not None:
-                self.restart_provider()
+        for line in self.resumed_lines():
+            self.ui.info(line)
 
     def set_step(self, on: bool) -> bool:
         """Step mode on or off; False (and one line) when there is no terminal to pause in."""

@@ -32,9 +32,23 @@ from repl.loop.routing import FirstOf, Routing
 from repl.loop.stepping import Stepping
 from repl.providers.base import Provider, ProviderError, SystemPrompt, ToolCall
 from repl.session.instructions import Instructions, load_instructions
-from repl.session.journal import Journal, prompt_meta
+from repl.session.journal import (
+    Journal,
+    find_session,
+    load_checked,
+    prompt_meta,
+    saved_prompt,
+    split_branch,
+)
 from repl.session.mentions import find_mentions
-from repl.session.recap import TurnNote, endpoint_of, totals
+from repl.session.recap import (
+    TurnNote,
+    endpoint_of,
+    resumed_line,
+    resumed_on,
+    session_endpoint,
+    totals,
+)
 from repl.session.runtime import (
     LazyProvider,
     McpStart,
@@ -49,9 +63,11 @@ from repl.session.runtime import (
     with_current_advice,
 )
 from repl.session.seams import Surface, TurnRecord
+from repl.session.typed_numbers import NotANumber
 from repl.session.user_tools import UserTools
 from tools import store
 from tools.results import error_result
+from tools.safe_io import StoreError
 from tools.undo import Reverted, revert
 
 if TYPE_CHECKING:
@@ -150,6 +166,8 @@ class SessionCore:
     stepping: Stepping = field(default_factory=Stepping)  # step mode (/step, --step) and the last request sent
     provider_failure: ProviderError | None = None  # why the last turn could not reach a model
     instructions: Instructions | None = None  # AGENTS.md as read for the system prompt (None: read when it is made)
+    _resumed_on: str | None = None  # the line saying a resume moved to the session's provider or model
+    _branch_line: str | None = None  # the line saying a branch was opened as a new session
     _provider: LazyProvider | None = None
     _router: Routing | None = None  # the router's hook, made for the first turn of a routing profile
     _writes: list[store.StoreWrite] = field(default_factory=list)
@@ -284,6 +302,65 @@ class SessionCore:
         self._open_trace()
         self.open_journal()
         return old
+
+    def resume(self, key: str) -> bool:
+        """Continue the saved session ``key`` (an id, its start, ``last``) where it ran, with its
+        history, numbers, trace and journal; ``ID@k``: its k-th branch (``/rewind``), opened as a
+        new session so the journal it came from stays as it is. False after one line."""
+        try:
+            session, branch = split_branch(key)
+        except NotANumber as exc:
+            self.ui.error(f"cannot resume: {exc}")
+            return False
+        path = find_session(self.settings.data_dir / "sessions", session)
+        if path is None:
+            self.ui.error("no saved session with a turn yet" if key == "last"
+                          else f"no saved session matches {key!r} (see /sessions)")
+            return False
+        try:
+            loaded = load_checked(path, branch)
+        except StoreError as exc:
+            self.ui.error(f"cannot resume: {exc.message}")
+            return False
+        if self.journal:
+            self.journal.close()
+        self._go_where_it_ran(session_endpoint(loaded.meta, loaded.turns))
+        self.session_id = path.stem if branch is None else new_id()
+        self._branch_line = None if branch is None else (
+            f"branch {path.stem}@{branch} opened as a new session {self.session_id}; {path.stem} is unchanged "
+            "(/rewind undid the branch's changes to todos and notes: they are not made again)")
+        self.instructions = None  # the journal's system prompt holds the instructions it started with
+        self.history = History.from_json({"system_prompt": saved_prompt(loaded.meta) or self._system_prompt(),
+                                          "messages": loaded.messages})
+        self.turns.clear()
+        self.continue_numbers(loaded.turns if branch is None else [])
+        self.context = ContextWindow()
+        self._open_trace()
+        if branch is not None:
+            self.open_journal(branch_of=f"{path.stem}@{branch}")  # written by its first turn
+        else:
+            self.open_journal(path, loaded.stored)
+        if self.journal and branch is None:
+            self.journal.sync(self.history)  # records the repair of a turn cut off mid-way
+        if loaded.notes:
+            self.emit(Notice(f"the journal {path.name} was damaged; resumed what was valid: "
+                             + "; ".join(loaded.notes)))
+        return True
+
+    def resumed_lines(self) -> list[str]:
+        """What a resume says after its recap: the branch opened, the session's size, where it
+        went when that is not what the configuration chooses."""
+        size = resumed_line(self.session_id, len(self.history.turn_starts()), len(self.history.messages))
+        return [line for line in (self._branch_line, size, self._resumed_on) if line]
+
+    def _go_where_it_ran(self, endpoint: dict[str, Any]) -> None:
+        """A resumed session's provider, base URL, API and model, unless a flag chose them
+        (``recap.resumed_on``); the line that says so is one of ``resumed_lines``."""
+        settings, self._resumed_on = resumed_on(self.settings, endpoint)
+        if settings is not self.settings:
+            self.settings = settings
+            if self._provider is not None:
+                self.restart_provider()
 
     def continue_numbers(self, notes: list[dict[str, Any]]) -> None:
         """Usage, cost, context share and turn numbers go on from the journal's turn records."""

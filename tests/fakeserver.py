@@ -71,6 +71,10 @@ class Reply:
     # (": keep-alive") that often, else it repeats event n-1 forever (an endless answer).
     endless_after: int | None = None
     keepalive_s: float = 0.0
+    # After n SSE events the stream waits until ``release`` is set (at most 30 s): a test sees
+    # what the client did with the first part while the rest is still to come.
+    hold_after: int | None = None
+    release: threading.Event | None = None
     reject_stream_options: bool = False  # 400 while the request has stream_options
     # Sent verbatim instead of the generated stream: each event a str (as is) or any JSON
     # value; on the Responses route a (name, data) pair or a dict whose "type" names it.
@@ -105,6 +109,11 @@ def slow_first_byte(seconds: float, reply: Reply | None = None) -> Reply:
 def slow_chunks(seconds: float, reply: Reply | None = None) -> Reply:
     """Sleep between SSE events (interrupt tests)."""
     return replace(reply or text("x" * 200, chunk_size=1), chunk_delay=seconds)
+
+
+def held_stream(after: int, release: threading.Event, reply: Reply) -> Reply:
+    """``reply`` streamed up to ``after`` events, the rest once ``release`` is set."""
+    return replace(reply, hold_after=after, release=release)
 
 
 def cut_stream_after(n_chunks: int, reply: Reply | None = None) -> Reply:
@@ -223,6 +232,8 @@ class Exchange:
                 return
             if n and reply.chunk_delay:
                 time.sleep(reply.chunk_delay)
+            if n and n == reply.hold_after and reply.release is not None:
+                reply.release.wait(30)
             self._write_event(event)
         self._write(b"0\r\n\r\n")
 

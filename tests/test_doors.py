@@ -1,8 +1,8 @@
 """One session core behind every door: the same scenario through the REPL, ``/retry``,
 ``/compare`` (a dry run) and ``glassloop ask`` offers the same tools (built-in, the user's
 own, an MCP server's), resolves the same provider and model, writes the same trace records
-and redacts the same way. Each door differs only where it says so: ``ask`` keeps no journal,
-``/compare`` runs on the model it names and denies side effects.
+and redacts the same way. Each door differs only where it says so: ``ask`` asks nobody,
+``/compare`` runs on the model it names, denies side effects and keeps no journal.
 """
 
 from __future__ import annotations
@@ -81,8 +81,8 @@ def test_every_door_offers_the_same_tools_on_the_same_endpoint_and_traces_alike(
     assert _first_turn(repl_records) == _first_turn(ask_records)
     assert _first_turn(ask_records).count("tool_call_finished") == 2
     sessions = list((Path(home["XDG_DATA_HOME"]) / "glassloop" / "sessions").glob("*.jsonl"))
-    assert len(sessions) == 1  # the REPL's journal; ask keeps none
-    for written in (traces[0], ask_trace, sessions[0]):  # files, and what ask prints, are redacted
+    assert len(sessions) == 2  # the REPL's journal and ask's (/compare leaves none)
+    for written in (traces[0], ask_trace, *sessions):  # files, and what ask prints, are redacted
         assert SECRET not in written.read_text("utf-8") and "[redacted]" in written.read_text("utf-8")
     assert SECRET not in asked.stdout
 

@@ -1,11 +1,15 @@
 """``glassloop ask``: one turn through the session core, no terminal UI.
 
 Its output is the plain surface's (``repl.ui.plain.PlainLines``): progress on stderr, the
-answer on stdout as it streams, or one JSON object with ``--json``. Exit codes: 0 answered
-(also after a guard stopped the loop and the model gave a final answer), 1 the turn failed
-(provider error) or ended without any answer text, 130 interrupted. With ``--json`` a failure
-has a top-level ``"error": {"type", "message"}``. Configuration errors exit with 2 before
-this runs, a ``--trace-file`` that cannot be written before the model is asked.
+answer on stdout as it streams, one JSON object with ``--json``, or each event as a JSON line
+and that object last with ``--stream-json``. The turn is a session's, journaled as the REPL's
+(unless ``save`` is off: ``--no-save``), and may continue a saved one (``-c``, ``--session``)
+with the REPL's resume. Exit codes: 0 answered (also after a guard stopped the loop and the
+model gave a final answer), 1 the turn failed (provider error) or ended without any answer
+text, 2 the session to continue cannot be (no such session, an unreadable journal), 130
+interrupted. With ``--json`` a failure has a top-level ``"error": {"type", "message"}``.
+Configuration errors exit with 2 before this runs, a ``--trace-file`` that cannot be written
+before the model is asked.
 """
 
 from __future__ import annotations
@@ -26,7 +30,6 @@ from repl.loop.events import (
     WireRecord,
     to_dict,
 )
-from repl.providers.base import ProviderError
 from repl.session.core import Door, SessionCore
 from repl.tracing.trace import joined_text
 from repl.ui.plain import PlainLines  # pure; imports no rich
@@ -36,15 +39,19 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: bool,
             trace_file: Path | None, piped: str = "", stdout: TextIO | None = None,
-            stderr: TextIO | None = None) -> int:
-    """One turn through the session core (the REPL's), as the ``ask`` door: no journal, nobody
-    to ask (side effects only with ``--yes``), the SDK imported while the rest starts.
-    ``question`` is what the person typed: its ``@path`` mentions attach files; ``piped`` (text
-    on standard input) goes along as data and attaches nothing."""
+            stderr: TextIO | None = None, stream_json: bool = False, session: str | None = None,
+            save: bool = False) -> int:
+    """One turn through the session core (the REPL's), as the ``ask`` door: nobody to ask (side
+    effects only with ``--yes``), the SDK imported while the rest starts. ``question`` is what
+    the person typed: its ``@path`` mentions attach files; ``piped`` (text on standard input)
+    goes along as data and attaches nothing. ``session``: the saved session to continue (an
+    id, its start, ``ID@k`` or ``last``); ``save``: journal the turn as the REPL does."""
     # this run's streams, not the import's
-    lines = PlainLines(settings, stdout or sys.stdout, stderr or sys.stderr, stream_answer=not as_json)
+    structured = as_json or stream_json
+    lines = PlainLines(settings, stdout or sys.stdout, stderr or sys.stderr, stream_answer=not structured,
+                       stream_events=stream_json)
     mode: ApprovalMode = "auto" if assume_yes else ("read-only" if settings.approval == "read-only" else "ask")
-    door = Door("ask", journal=False, trace_file=trace_file, warm=True, approval=mode)
+    door = Door("ask", journal=save, trace_file=trace_file, warm=True, approval=mode)
     try:
         core = SessionCore(settings, lines, interactive=False, door=door)
     except OSError as exc:  # the trace file asked for by name: no answer without it
@@ -53,20 +60,31 @@ def run_ask(settings: Settings, question: str, *, as_json: bool, assume_yes: boo
             reason = f"cannot make the folder {exc.filename} ({reason})"
         lines.error(f"cannot write the trace file {trace_file}: {reason}")
         return EXIT_USAGE
-    for line in core.instructions.lines() if core.instructions else []:  # AGENTS.md read: said, as the REPL does
-        lines.info(line)
-    core.start_background()
     try:
-        message = core.with_mentions(question) if question else ""  # @path: the file goes along
-        if message is None:
-            return EXIT_USAGE
-        message = _with_piped(message, piped)
-        finished = core.run_turn(message)
-        if finished is None:
-            return _unanswered(core.provider_failure, lines, as_json)
-        return _answered(finished, core, lines, as_json=as_json, assume_yes=assume_yes)
+        if session is not None:
+            if not core.resume(session):  # said in one line
+                return EXIT_USAGE
+            for line in core.resumed_lines():
+                lines.info(line)
+        else:
+            core.open_journal()
+            for line in core.instructions.lines() if core.instructions else []:  # AGENTS.md read: said, as the REPL does
+                lines.info(line)
+        core.start_background()
+        return _turn(core, lines, question, piped, structured=structured, assume_yes=assume_yes)
     finally:  # after the answer is out; a server still running is left to stop on its own
         core.close(detach=True)
+
+
+def _turn(core: SessionCore, lines: PlainLines, question: str, piped: str, *,
+          structured: bool, assume_yes: bool) -> int:
+    message = core.with_mentions(question) if question else ""  # @path: the file goes along
+    if message is None:
+        return EXIT_USAGE
+    finished = core.run_turn(_with_piped(message, piped))
+    if finished is None:
+        return _unanswered(core, lines, structured)
+    return _answered(finished, core, lines, as_json=structured, assume_yes=assume_yes)
 
 
 def _with_piped(question: str, piped: str) -> str:
@@ -82,12 +100,20 @@ def _with_piped(question: str, piped: str) -> str:
     return f"{question}\n\n{fence}\n{piped.strip(chr(10))}\n{fence}"
 
 
-def _unanswered(failure: ProviderError | None, lines: PlainLines, as_json: bool) -> int:
+def _unanswered(core: SessionCore, lines: PlainLines, as_json: bool) -> int:
     """No turn ran: no model could be reached (the error is said already), or Ctrl-C while it started."""
+    failure = core.provider_failure
     if as_json:
         kind, message = (failure.kind, failure.message) if failure else ("interrupted", "interrupted")
-        lines.json({"answer": "", "stopped_by": "error", "steps": 0, "error": {"type": kind, "message": message}})
+        lines.json({"answer": "", "stopped_by": "error", "steps": 0, "session": _saved_as(core),
+                    "error": {"type": kind, "message": message}})
     return EXIT_FAILED if failure else EXIT_INTERRUPTED
+
+
+def _saved_as(core: SessionCore) -> str | None:
+    """The id ``--session`` continues this session by; None when it is not saved (``--no-save``,
+    a journal that could not be written, no turn in it)."""
+    return core.session_id if core.saved else None
 
 
 def _answered(finished: TurnFinished, core: SessionCore, lines: PlainLines, *,
@@ -134,6 +160,7 @@ def _result(finished: TurnFinished, core: SessionCore, log: EventLog,
         "usage": asdict(finished.usage),
         "cost_usd": None if core.cost.unpriced else core.cost.usd,  # null when the model has no price
         "trace": [to_dict(e) for e in joined_text(log.events) if not isinstance(e, WireRecord)],  # bodies: ID.wire
+        "session": _saved_as(core),
     }
     if core.mcp_start is not None:  # with MCP servers configured: {"ready": [...], "not_ready": {name: why}}
         result["mcp"] = core.mcp_start.as_json()

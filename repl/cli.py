@@ -258,7 +258,14 @@ def _run_chat(settings: Settings, resume: str | None, first: str = "", step: boo
 def ask(
     question: Annotated[str | None, typer.Argument(help="The question; '-' or omitted reads standard input.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object: answer, stopped_by, steps, usage, trace.")] = False,
+    stream_json: Annotated[bool, typer.Option("--stream-json", help="Print each event as a JSON line while the "
+                                              "turn runs, --json's object last (docs/EXPORTING.md).")] = False,
     trace_file: Annotated[Path | None, typer.Option("--trace-file", help="Write this turn's trace (JSONL) here.")] = None,
+    cont: ContinueOpt = False,
+    session: Annotated[str | None, typer.Option("--session", help="Continue this saved session (an id, ID@k, "
+                                                "or 'last').")] = None,
+    no_save: Annotated[bool, typer.Option("--no-save", help="Keep no journal: the turn cannot be continued "
+                                          "or searched.")] = False,
     config: ConfigOpt = None, yes: YesOpt = False, tools: ToolsOpt = None,
     step: Annotated[bool, typer.Option("--step", hidden=True)] = False, **flags: Any,
 ) -> None:
@@ -271,6 +278,9 @@ def ask(
     if step:
         typer.echo("error: step mode needs a terminal: it pauses the loop for your keys, and ask runs "
                    "without one; use the REPL: glassloop --step (or /step on)", err=True)
+        raise typer.Exit(2)
+    if as_json and stream_json:
+        typer.echo("error: --json and --stream-json: choose one (--stream-json ends with --json's object)", err=True)
         raise typer.Exit(2)
     # What was typed (the argument) may mention files; piped text is data and never does.
     typed, piped = "", ""
@@ -291,7 +301,8 @@ def ask(
     from repl.session.oneshot import run_ask
 
     code = run_ask(settings, typed.strip(), piped=piped, as_json=as_json, assume_yes=yes,
-                   trace_file=trace_file)
+                   trace_file=trace_file, stream_json=stream_json, save=not no_save,
+                   session=session if session is not None else "last" if cont else None)
     if _PROGRAM.is_set():
         _leave(code)
     raise typer.Exit(code)

@@ -588,9 +588,9 @@ def test_the_messages_step_mode_shows_end_with_the_start_the_request_writes(regi
 # ---------------------------------------------------------------- tool files
 
 
-def test_an_older_tool_files_cues_still_load_and_are_not_read(tmp_path: Path) -> None:
-    """``cues=`` and ``NUMBER_CUE`` are how an older tool file named its words; it loads as it
-    did, its examples read."""
+def test_a_tool_file_with_cues_and_examples_loads_both(tmp_path: Path) -> None:
+    """A tool file's ``cues=`` (with ``NUMBER_CUE``) are the words router's, its ``examples=``
+    the router by meaning's: both kept."""
     from tools.user_loader import load_sources, read_sources, tool_files
 
     (tmp_path / "tip.py").write_text(
@@ -602,4 +602,5 @@ def test_an_older_tool_files_cues_still_load_and_are_not_read(tmp_path: Path) ->
     loaded = load_sources(read_sources(tool_files(tmp_path)), {})
     [tip] = loaded.tools
     assert tip.name == "tip" and tip.examples == ("how much should I tip on 86?",)
+    assert "tip" in tip.cues and "小费" in tip.cues
     assert loaded.problems == []

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +71,7 @@ from tools.safe_io import StoreError
 from tools.undo import Reverted, revert
 
 if TYPE_CHECKING:
+    from repl.session.user_hooks import UserHooks
     from repl.tracing.trace import Trace
     from tools.mcp_client import McpManager
     from tools.registry import Registry
@@ -111,6 +112,9 @@ class DryRun(Approver):
     calls: frozenset[str] = frozenset()
 
     def will_ask(self, request: ApprovalRequest) -> bool:
+        return False
+
+    def needs_person(self, request: ApprovalRequest) -> bool:
         return False
 
     def decide(self, request: ApprovalRequest, validate: Callable[[dict[str, Any]], str | None]) -> Decision:
@@ -165,11 +169,13 @@ class SessionCore:
     last_prompt_tokens: int = 0
     stepping: Stepping = field(default_factory=Stepping)  # step mode (/step, --step) and the last request sent
     provider_failure: ProviderError | None = None  # why the last turn could not reach a model
+    prompt_blocked: str | None = None  # why a hook of the user's kept the last message back
     instructions: Instructions | None = None  # AGENTS.md as read for the system prompt (None: read when it is made)
     _resumed_on: str | None = None  # the line saying a resume moved to the session's provider or model
     _branch_line: str | None = None  # the line saying a branch was opened as a new session
     _provider: LazyProvider | None = None
     _router: Routing | None = None  # the router's hook, made for the first turn of a routing profile
+    _hooks_started: str | None = None  # the session whose session_start hooks ran
     _writes: list[store.StoreWrite] = field(default_factory=list)
     _model_calls: list[ModelUsage] = field(default_factory=list)
     _turn_cost: Cost = field(default_factory=Cost)
@@ -480,8 +486,12 @@ class SessionCore:
     # ---- turns ---------------------------------------------------------------
     def run_turn(self, text: str) -> TurnFinished | None:
         """One turn through the loop; None when no model could be reached (``provider_failure``
-        says why) or the user cancelled while it started."""
-        self.provider_failure = None
+        says why), a hook of the user's kept the message back (``prompt_blocked``) or the user
+        cancelled while it started."""
+        self.provider_failure = self.prompt_blocked = None
+        hooks = self.user_hooks()
+        if hooks is not None and not self._hooks_let_through(hooks, text):
+            return None
         try:
             provider = self.provider()
         except ProviderError as exc:
@@ -520,7 +530,34 @@ class SessionCore:
                                 question=text, in_history=len(self.history.messages) > before))
         if self.turns[-1].in_history:
             self._index_turn()
+        if hooks is not None:
+            try:
+                hooks.turn_stopped(finished)
+            except KeyboardInterrupt:
+                self.ui.info("a stop hook was cancelled")
         return finished
+
+    def user_hooks(self) -> UserHooks | None:
+        """The user's own hooks (``[[hooks.EVENT]]``) for this session; None without any, and in a
+        dry run, where nothing is real."""
+        if self.door.dry_run or not self.settings.hooks.configured():
+            return None
+        from repl.session.user_hooks import user_hooks  # with hooks only
+
+        return user_hooks(self.settings, self.session_id, self.emit)
+
+    def _hooks_let_through(self, hooks: UserHooks, text: str) -> bool:
+        """The session's first turn runs its session_start hooks; every message passes the
+        user_prompt_submit hooks, which may keep it back (``prompt_blocked``: their reason)."""
+        try:
+            if self._hooks_started != self.session_id:
+                self._hooks_started = self.session_id
+                hooks.session_started(self.turn_number + 1)
+            self.prompt_blocked = hooks.prompt_submitted(self.turn_number + 1, text)
+        except KeyboardInterrupt:
+            self.ui.info("cancelled while a hook ran: the message was not sent")
+            return False
+        return self.prompt_blocked is None
 
     def with_mentions(self, text: str) -> str | None:
         """``text`` with the files it mentions (``@path``) attached, each said in a notice (shown,
@@ -544,8 +581,9 @@ class SessionCore:
         """The loop's collaborators from this session's parts; the caller closes it (its tool pool).
         The router's hook comes first, so step mode shows the call with the tools it chose."""
         dry: tuple[Hooks, ...] = (NotOurs(self.door.calls),) if self.door.dry_run else ()
+        own = () if (hooks := self.user_hooks()) is None else (replace(hooks, emit=emit),)
         return Runner(provider, self.registry, self.approver, self.settings.guards, emit,
-                      self.context, budget, (*self._routing(), self.stepping, *dry))
+                      self.context, budget, (*self._routing(), self.stepping, *dry, *own))
 
     def _routing(self) -> tuple[Routing, ...]:
         """The router's hook, when the active profile routes (``router``); one per session."""

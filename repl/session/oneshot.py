@@ -103,11 +103,13 @@ def _with_piped(question: str, piped: str) -> str:
 def _unanswered(core: SessionCore, lines: PlainLines, as_json: bool) -> int:
     """No turn ran: no model could be reached (the error is said already), or Ctrl-C while it started."""
     failure = core.provider_failure
+    blocked = core.prompt_blocked  # a hook of the user's kept the message back (its line is out)
     if as_json:
-        kind, message = (failure.kind, failure.message) if failure else ("interrupted", "interrupted")
+        kind, message = (("blocked_by_hook", blocked) if blocked else (failure.kind, failure.message)
+                         if failure else ("interrupted", "interrupted"))
         lines.json({"answer": "", "stopped_by": "error", "steps": 0, "session": _saved_as(core),
                     "error": {"type": kind, "message": message}})
-    return EXIT_FAILED if failure else EXIT_INTERRUPTED
+    return EXIT_FAILED if failure or blocked else EXIT_INTERRUPTED
 
 
 def _saved_as(core: SessionCore) -> str | None:

@@ -30,6 +30,7 @@ from repl.loop.events import (
     Event,
     EventLog,
     GuardTripped,
+    HookRan,
     ModelUsage,
     Notice,
     ReasoningDelta,
@@ -147,6 +148,8 @@ def _progress_line(event: Event) -> str | None:
         return event.message
     if isinstance(event, Routed):
         return f"step {event.step} {event.said()}"
+    if isinstance(event, HookRan):
+        return event.said()
     return None
 
 

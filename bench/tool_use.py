@@ -223,7 +223,7 @@ def local_provider(temperature: float, model: Path, work: Path, grammar: bool = 
 
     config = work / "bench.toml"
     config.write_text(f"[providers.{profile}]\nmodel_path = {json.dumps(str(model))}\n"
-                      f"temperature = {temperature}\nsmall_talk_gate = {str(gate).lower()}\n"
+                      f"temperature = {temperature}\nrouter = {str(gate).lower()}\n"
                       f"{call_temperature_line(calls)}" + (f"n_ctx = {n_ctx}\n" if n_ctx else ""), "utf-8")
     settings = load_settings({"provider": profile}, cwd=work, env=os.environ, config_file=config)
     provider = make_provider(settings.active, settings)
@@ -261,11 +261,11 @@ def evaluate(temperatures: tuple[float, ...], chosen: list[Any], grammar: bool =
             label = f"t{temperature}"
             before = load()
             settings = settings_for(work, profile, f"model_path = {json.dumps(str(model))}\n"
-                                    f"temperature = {temperature}\nsmall_talk_gate = {str(gate).lower()}\n"
+                                    f"temperature = {temperature}\nrouter = {str(gate).lower()}\n"
                                     f"{call_temperature_line(calls)}")
             results = run_cases(settings, chosen, label, grammar)
             runs[label] = {"profile": profile, "temperature": temperature, "grammar": grammar,
-                           "small_talk_gate": gate, "call_temperature": calls_sampling(calls), "load_before": before,
+                           "router": gate, "call_temperature": calls_sampling(calls), "load_before": before,
                            "load_after": load(), **score(results), "results": results}
     return runs
 
@@ -368,7 +368,7 @@ def _rows(runs: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for label, run in runs.items():
         note = f"load {run['load_before']} -> {run['load_after']}"
-        how = f"calls at t <= {run.get('call_temperature', 'off')}, small-talk gate {'on' if run.get('small_talk_gate') else 'off'}"
+        how = f"calls at t <= {run.get('call_temperature', 'off')}, router {'on' if run.get('router', run.get('small_talk_gate')) else 'off'}"
         rows += [row(f"{label}: schema-valid calls ({run['calls']})", run["schema_valid_pct"], "%"),
                  row(f"{label}: right tool + valid arguments", run["right_pct"], "%", f"{how}; {note}"),
                  row(f"{label}: right, English", run["right_en_pct"], "%"),
@@ -430,8 +430,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--temperatures", default="0.1,0.7")
     parser.add_argument("--no-grammar", action="store_true", help="send no grammar (the baseline)")
-    parser.add_argument("--no-small-talk-gate", action="store_true",
-                        help="let the model decide on small talk too (small_talk_gate = false)")
+    parser.add_argument("--no-router", action="store_true",
+                        help="let the model choose its tools alone (router = false)")
     parser.add_argument("--call-temperature", metavar="T|off",
                         help="the cap on the temperature of a step's first token and of its calls "
                              "(default: the server's, 0.1; off: everything at --temperatures)")
@@ -453,7 +453,7 @@ def main() -> None:
         return
     temps = tuple(float(t) for t in args.temperatures.split(","))
     runs = evaluate(temps, chosen, grammar=not args.no_grammar, data_dir=args.data_dir, profile=args.profile,
-                    gate=not args.no_small_talk_gate, calls=args.call_temperature)
+                    gate=not args.no_router, calls=args.call_temperature)
     summary = {label: {k: v for k, v in run.items() if k != "results"} for label, run in runs.items()}
     print(json.dumps(summary, indent=1, ensure_ascii=False))
     if args.out:

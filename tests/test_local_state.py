@@ -105,7 +105,7 @@ def test_the_repl_builds_the_prompt_state_before_the_first_message(embedded, fak
         [build] = fake_server.chat_requests()
         assert build.body["max_tokens"] == 1 and not build.body.get("stream")
         assert [e.message for e in ui.events if BUILDING in getattr(e, "message", "")]
-        core.run_turn("hello")
+        core.run_turn("which todos are still open?")  # a question for a tool: asked under the tool prompt
     finally:
         core.close()
     first = fake_server.chat_requests()[1].body

@@ -1,10 +1,9 @@
 """Small talk: a message that is nothing but greetings, thanks, farewells and pleasantries.
 
 Such a message needs no tool, yet the 0.5B model answered "Goodbye, see you tomorrow." with a
-call to ``get_weather`` whatever the prompt said (docs/LOCAL_MODEL.md, "Routing by the
-tools' cues"). ``is_small_talk`` is the pure test a provider in grammar mode uses to
-send the text-only grammar on the first step of such a turn (``small_talk_gate`` of a
-profile). A message is small talk when, after punctuation, emoji and case are set aside,
+call to ``get_weather`` whatever the prompt said (docs/LOCAL_MODEL.md, "How a tool is
+chosen"). ``is_small_talk`` is the pure test the words router (``repl/embedded/words.py``)
+uses to send such a turn to no tool, answered in text. A message is small talk when, after punctuation, emoji and case are set aside,
 it is made entirely of the phrases below (English and Chinese, in any order and number);
 anything left over ("Thanks! Now add milk to my todos", "你好，北京天气怎么样？") and it is not.
 """

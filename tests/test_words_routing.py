@@ -16,6 +16,7 @@ import pytest
 from repl.embedded.words import WordsRouter, _cued, followed, routed
 from repl.loop.routing import RouteRequest, route_request
 from repl.providers.base import ToolChoice
+from tests.test_routing import turn_after_weather  # one history: a weather turn, then a question
 from tools.calculator import make_calculator_tool
 from tools.files import make_file_tools
 from tools.notes import make_note_tools
@@ -431,14 +432,6 @@ def test_the_bench_user_tools_stay_without_cues() -> None:
 
 
 # ---------------------------------------------------------------- follow-ups
-
-
-def turn_after_weather(question: str) -> list[Any]:
-    call = {"id": "c1", "name": "get_weather", "arguments": '{"city": "Rome"}'}
-    return [{"role": "system", "content": "s"}, {"role": "user", "content": "Is it warm in Rome?"},
-            {"role": "assistant", "content": "", "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": '{"ok": true}'},
-            {"role": "assistant", "content": "Yes, 24 degrees."}, {"role": "user", "content": question}]
 
 
 @pytest.mark.parametrize("question", ["And in Paris?", "What about tomorrow?", "那上海呢？"])

@@ -1,2 +1,2 @@
-"""The embedded model's own parts that the hosted path never loads: the router that chooses a
-question's tools by meaning (``router.py``)."""
+"""The embedded model's routers, which the hosted path never loads: a question's tools chosen
+by the tools' words (``words.py``), then, where none is found, by their meaning (``router.py``)."""

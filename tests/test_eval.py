@@ -17,9 +17,10 @@ from typing import Any
 import pytest
 
 from repl.config.load import load_settings
-from repl.session.evaluate import CaseFileError, load_cases, run_model
+from repl.providers.base import ToolChoice
+from repl.session.evaluate import CaseFileError, load_cases, report_json, run_model, table
 from tests.fakeserver import FakeServer, Reply, call, slow_first_byte, text, tool_calls
-from tests.support import alive, glassloop_here, mcp_config_file
+from tests.support import TableRouter, alive, glassloop_here, mcp_config_file, route_with
 
 TOOL_FILE = '''
 from pathlib import Path
@@ -188,6 +189,83 @@ def test_jobs_run_cases_at_once_against_a_server(fake_server: FakeServer, home: 
         assert [o.ok for o in run.outcomes] == [True] * 8 and not run.error
         assert [o.case.message for o in run.outcomes] == [c.message for c in found]  # in the file's order
     assert at_once[1] == 1 and 2 <= at_once[4] <= 4, at_once
+
+
+ROUTED_CASES = """
+[[case]]
+id = "todos"
+message = "Which todos are open?"
+tool = "list_todos"
+
+[[case]]
+id = "weather"
+message = "Will it rain in Oslo?"
+tool = "get_weather"
+
+[[case]]
+id = "sum"
+message = "What is 2+2?"
+tool = "calculator"
+
+[[case]]
+id = "cued"
+message = "Add milk to my todos"
+tool = "add_todo"
+"""
+# the router's choices: a tool that scores above the expected one, the expected one, a tool
+# without the expected among the scores, and the tools' words without scores
+ROUTES = {
+    "Which todos are open?": ToolChoice("required", ("list_notes",), (("list_notes", 0.62), ("list_todos", 0.41),
+                                                                     ("none", 0.1)), 0.5, "meaning"),
+    "Will it rain in Oslo?": ToolChoice("required", ("get_weather",), (("get_weather", 0.8), ("none", 0.2)),
+                                        0.5, "meaning"),
+    "What is 2+2?": ToolChoice("none", (), (("none", 0.7), ("get_weather", 0.1)), 0.5, "meaning"),
+    "Add milk to my todos": ToolChoice("required", ("list_todos",), by='words "todos"'),
+}
+ROUTED_CALLS = {"Which todos are open?": tool_calls(call("list_notes", {})),
+                "Will it rain in Oslo?": tool_calls(call("get_weather", {"city": "Oslo"})),
+                "What is 2+2?": text("4."), "Add milk to my todos": tool_calls(call("list_todos", {}))}
+
+
+def test_each_case_says_how_its_tool_was_chosen_and_a_wrong_ones_margin(
+        fake_server: FakeServer, home: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("DATA", "STATE", "CONFIG"):
+        monkeypatch.setenv(f"XDG_{name}_HOME", home[f"XDG_{name}_HOME"])
+    route_with(monkeypatch, TableRouter(ROUTES))
+    cases = tmp_path / "cases.toml"
+    cases.write_text(ROUTED_CASES, encoding="utf-8")
+    config = tmp_path / "routed.toml"
+    config.write_text("[providers.openai]\nrouter = true\n", encoding="utf-8")
+
+    def model(body: dict[str, Any]) -> Reply:
+        question = next(m["content"] for m in body["messages"] if m["role"] == "user")
+        return text("Done.") if body["messages"][-1]["role"] == "tool" else ROUTED_CALLS[question]
+
+    fake_server.script(*[model] * 16)
+    where = {"base_url": fake_server.base_url, "weather": "sample", "todos_file": home["GLASSLOOP_TODOS_FILE"]}
+    routed = run_model(load_settings(where, cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test"}, config_file=config),
+                       load_cases(cases))
+    report = report_json([routed])
+    routing = {c["id"]: c["routing"] for c in report["cases"]}
+    assert routing["todos"] == {"by": "meaning", "top": [["list_notes", 0.62], ["list_todos", 0.41], ["none", 0.1]],
+                                "threshold": 0.5, "margin": pytest.approx(0.21)}
+    assert routing["weather"] == {"by": "meaning", "top": [["get_weather", 0.8], ["none", 0.2]],
+                                  "threshold": 0.5, "margin": None}  # right: no margin
+    assert routing["sum"]["margin"] == "not scored"  # calculator is not among the scores
+    assert routing["cued"] == {"by": 'words "todos"', "top": [], "threshold": 0.0, "margin": "words"}
+    failing = "\n".join(table(routed)).split("failing:")[1].strip().splitlines()
+    assert [line.strip() for line in failing] == [
+        "todos 'Which todos are open?': expected list_todos, called list_notes {}",
+        "routed by meaning: list_notes 0.62, list_todos 0.41, none 0.10 (needs 0.50); margin +0.21",
+        "sum 'What is 2+2?': expected calculator, called no tool",
+        "routed by meaning: none 0.70, get_weather 0.10 (needs 0.50); margin not scored",
+        "cued 'Add milk to my todos': expected add_todo, called list_todos {}",
+        'routed by words "todos"; margin words']
+
+    fake_server.script(*[model] * 16)  # a profile without a router: nothing routed, nothing said
+    plain = run_model(load_settings(where, cwd=tmp_path, env={"OPENAI_API_KEY": "sk-test"}), load_cases(cases))
+    assert [c["routing"] for c in report_json([plain])["cases"]] == [None] * 4
+    assert not any(line.strip().startswith("routed") for line in table(plain))
 
 
 REAL_CASES = "".join(f'[[case]]\nmessage = "{message}"\ntool = "{tool}"\nlang = "{lang}"\n\n' for message, tool, lang in [

@@ -38,6 +38,7 @@ from repl.loop.events import (
     EventLog,
     ModelUsage,
     Notice,
+    Routed,
     ToolCallFinished,
     TurnFinished,
     WireRecord,
@@ -234,6 +235,7 @@ class Outcome:
     output_tokens: int = 0
     steps: int = 0
     stopped_by: str = ""
+    routing: dict[str, Any] | None = None  # how the first call's tools were chosen; None: no router
 
     @property
     def ok(self) -> bool:
@@ -247,7 +249,7 @@ class Outcome:
                 "answer_ok": self.answer_ok, "calls": self.calls, "answer": self.answer, "error": self.error,
                 "seconds": round(self.seconds, 3), "first_step_s": self.first_step_s,
                 "input_tokens": self.input_tokens, "output_tokens": self.output_tokens, "steps": self.steps,
-                "stopped_by": self.stopped_by}
+                "stopped_by": self.stopped_by, "routing": self.routing}
 
 
 def judge(case: Case, model: str, log: EventLog, finished: TurnFinished | None, failure: str,
@@ -285,7 +287,23 @@ def judge(case: Case, model: str, log: EventLog, finished: TurnFinished | None, 
             not case.result_contains or _holds(_text(result), case.result_contains))
     if case.answer_contains:
         out.answer_ok = _holds(out.answer, case.answer_contains)
+    if routed := log.of(Routed):
+        out.routing = _routing(routed[0], case, first["name"] if first else "none", out.right_tool)
     return out
+
+
+def _routing(routed: Routed, case: Case, chosen: str, right: bool) -> dict[str, Any]:
+    """The router's decision for the first call; for a wrong first call the margin: the chosen's
+    score minus the expected tool's ("none" for no call), "not scored" when either is not among
+    the scores, "words" when the tools' words decided without scores."""
+    top = [[name, round(score, 4)] for name, score in routed.top[:3]]
+    margin: float | str | None = None
+    if not right:
+        scores = dict(routed.top)
+        expected = [scores[t] for t in case.tools or ("none",) if t in scores]
+        margin = ("words" if not scores else "not scored" if not expected or chosen not in scores
+                  else round(scores[chosen] - max(expected), 4))
+    return {"by": routed.by, "top": top, "threshold": round(routed.threshold, 4), "margin": margin}
 
 
 def _strict_json(raw: Any) -> Any:
@@ -545,8 +563,21 @@ def table(run: ModelRun) -> list[str]:
     failing = [o for o in done if not o.ok]
     if failing:
         lines.append("  failing:")
-        lines += [f"    {_failure(o)}" for o in failing]
+        for o in failing:
+            lines.append(f"    {_failure(o)}")
+            if o.routing is not None and not o.right_tool:
+                lines.append(f"      {_routed(o.routing)}")
     return lines
+
+
+def _routed(routing: dict[str, Any]) -> str:
+    """A wrong case's routing in one line: "routed by meaning: list_notes 0.62, none 0.20
+    (needs 0.50); margin +0.51"."""
+    scores = ", ".join(f"{one_line(name, 40)} {score:.2f}" for name, score in routing["top"])
+    margin = routing["margin"]
+    said = f"{margin:+.2f}" if isinstance(margin, float) else margin
+    head = f"routed by {one_line(routing['by'], 40) or '-'}"
+    return f"{head}: {scores} (needs {routing['threshold']:.2f}); margin {said}" if scores else f"{head}; margin {said}"
 
 
 def _failure(o: Outcome) -> str:

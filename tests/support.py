@@ -426,3 +426,12 @@ def route_with(monkeypatch: pytest.MonkeyPatch, router: Any) -> Any:
 
     monkeypatch.setattr(core, "Routing", lambda *args, **kwargs: Routing(router))
     return router
+
+
+def turn_after_weather(question: str) -> list[Any]:
+    """A history: a weather question, its call and answer, then ``question`` (a follow-up)."""
+    call = {"id": "c1", "name": "get_weather", "arguments": '{"city": "Rome"}'}
+    return [{"role": "system", "content": "s"}, {"role": "user", "content": "Is it warm in Rome?"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": '{"ok": true}'},
+            {"role": "assistant", "content": "Yes, 24 degrees."}, {"role": "user", "content": question}]

@@ -24,7 +24,7 @@ from repl.providers.base import ToolChoice
 from repl.providers.dialect import Dialect
 from repl.providers.grammar import PROSE_GRAMMAR, PROSE_ZH_GRAMMAR, without_han
 from tests.fakeserver import text
-from tests.support import TableRouter, route_with
+from tests.support import TableRouter, route_with, turn_after_weather
 from tools.calculator import make_calculator_tool
 from tools.files import make_file_tools
 from tools.notes import make_note_tools
@@ -173,14 +173,6 @@ def test_without_a_router_a_greeting_goes_with_the_tool_grammar_on_the_wire(fake
 
 
 # ---------------------------------------------------------------- follow-ups
-
-
-def turn_after_weather(question: str) -> list[Any]:
-    call = {"id": "c1", "name": "get_weather", "arguments": '{"city": "Rome"}'}
-    return [{"role": "system", "content": "s"}, {"role": "user", "content": "Is it warm in Rome?"},
-            {"role": "assistant", "content": "", "tool_calls": [call]},
-            {"role": "tool", "tool_call_id": "c1", "name": "get_weather", "content": '{"ok": true}'},
-            {"role": "assistant", "content": "Yes, 24 degrees."}, {"role": "user", "content": question}]
 
 
 @pytest.mark.parametrize("question", ["And in Paris?", "What about tomorrow?", "那上海呢？"])

@@ -16,7 +16,7 @@ import pytest
 from repl.embedded.words import WordsRouter, _cued, followed, routed
 from repl.loop.routing import RouteRequest, route_request
 from repl.providers.base import ToolChoice
-from tests.test_routing import turn_after_weather  # one history: a weather turn, then a question
+from tests.support import turn_after_weather
 from tools.calculator import make_calculator_tool
 from tools.files import make_file_tools
 from tools.notes import make_note_tools

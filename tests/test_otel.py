@@ -183,3 +183,27 @@ def test_with_export_off_nothing_is_sent_and_the_sdk_is_never_imported(fake_serv
 ])
 def test_the_endpoint_is_the_setting_then_the_standard_variables(endpoint, env, expected):
     assert endpoint_for(endpoint, env) == expected
+
+
+def test_a_denied_side_effect_carries_its_approval_as_span_events(fake_server, home, receiver):
+    fake_server.script(tool_calls(call("add_todo", {"title": "call mum"}, id="call_b")), text("Not added."))
+    env = {**home, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+    result = glassloop_here("ask", "add a todo: call mum", "--otel", "--base-url", fake_server.base_url, env=env)
+    assert result.returncode == 0, result.stderr
+    tool = next(s for s in receiver.spans if s.name == "execute_tool add_todo")
+    events = {e.name: _attributes(e) for e in tool.events}
+    assert list(events) == ["approval_requested", "approval_decided"]
+    assert events["approval_decided"]["allowed"] is False
+    seen = _attributes(tool)
+    assert seen["glassloop.tool.ok"] is False and seen["error.type"] == seen["glassloop.tool.outcome"] != "ok"
+    assert tool.status.code == tool.status.STATUS_CODE_ERROR
+
+
+def test_without_the_extra_one_line_names_it_and_the_turn_answers(fake_server, home, monkeypatch):
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # as if not installed
+    _script(fake_server)
+    result = glassloop_here("ask", QUESTION, "--otel", "--base-url", fake_server.base_url, env=home)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ANSWER
+    said = [line for line in result.stderr.splitlines() if "otel extra" in line]
+    assert len(said) == 1 and "Traceback" not in result.stderr, result.stderr

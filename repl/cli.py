@@ -98,9 +98,11 @@ CallOpt = Annotated[list[str] | None, typer.Option("--call", help="Run this tool
 
 def _option(name: str, spec: Spec) -> inspect.Parameter:
     numeric = spec.kind in ("int", "float")
-    option = typer.Option("--" + name.replace("_", "-"), help=spec.meta.cli,
-                          min=spec.minimum if numeric and spec.minimum else None)
-    kind = {"int": int, "float": float}.get(spec.kind, str)
+    flag = "--" + name.replace("_", "-")
+    if spec.kind == "bool":  # --otel / --no-otel
+        flag += "/--no-" + name.replace("_", "-")
+    option = typer.Option(flag, help=spec.meta.cli, min=spec.minimum if numeric and spec.minimum else None)
+    kind = {"int": int, "float": float, "bool": bool}.get(spec.kind, str)
     return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
                              annotation=Annotated[kind | None, option])
 

@@ -279,6 +279,11 @@ class Settings:
     trace_dir: Path = setting(Path(), key="trace.dir", flag="trace_dir", empty=("state", "traces"))
     trace_raw: bool = setting(True, key="trace.raw")  # each model call's request and response bodies
     trace_raw_max_kb: int = setting(2048, key="trace.raw_max_kb", minimum=1)  # per session, oldest dropped
+    # OpenTelemetry spans of each turn, to an OTLP/HTTP collector (the otel extra)
+    otel_export: bool = setting(False, key="otel.export", flag="otel",
+                                cli="Export each turn as OpenTelemetry spans ([otel] endpoint).")
+    otel_endpoint: str = setting("", key="otel.endpoint", url=True)  # "": the OTEL_EXPORTER_OTLP_* variables
+    otel_content: bool = setting(False, key="otel.content")  # messages and tool arguments in the spans
     # an MCP server's time to start and list its tools; the first turn (REPL or ask) waits for it that long
     mcp_startup_timeout_s: float = setting(10.0, key="mcp.startup_timeout_s", minimum=0.1)
     mcp_servers: dict[str, dict[str, Any]] = setting(factory=dict, key="mcp.servers", named=McpServer)

@@ -72,6 +72,7 @@ from tools.undo import Reverted, revert
 
 if TYPE_CHECKING:
     from repl.session.user_hooks import UserHooks
+    from repl.tracing.otel import OtelExport
     from repl.tracing.trace import Trace
     from tools.mcp_client import McpManager
     from tools.registry import Registry
@@ -195,6 +196,14 @@ class SessionCore:
         self.bus.subscribe(self._to_journal)
         self.trace: Trace | None = None
         self._open_trace()
+        self.otel: OtelExport | None = None
+        if self.settings.otel_export and self.door.trace:  # the SDK is imported only then
+            from repl.tracing.otel import open_otel
+
+            self.otel = open_otel(self.settings, lambda: self.session_id, redactor_for(self.settings),
+                                  self._background_notice)
+            if self.otel is not None:
+                self.bus.subscribe(self.otel)
         self.journal: Journal | None = None
         self.mcp: McpManager | None = None  # once started, with servers configured
         self.mcp_start: McpStart | None = None  # the servers as the first turn found them
@@ -463,6 +472,9 @@ class SessionCore:
     def close(self, *, detach: bool = False) -> None:
         """Everything the session holds; ``detach``: MCP servers still running stop on their own
         (ask's exit does not wait for them)."""
+        if self.otel is not None:  # first: a collector that is down is told while the trace is open
+            self.otel.close()
+            self.otel = None
         self._close_provider()
         if self.mcp is not None:
             self.mcp.close(detach=detach)

@@ -92,7 +92,7 @@ def test_the_extras_list_exactly_the_part_packages_and_ci_installs_only_the_smal
         if spec is LARGE_MODEL:
             assert all(d.endswith("==0.2.0") for d in parts)
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
-    assert "'.[local,mcp,dev]'" in makefile and "local-large" not in makefile
+    assert "'.[local,mcp,otel,dev]'" in makefile and "local-large" not in makefile
     assert "local-large" not in (ROOT / ".ci" / "run").read_text(encoding="utf-8")
 
 

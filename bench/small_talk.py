@@ -1,10 +1,10 @@
 """Chinese small talk on the embedded model: ``python -m bench.small_talk [--set dev|heldout|heldout2]``.
 
 Each message (greetings, thanks, goodbyes: all of them small talk to ``smalltalk.is_small_talk``)
-goes through ``glassloop ask`` in a fresh folder, as a newcomer's first message would. A reply
-counts as a refusal when it says it cannot help ("抱歉，我无法…"), as the note when it repeats
-the small-talk note of the request, and as Chinese when its first character is Chinese. The
-sets were written before the note was chosen; the note was chosen on ``dev`` alone.
+goes through ``glassloop ask`` in a fresh folder, as a newcomer's first message would, and is
+answered in text under the chat prompt (the words router sends small talk to no tool). A reply
+counts as a refusal when it says it cannot help ("抱歉，我无法…"), and as Chinese when its first
+character is Chinese.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 from bench.local_model import cli_turn
-from repl.providers.dialect import SMALL_TALK_ZH_NOTE
 from repl.providers.smalltalk import is_small_talk
 from repl.providers.weights import BUNDLED, ensure_model
 
@@ -40,7 +39,7 @@ def main() -> None:
     parser.add_argument("--profile", default="local")
     args = parser.parse_args()
     messages = SETS[args.set]
-    assert all(map(is_small_talk, messages)), "every message must be small talk to the gate"
+    assert all(map(is_small_talk, messages)), "every message must be small talk to the words router"
     with tempfile.TemporaryDirectory(prefix="small-talk-") as folder:
         work = Path(folder)
         model = ensure_model(work / "data", spec=BUNDLED[args.profile])
@@ -49,13 +48,13 @@ def main() -> None:
             done = cli_turn(model, work, message, args.profile) or {}
             answer = str((done.get("result") or {}).get("answer") or done.get("error") or "")
             row = {"message": message, "answer": answer, "refusal": bool(_REFUSAL.search(answer)),
-                   "note": SMALL_TALK_ZH_NOTE[1:3] in answer, "chinese": bool(_HAN.match(answer.lstrip())),
+                   "chinese": bool(_HAN.match(answer.lstrip())),
                    "seconds": round(done.get("wall_s") or 0.0, 1)}
             rows.append(row)
             print(json.dumps(row, ensure_ascii=False), flush=True)
     summary = {"set": args.set, "profile": args.profile, "time": time.strftime("%Y-%m-%d %H:%M"),
                "load_before": load, "load_after": os.getloadavg()[0], "messages": len(rows),
-               "refusals": sum(r["refusal"] for r in rows), "note_repeated": sum(r["note"] for r in rows),
+               "refusals": sum(r["refusal"] for r in rows),
                "in_chinese": sum(r["chinese"] for r in rows)}
     print(json.dumps(summary, ensure_ascii=False))
 

@@ -56,7 +56,7 @@ class Tool:
     examples: tuple[str, ...] = ()
     # Words by meaning, in any language, that show a request wants this tool ("rain",
     # "umbrella", "下雨"): a small model is offered only the tools a request's words point to
-    # (repl/providers/dialect.py, routed); none: the first sentence of the description stands in. With
+    # (repl/embedded/words.py, routed); none: the first sentence of the description stands in. With
     # NUMBER_CUE among them, the others count only in a question that gives a number; DUE_CUE
     # is found where something must be done by a day.
     cues: tuple[str, ...] = ()

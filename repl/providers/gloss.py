@@ -1,7 +1,7 @@
 """Words people say for what a tool's description names, by meaning, in English and Chinese.
 
 A tool without cues of its own (an MCP tool, a user's tool written without ``cues=``) is routed
-by the words of its description's first sentence (``dialect.routed``). Those words are English
+by the words of its description's first sentence (``repl.embedded.words.routed``). Those words are English
 and formal: "Get current time in a specific timezone" is found in "What time is it in Lima?"
 but not in "利马现在几点？", and "Convert an amount of money from one currency to another" not in
 "50 dollars in euros". ``widened`` adds, for each such word this table knows, the everyday words
@@ -25,7 +25,7 @@ GLOSS: dict[str, tuple[str, ...]] = {
              "morning or", "day or night", "decent hour", "asleep", "gone to bed", "what hour", "already morning",
              "already night", "wake", "几点", "时间", "钟点", "这个点", "这会儿", "白天", "半夜", "凌晨", "还在上班",
              "下班了没", "上班时间"),
-    # a generic word of a description: found only beside a topic's (``dialect.routed``)
+    # a generic word of a description: found only beside a topic's (``repl.embedded.words.routed``)
     "current": ("now", "right now", "by now", "at the moment", "currently", "现在", "此刻", "这个点", "这会儿", "眼下"),
     "clock": ("o'clock", "几点", "时钟"),
     "timezone": ("time zone", "时区", "几点"),
@@ -104,7 +104,7 @@ GLOSS: dict[str, tuple[str, ...]] = {
 
 # the verb of a tool's name ("add" of add_todo, "search" of search_notes) -> words people use
 # for that action. Said together with a word for the thing the name ends with ("save a note",
-# "添加一个待办", "mark todo 3 as done"), they point to that tool (``dialect.routed``). Only
+# "添加一个待办", "mark todo 3 as done"), they point to that tool (``repl.embedded.words.routed``). Only
 # actions whose words are no state or question: "done" and 完成 also ask which are finished,
 # "which" and 哪些 also ask which file mentions something, so "complete" and "list" have none of
 # them; nor "make" ("make a list of my todos"). Chinese words are two characters or more (记 is

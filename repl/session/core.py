@@ -459,7 +459,8 @@ class SessionCore:
         if self._provider is None:
             self.start_provider()
         self.start_user_tools()
-        self.warm_router()
+        if self.interactive:  # while a person types; ask loads it only for a question that needs it
+            self.warm_router()
 
     def start_mcp(self) -> None:
         """Connect the configured MCP servers in the background (no-op without any)."""

@@ -245,7 +245,7 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
 
     @tool(examples=("what files live here", "contents of the docs dir", "当前目录下有哪些文件", "看看 src 里都有什么文件"),
           cues=("folder", "directory", "dir", "ls", "in here", "files here", "which files are", "lying around",
-                "in this project", "what documents", "workspace",
+                "what documents", "workspace",
                 "目录", "文件夹", "哪些文件", "这里有什么", "哪些文档", "什么文档", "哪些资料", "放了哪些"))
     def list_files(path: str = ".", glob: str = "*") -> dict:
         """List files and folders in the current folder or one below it.

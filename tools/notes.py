@@ -53,7 +53,7 @@ def make_note_tools(path: Path) -> list[Tool]:
           side_effects=True, preview=preview_add,
           cues=("note down", "jot down", "jot this", "jot that", "write down", "write this down", "take a note",
                 "remember that", "remember this",
-                "keep this", "save this", "for later", "keep in mind", "put that down", "put it down",
+                "keep this", "save this", "for later", "keep in mind", "put it down",
                 "记一下", "记住", "记下来", "写下来", "记个笔记", "备忘", "记着", "帮我记", "存一下", "替我存", "帮我存"))
     def add_note(text: str, tags: list[str] | None = None) -> dict:
         """Save a short note for later. Use when the user asks to note or remember a fact
@@ -80,8 +80,8 @@ def make_note_tools(path: Path) -> list[Tool]:
 
     @tool(examples=("gym fee: did I jot that?", "scan notes for visa stuff", "我之前记过车位号码吗", "在笔记里找一下关于签证的内容"),
           cues=("did i note", "in my notes", "noted", "wrote down", "jotted", "scribbled", "didn't i write",
-                "didn't i put", "didn't i save", "didn't i note", "i saved", "saved somewhere", "put down somewhere",
-                "did i save", "did i ever save", "where i put", "did i write", "did i write down", "didn't i write down", "did i note down",
+                "didn't i save", "didn't i note", "i saved", "saved somewhere", "put down somewhere",
+                "did i save", "did i write", "did i note down",
                 "didn't i note down",
                 "记过", "记了", "笔记里", "备忘", "记在哪", "存过", "记下的", "写过", "存的", "随手写", "随手记"))
     def search_notes(query: str) -> dict:

@@ -66,8 +66,8 @@ class Tool:
 
 
 # A cue that is no word: the tool's other cues are found only in a question that gives a number
-# (the calculator: "how many" asks it for "How many boxes are 24 and 17?", not for "How many
-# bones are in the human body?")
+# (the calculator: "how many" asks it for "How many boxes are 24 and 17?", not for a count of
+# things in the world)
 NUMBER_CUE = "<number>"
 # A cue that is no word: found when a question says something must be done by a day ("by
 # Friday I have to...", "月底前要交..."), the mark of a todo (a note has no due date)

@@ -224,8 +224,8 @@ def make_todo_tools(path: Path) -> list[Tool]:
 
     @tool(examples=("which chores remain undone", "show my open tasks", "anything overdue?", "我的待办清单里还剩什么", "列出所有高优先级的任务"),
                     cues=("todo", "task", "to-do", "to do list", "still open", "unfinished", "pending", "left to do",
-                "on my plate", "putting off", "backlog", "on the hook", "get done", "haven't done", "haven't finished",
-                "haven't ticked", "haven't crossed", "haven't checked off", "haven't gotten to", "left for me", "what's due", "promised to", "i promised", "got left",
+                "putting off", "backlog", "get done", "haven't done", "haven't finished",
+                "haven't ticked", "haven't crossed", "haven't checked off", "haven't gotten to", "what's due", "promised to", "i promised", "got left",
                 "marked urgent",
                 "待办", "任务", "没完成", "没做完", "还没做", "没干", "要做的事", "没办完", "没弄完", "没收尾", "手头还有", "手上还有",
                 "待处理", "没搞定", "没勾", "没划掉", "没处理", "还剩哪些", "答应了要", "答应过"))
@@ -273,9 +273,9 @@ def make_todo_tools(path: Path) -> list[Tool]:
     @tool(examples=("task list: renew my ID card", "rent: due Monday, track it", "new task: email Greg, urgent", "帮我记个待办：周六去洗车", "下周之前要把简历改好，加到任务里"),
           side_effects=True, preview=_previewer(path, _add),
           cues=("remind me", "don't forget", "do not forget", "add a task", "add a todo", "new task",
-                "need to remember to", "high priority", "low priority", DUE_CUE, "let me forget", "forget to", "never remember to",
+                "need to remember to", "high priority", "low priority", DUE_CUE, "forget to",
                 "help me remember to", "slip my mind", "slip through", "slipping through", "slips my mind", "slip past",
-                "set a reminder", "mark it urgent", "on my list", "to my list", "meaning to", "put that down", "put it down",
+                "set a reminder", "on my list", "to my list", "meaning to", "put it down",
                 "提醒我", "别忘了", "记得要", "加个待办", "添加任务", "新任务", "优先级", "别让我忘", "提个醒", "帮我记", "记上",
                 "挂个提醒"))
     def add_todo(title: str, detail: str = "", priority: Priority = "medium",
@@ -318,7 +318,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
         return _commit(path, _update, dict(todo_id=todo_id, title=title, detail=detail,
                                             priority=priority, due=due, tag=tag, status=status))
 
-    @tool(examples=("laundry's finished, check it off", "item 6 is done now", "第一项已经搞定了", "把洗车那个任务勾掉"),
+    @tool(examples=("laundry's finished, check it off", "item 6 is done now", "第二项我弄完了", "把洗车那个任务勾掉"),
           side_effects=True, preview=_previewer(path, _complete),
           cues=("mark it done", "mark as done", "finished", "completed", "tick off", "做完了", "完成了", "搞定了"))
     def complete_todo(todo_id: str | int) -> dict:

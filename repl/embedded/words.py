@@ -114,7 +114,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
         # "times" not "the third time"). Words taken from a description may be either.
         singular = own is None
         if own is not None and NUMBER_CUE in own and not numbered:
-            own = ()  # "How many bones are in the human body?" is no sum
+            own = ()  # a count of things in the world is no sum
         if own is None:
             words = _CUE_WORD.findall(str(tool.get("description") or "").split(". ")[0].casefold())
             own = widened(w for w in words if len(w) >= 3 and w not in _GENERIC)
@@ -131,8 +131,8 @@ def _cued(question: str, tools: Sequence[ToolSchema],
         topic = [cue for cue in topic if not any(cue != other and cue in other for other in topic)
                  and not any(_within(cue.casefold(), phrase) for phrase in phrases if phrase != cue.casefold())]
         tipped = [cue for cue in dict.fromkeys(modifiers) if found(cue, singular)] if topic else []
-        # quoted words are something to find: beside a topic they tip it to a search tool ("which
-        # documents in here mention 'deadline'": search_files over the folder's "in here")
+        # quoted words are something to find: beside a topic they tip it to a search tool (a question
+        # for the files here that hold a quoted word: search_files over the folder's "here")
         if quoted and topic and _name_words(tool["name"])[0] == "search":
             tipped.append(quoted[0])
         action = _action(tool["name"], lambda cue: found(cue, True))
@@ -174,7 +174,7 @@ def _action(name: str, found: Callable[[str], bool]) -> list[str]:
     return [verb, noun] if verb and noun else []
 
 
-# a title or quoted words are named, not said: "孙燕姿的《雨天》" asks no weather, "“时间都去哪儿了”这首歌"
+# a title or quoted words are named, not said: "孙燕姿的《雨天》" asks no weather, "《时间》这本书"
 # no clock; a quoted file name ('plan.md', "receipts/发票.txt") stays. At most 200 characters: a
 # paste of unclosed quotes is then searched in linear time (unbounded, 50,000 “ took 6.7 s)
 _QUOTED = re.compile(r"《[^》]{0,200}》|“[^”]{0,200}”|「[^」]{0,200}」|\"[^\"]{0,200}\"|(?<!\w)'[^']{0,200}'(?!\w)")

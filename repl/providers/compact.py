@@ -10,7 +10,7 @@ tools, MCP), and keeps every non-empty value: ids, titles, statuses, numbers.
   empty list of the result itself: ``todos (0): none`` (with "count: 0" alone the 0.5B model
   repeated the question instead of saying there is nothing).
 - A ``count`` equal to the length of a list beside it is dropped: the list's line says it
-  (``todos (3):``). With "count: 3" first, the 0.5B model answered "what's on my plate?" with
+  (``todos (3):``). With "count: 3" first, the 0.5B model answered a question about open tasks with
   "there are 3 todos" instead of naming them.
 - A failure stays explicit: ``error (not_found): no todo todo-9``.
 - Scalars: one ``key: value`` line each.

@@ -65,7 +65,7 @@ AFTER_RESULTS = (
     "Do not repeat the tool call."
 )
 # ... after results that list records (``listed_results``): told only that, the 0.5B model
-# answered "What's in this folder?" with "there are 4 files"; after every result it named
+# answered a question about the folder's files with "there are 4 files"; after every result it named
 # items, and after a refused add_todo it made up a list (docs/BENCHMARKS.md)
 AFTER_LISTS = (
     "Tell me in plain words what the tool results above say, naming each item they list. "
@@ -80,11 +80,11 @@ IN_CHINESE = " 请用中文回答。"
 # question's language 93.8% -> 100%, refusals after a result 4 -> 0; docs/BENCHMARKS.md)
 CHINESE_LEAD = "根据工具结果，"
 # After results that list nothing (``empty_results``) the answer begins by saying so: after
-# "notes (0): none" the 0.5B model answered "护照哪年到期来着？" with a date it made up.
+# "notes (0): none" the 0.5B model answered a question about a passport with a date it made up.
 EMPTY_LEAD = "The tool results above show no "
 CHINESE_EMPTY_LEAD = CHINESE_LEAD + "没有找到"
 # After results that list records (``listed_results``) an English answer begins with these
-# words: answered from prose alone, the 0.5B model wrote "What's still on my plate this week?"
+# words: answered from prose alone, the 0.5B model wrote its answer to a question about open tasks
 # as the todos' objects ("{ id: todo-001, ...") or, held to prose, "Mark the item as done."
 LIST_LEAD = "The tool results above list "
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
@@ -177,7 +177,7 @@ class Dialect:
         With ``route``, the first step of a question follows the router's ``choice``: "required"
         is a call to one of the tools it allows (one call, or up to four when the question may
         name several things: ``_SEVERAL``); "none" is text with ``unmatched_text`` (left free, the
-        0.5B model called list_todos for chat such as "Haha, you're pretty quick"); "auto" is a
+        0.5B model called list_todos for chat such as a compliment); "auto" is a
         call to one of the tools it allows, or text. A step after results is text. The 0.5B
         model answered most Chinese requests in text without a call ("抱歉，我无法提供实时的
         天气信息。"), and after a result called one tool after another (docs/BENCHMARKS.md).

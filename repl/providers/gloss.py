@@ -2,9 +2,9 @@
 
 A tool without cues of its own (an MCP tool, a user's tool written without ``cues=``) is routed
 by the words of its description's first sentence (``repl.embedded.words.routed``). Those words are English
-and formal: "Get current time in a specific timezone" is found in "What time is it in Lima?"
+and formal: "Get current time in a specific timezone" is found in "Which time is it in Lima now?"
 but not in "利马现在几点？", and "Convert an amount of money from one currency to another" not in
-"50 dollars in euros". ``widened`` adds, for each such word this table knows, the everyday words
+"50 dollars as euros". ``widened`` adds, for each such word this table knows, the everyday words
 of the same meaning. It is a small general dictionary of what tools are commonly about, not a
 list of any evaluation's requests; a tool whose topic it lacks is routed by its own words alone,
 and its author can give it cues.
@@ -20,9 +20,9 @@ from collections.abc import Iterable
 # description word (singular, lower case) -> words of the same meaning people use
 GLOSS: dict[str, tuple[str, ...]] = {
     # time and dates
-    "time": ("o'clock", "what time", "too late", "too early", "middle of the night", "daytime", "by now",
-             "still up", "awake", "still at the office", "still at work", "business hours", "office hours",
-             "morning or", "day or night", "decent hour", "asleep", "gone to bed", "what hour", "already morning",
+    "time": ("o'clock", "what time", "too late", "too early", "daytime", "by now",
+             "still up", "awake", "still at work", "business hours", "office hours",
+             "morning or", "day or night", "decent hour", "asleep", "what hour", "already morning",
              "already night", "wake", "几点", "时间", "钟点", "这个点", "这会儿", "白天", "半夜", "凌晨", "还在上班",
              "下班了没", "上班时间"),
     # a generic word of a description: found only beside a topic's (``repl.embedded.words.routed``)
@@ -48,7 +48,7 @@ GLOSS: dict[str, tuple[str, ...]] = {
     "budget": ("spending", "预算", "开销"),
     # shopping and food
     "shopping": ("groceries", "grocery", "supermarket", "store", "shop", "ran out of", "run out of", "running low",
-                 "we're out of", "running out", "pick some up", "pick up some", "购物", "超市", "要买", "得买", "采购", "买东西", "买菜", "用完了",
+                 "running out", "pick up some", "购物", "超市", "要买", "得买", "采购", "买东西", "买菜", "用完了",
                  "见底"),
     "buy": ("purchase", "要买", "买些", "买点", "购买"),
     "recipe": ("cook", "how to make", "菜谱", "食谱", "做法"),
@@ -122,7 +122,7 @@ ACTIONS: dict[str, tuple[str, ...]] = {
 
 
 # cue -> words and phrases that hold it and mean something else: a cue is not found inside one
-# ("冷笑话" is a corny joke, not cold weather; "the third time this week" asks no clock). General
+# ("冷笑话" is a corny joke, not cold weather; "the second time today" asks no clock). General
 # language, for the cues that have such senses, not any evaluation's requests.
 NOT_MEANT: dict[str, tuple[str, ...]] = {
     "冷": ("冷笑话", "冷笑", "冷知识", "冷静", "冷门", "冷漠", "冷淡", "冷落", "冷场", "冷战", "冷眼", "冷藏", "冷冻",
@@ -141,7 +141,7 @@ NOT_MEANT: dict[str, tuple[str, ...]] = {
     "hot": ("hot dog", "hot take", "hot topic", "hot sauce", "hot pot", "hot tub"),
     "wind": ("wind down", "wind up", "winding"),
     "forecast": ("economic forecast", "sales forecast", "revenue forecast", "budget forecast", "market forecast",
-                 "growth forecast", "forecast for the economy", "forecast for growth", "forecast for sales"),
+                 "growth forecast", "forecast for growth", "forecast for sales"),
     "半夜": ("到半夜",),
 }
 

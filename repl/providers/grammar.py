@@ -56,7 +56,7 @@ ANSWER_GRAMMAR = "root ::= answer\n" + _ANSWER.lstrip()
 # model answered with one of them as an object ("{\n  id: todo-002, ...").
 PROSE_GRAMMAR = r"root ::= [^{[<`\x00-\x20] answer-piece*" + "\n" + _ANSWER.lstrip()
 # ... to a question in Chinese that no tool answers (chat, general knowledge): it begins in
-# Chinese. Under a chat prompt in English the 0.5B model answered "周末终于能睡个懒觉了" in English.
+# Chinese. Under a chat prompt in English the 0.5B model answered a Chinese remark about the weekend in English.
 PROSE_ZH_GRAMMAR = r"root ::= [\u3001-\u303f\u3400-\u9fff\uff01-\uff5e] answer-piece*" + "\n" + _ANSWER.lstrip()
 # Chinese characters and punctuation, full-width forms: what an answer to a question without
 # any Chinese leaves out (without_han)
@@ -200,12 +200,12 @@ def _mentioned_only(tool: ToolSchema, question: str, days: list[str]) -> ToolSch
       "提醒我周五前…" got due "2026-12-05", a Saturday, from the 0.5B model. The tool turns the
       words into a date. When it is the tool's only such property, a call must give it.
     - a property with choices (``enum``) whose value the question says (``said_value``: "high
-      priority", "mark it urgent", "优先级放低点") must be given that value: offered the
+      priority", "make it urgent", "优先级放低点") must be given that value: offered the
       priority, the 0.5B model left it at its default for "…, high priority".
     - a superlative ranks, it does not choose (``_SUPERLATIVE``): "the highest-priority one",
       "the most urgent", "优先级最高的" ask which of the items comes first, so the words in one
-      neither say a choice nor offer its property. Offered the priority for "Which todos are not
-      done yet? Explain the highest-priority one.", the 0.5B model listed the high ones only;
+      neither say a choice nor offer its property. Offered the priority for a question asking for the open
+      todos and the highest-priority one explained, the 0.5B model listed the high ones only;
       "most urgent" would have listed the urgent ones only, none when there are none."""
     parameters = tool["parameters"]
     if not isinstance(properties := parameters.get("properties"), dict):

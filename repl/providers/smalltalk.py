@@ -1,11 +1,11 @@
 """Small talk: a message that is nothing but greetings, thanks, farewells and pleasantries.
 
-Such a message needs no tool, yet the 0.5B model answered "Goodbye, see you tomorrow." with a
+Such a message needs no tool, yet the 0.5B model answered a goodbye with a
 call to ``get_weather`` whatever the prompt said (docs/LOCAL_MODEL.md, "How a tool is
 chosen"). ``is_small_talk`` is the pure test the words router (``repl/embedded/words.py``)
 uses to send such a turn to no tool, answered in text. A message is small talk when, after punctuation, emoji and case are set aside,
 it is made entirely of the phrases below (English and Chinese, in any order and number);
-anything left over ("Thanks! Now add milk to my todos", "你好，北京天气怎么样？") and it is not.
+anything left over ("Thanks! And what about the weather?", "你好，帮我算一下") and it is not.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ _EN = [
     r"(good )?night", r"sleep well", r"farewell",
 ]
 # Words that only address or time the phrase around them: "hi there", "thanks again, friend",
-# "see you tomorrow", "that's all for now".
+# "see you soon", "that is all".
 _EN_FILLER = [
     r"there", r"again", r"everyone", r"everybody", r"all", r"friend", r"buddy", r"mate", r"pal",
     r"assistant", r"bot", r"glassloop", r"dear", r"guys", r"folks", r"so much", r"very much",

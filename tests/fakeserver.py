@@ -80,6 +80,7 @@ class Reply:
     # value; on the Responses route a (name, data) pair or a dict whose "type" names it.
     raw_events: tuple[Any, ...] | None = None
     headers: tuple[tuple[str, str], ...] = ()  # sent with the answer (a fault's or the stream's)
+    model: str | None = AUTO  # the model the answer names: AUTO the one asked for; None: no field
 
 
 Scripted = Reply | Callable[[dict[str, Any]], Reply]
@@ -565,7 +566,7 @@ def _call_fragments(calls: list[dict[str, Any]], size: int) -> list[dict[str, An
 
 def chat_events(fake: FakeServer, reply: Reply, body: dict[str, Any]) -> list[str]:
     base = {"id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": int(time.time()),
-            "model": body.get("model") or fake.model}
+            **answered_model(fake, reply, body)}
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
@@ -580,6 +581,13 @@ def chat_events(fake: FakeServer, reply: Reply, body: dict[str, Any]) -> list[st
     if usage is not None and (body.get("stream_options") or {}).get("include_usage"):
         chunks.append({**base, "choices": [], "usage": usage})
     return [json.dumps(c, ensure_ascii=False) for c in chunks] + ["[DONE]"]
+
+
+def answered_model(fake: FakeServer, reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
+    """The answer's ``model`` field: the model asked for (``reply.model`` AUTO), another, or none."""
+    if reply.model is None:
+        return {}
+    return {"model": body.get("model") or fake.model if reply.model == AUTO else reply.model}
 
 
 def continued(text: str, body: dict[str, Any]) -> str:
@@ -598,7 +606,7 @@ def chat_completion(fake: FakeServer, reply: Reply, body: dict[str, Any]) -> dic
         message["tool_calls"] = [{k: v for k, v in c.items() if k != "index"}
                                  for c in _wire_calls(fake, reply.calls)]
     return {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
-            "model": body.get("model") or fake.model, "usage": _usage_json(reply, body, fake),
+            **answered_model(fake, reply, body), "usage": _usage_json(reply, body, fake),
             "choices": [{"index": 0, "message": message, "finish_reason": _finish_reason(reply)}]}
 
 

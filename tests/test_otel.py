@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from repl.tracing.otel import endpoint_for
-from tests.fakeserver import FakeServer, call, text, tool_calls
+from tests.fakeserver import FakeServer, call, raw_stream, text, tool_calls
 from tests.support import ROOT, glassloop_here
 
 ANSWER = "Two todos are open."
@@ -124,6 +124,44 @@ def test_a_turn_is_one_agent_span_with_its_model_and_tool_calls(fake_server, hom
     assert "gen_ai.tool.call.arguments" not in calls  # contents only with [otel] content = true
     assert "gen_ai.input.messages" not in _attributes(turn)
     assert "OpenTelemetry" not in result.stderr
+
+
+def _model_spans(receiver: Receiver) -> list[dict[str, Any]]:
+    spans = [_attributes(s) for s in receiver.spans]
+    return sorted((s for s in spans if s["gen_ai.operation.name"] == "chat"), key=lambda s: s["glassloop.step"])
+
+
+def test_the_response_model_is_the_one_the_endpoint_answered_with(fake_server, home, receiver):
+    """Asked for one model, answered by another (an alias resolved, a router's pick): the span
+    says both; an answer that names no model leaves the response's model unset."""
+    fake_server.script(tool_calls(call("list_todos", {}, id="call_a"), model="model-b-0613"),
+                       text(ANSWER, model=None))
+    env = {**home, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+    result = glassloop_here("ask", QUESTION, "--json", "--otel", "--model", "model-a",
+                            "--base-url", fake_server.base_url, env=env)
+    assert result.returncode == 0, result.stderr
+    assert [r.body["model"] for r in fake_server.requests] == ["model-a", "model-a"]
+    answered, unnamed = _model_spans(receiver)
+    assert (answered["gen_ai.request.model"], answered["gen_ai.response.model"]) == ("model-a", "model-b-0613")
+    assert unnamed["gen_ai.request.model"] == "model-a" and "gen_ai.response.model" not in unnamed
+    traced = [e["model"] for e in json.loads(result.stdout)["trace"] if e["type"] == "model_usage"]
+    assert traced == ["model-b-0613", None]
+
+
+def test_the_responses_api_names_its_model_in_the_final_response(fake_server, home, receiver):
+    done = {"type": "response.completed", "response": {
+        "id": "r", "object": "response", "status": "completed", "model": "model-b-2025-01-01",
+        "output": [{"id": "m", "type": "message", "role": "assistant", "status": "completed",
+                    "content": [{"type": "output_text", "text": ANSWER, "annotations": []}]}],
+        "usage": {"input_tokens": 9, "output_tokens": 4, "total_tokens": 13}}}
+    fake_server.script(raw_stream(done))
+    env = {**home, "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url}
+    result = glassloop_here("ask", QUESTION, "--otel", "--api", "responses", "--model", "model-a",
+                            "--base-url", fake_server.base_url, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ANSWER
+    [span] = _model_spans(receiver)
+    assert (span["gen_ai.request.model"], span["gen_ai.response.model"]) == ("model-a", "model-b-2025-01-01")
 
 
 def test_contents_go_only_when_asked(fake_server, home, receiver, tmp_path):

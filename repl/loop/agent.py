@@ -216,7 +216,8 @@ class Runner:
             stream.close()
         if completed is None:
             raise ProviderError("stream_cut", "the model's answer ended without a final message", "".join(text))
-        emit(ModelUsage(step, completed.usage, completed.latency_s, completed.finish_reason, completed.retries))
+        emit(ModelUsage(step, completed.usage, completed.latency_s, completed.finish_reason, completed.retries,
+                        completed.model))
         if completed.response is not None:
             emit(WireRecord(step, "response", completed.response))
         return replace(completed, text=valid_text(completed.text))

@@ -111,6 +111,7 @@ class ModelUsage:
     latency_s: float
     finish_reason: str | None
     retries: int = 0
+    model: str | None = None  # the model the answer named (may differ from the one asked for)
     type: Literal["model_usage"] = "model_usage"
 
 

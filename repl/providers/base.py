@@ -197,6 +197,7 @@ class Completed:
     latency_s: float
     retries: int = 0
     response: dict[str, Any] | None = None  # as assembled from the stream, for /trace --raw
+    model: str | None = None  # the model the answer names (None: it named none)
     # the answer only repeated the question: held back, never shown (the embedded model's echo guard)
     echoed: bool = False
 

@@ -257,6 +257,7 @@ class ChatProvider(SdkEndpoint):
             start, acc.start = acc.start, ""
             acc.raw.append(start)
             yield from acc.show(acc.text_filter.feed(start) if acc.text_filter else start)
+        acc.name_model(chunk)
         usage = wire_field(chunk, "usage", "an object", "chunk")
         if usage:
             acc.usage, acc.reported_usage = self._reported_usage(usage), usage

@@ -65,6 +65,7 @@ class Assembly:
     usage: Usage | None = None  # as the server reported it
     reported_usage: Any = None  # the server's usage object, as sent (for /trace --raw)
     finish_reason: str | None = None  # as the server reported it; None: the stream was cut
+    model: str | None = None  # the model the answer names, which may not be the one asked for
     ended: bool = False  # the stream's last event came: reading stops
     events: int = 0  # stream events read
     first_event: float = 0.0  # time.monotonic() when the first and the last arrived
@@ -93,6 +94,13 @@ class Assembly:
     def end(self) -> Iterator[Part]:
         """Parts held back until the stream is over."""
         return iter(())
+
+    def name_model(self, record: Any) -> None:
+        """Keep the model ``record`` (a chunk, the final response) names; a value that is not
+        text is passed over, as not worth failing the answer for."""
+        value = record.get("model") if isinstance(record, dict) else getattr(record, "model", None)
+        if isinstance(value, str) and value:
+            self.model = value
 
 
 class SdkEndpoint:
@@ -203,7 +211,7 @@ class SdkEndpoint:
                             "last_event_s": round(acc.last_event - sent, 3) if acc.events else None}
         yield Completed(text=acc.echo or acc.text, tool_calls=calls, usage=usage, finish_reason=acc.finish(calls),
                         latency_s=time.monotonic() - started, retries=http["attempt"] - 1, response=response,
-                        echoed=bool(acc.echo))
+                        echoed=bool(acc.echo), model=acc.model)
 
     def request_body(self, messages: list[Message], tools: list[ToolSchema] | None,
                      choice: ToolChoice | None = None) -> dict[str, Any]:

@@ -237,6 +237,7 @@ class ResponsesProvider(SdkEndpoint):
         """The final response: pick up items the deltas did not deliver, then the reason."""
         for n, item in enumerate(wire_field(response, "output", "a list", "response") or []):
             yield from self._item_event(item, True, acc, f"response.output[{n}]")
+        acc.name_model(response)
         usage = wire_field(response, "usage", "an object", "response")
         acc.usage, acc.reported_usage = (self._reported_usage(usage), usage) if usage else (None, None)
         details = wire_field(response, "incomplete_details", "an object", "response")

@@ -1,7 +1,7 @@
 """OpenTelemetry export of the turns, by the GenAI semantic conventions (``[otel] export``).
 
 A subscriber of the session core's bus: a span per turn (``invoke_agent``), a child span per
-model call (``chat``: models, token counts, finish reason) and per tool call
+model call (``chat``: the model asked for and the one that answered, token counts, finish reason) and per tool call
 (``execute_tool``: name, call id, outcome; the approval wait as span events). Spans go in
 batches, from a thread of their own, to an OTLP/HTTP (protobuf) collector; the headers come
 from ``OTEL_EXPORTER_OTLP_HEADERS`` as the SDK reads them. Message and argument contents are
@@ -152,7 +152,6 @@ class OtelExport:
             span = self._child("chat", {"gen_ai.operation.name": "chat",
                                         "gen_ai.provider.name": self.provider_name},
                                start=now - int(event.latency_s * 1e9))
-        model = span.attributes.get("gen_ai.request.model") if hasattr(span, "attributes") else None
         usage = event.usage
         span.set_attributes({
             "gen_ai.usage.input_tokens": usage.input_tokens,
@@ -161,8 +160,8 @@ class OtelExport:
             "gen_ai.usage.reasoning.output_tokens": usage.reasoning_tokens,
             "gen_ai.response.finish_reasons": [event.finish_reason] if event.finish_reason else [],
             "glassloop.usage.estimated": usage.estimated, "glassloop.retries": event.retries})
-        if model:
-            span.set_attribute("gen_ai.response.model", model)
+        if event.model:  # as the answer named it: unset when it named none
+            span.set_attribute("gen_ai.response.model", event.model)
         span.end(end_time=now)
 
     def _start_tool(self, event: ToolCallStarted) -> None:

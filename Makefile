@@ -16,7 +16,16 @@ $(STAMP): pyproject.toml
 chat: $(STAMP)
 	$(VENV)/bin/glassloop
 
-test: $(STAMP)
+# the MCP reference server the prompts-and-resources tests run (Node.js; npm installs it once)
+EVERYTHING := $(VENV)/mcp-everything/node_modules/@modelcontextprotocol/server-everything/package.json
+
+$(EVERYTHING):
+	@if command -v npm >/dev/null 2>&1; then \
+	  npm install --silent --no-fund --no-audit --prefix $(VENV)/mcp-everything \
+	    @modelcontextprotocol/server-everything@2026.8.31; \
+	else echo "npm not found: the MCP reference server's tests will say so and skip" >&2; fi
+
+test: $(STAMP) $(EVERYTHING)
 	$(PY) -m pytest
 
 lint: $(STAMP)

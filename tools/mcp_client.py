@@ -38,11 +38,20 @@ from tools.mcp_convert import (
     result_to_data,
     tool_name,
 )
+from tools.mcp_offers import (
+    Prompt,
+    Resource,
+    prompt_message,
+    prompts_from,
+    resource_text,
+    resources_from,
+)
 from tools.mcp_stdio import CONNECTION_CLOSED, ConnectionClosed, RpcError, StdioConnection
 from tools.registry import Tool
 from tools.results import ToolError
 
 Status = Literal["connecting", "ready", "failed", "lost", "stopped"]
+OFFERS_TIMEOUT_S = 5.0  # listing a server's prompts or resources; its tools do not wait longer
 STOP_GRACE_S = 0.2  # a stdio server's time to exit after its stdin closes, after SIGTERM, after SIGKILL
 
 
@@ -101,6 +110,8 @@ class ServerState:
     status: Status = "connecting"
     error: str = ""
     tools: list[Tool] = field(default_factory=list)
+    prompts: list[Prompt] = field(default_factory=list)
+    resources: list[Resource] = field(default_factory=list)
     client: Any = None  # a StdioConnection or _SdkConnection while connected
     task: asyncio.Task | None = None  # holds the connection open; cancelled to stop it
     finished: asyncio.Event | None = None  # set when the serving task has unwound
@@ -207,6 +218,31 @@ class McpManager:
         finally:
             forget()
 
+    def get_prompt(self, prompt: Prompt, arguments: dict[str, str]) -> str:
+        """The message ``prompt`` makes with ``arguments`` (``prompts/get``); ToolError (one line)
+        when its server is not ready, refuses, or takes longer than a tool call may."""
+        return prompt_message(self._ask(prompt.server, f"{prompt.server} prompt {prompt.name}",
+                                        lambda c: c.get_prompt(prompt.name, arguments)))
+
+    def read_resource(self, server: str, uri: str) -> tuple[str, int]:
+        """A resource's text (capped) and its whole length (``resources/read``); ToolError (one
+        line) when the server is not ready, has no such resource, or it is not text."""
+        return resource_text(self._ask(server, f"{server}:{uri}", lambda c: c.read_resource(uri)), uri)
+
+    def _ask(self, server: str, what: str, request: Callable[[Any], Any]) -> dict[str, Any]:
+        """One request to ``server`` from a thread of the session, bounded like a tool call."""
+        state = self.servers[server]
+        if state.status != "ready":
+            raise _unavailable(state)
+        timeout = state.config.timeout_s or self.call_timeout_s
+        future = self._submit(self._request(state, what, request, timeout))
+        try:
+            return future.result(timeout + 2.0)  # the coroutine times out first
+        except FutureTimeout:
+            raise ToolError("timeout", f"{what} did not finish within {timeout:g} s") from None
+        finally:
+            future.cancel()  # done: no effect; Ctrl-C or a timeout: the request stops on the loop
+
     def _submit(self, coro: Any) -> Future:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
@@ -233,7 +269,8 @@ class McpManager:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 client = await self._client(state.config, stack)
-                state.tools = self._make_tools(state.config, await _list_tools(client))
+                state.tools = self._make_tools(state.config, await _list_all(client.list_tools, "tools"))
+                state.prompts, state.resources = await _offers(state.config.name, client)
                 state.client = client
                 self.on_tools(state.config.name, state.tools)
                 state.status = "ready"  # after the tools are registered: ``wait_ready`` returns on it
@@ -271,20 +308,24 @@ class McpManager:
         return log if self.redact is None else _RedactedLog(log, self.redact)
 
     async def _call(self, state: ServerState, tool: str, arguments: dict[str, Any], timeout: float) -> dict:
+        name = tool_name(state.config.name, tool)
+        return result_to_data(await self._request(state, name, lambda c: c.call_tool(tool, arguments), timeout))
+
+    async def _request(self, state: ServerState, what: str, request: Callable[[Any], Any],
+                       timeout: float) -> dict[str, Any]:
+        """One request on ``state``'s connection; failures raise ``ToolError`` naming ``what``."""
         client = state.client
         if client is None:
             raise _unavailable(state)
         try:
-            result = await asyncio.wait_for(client.call_tool(tool, arguments), timeout)
+            return await asyncio.wait_for(request(client), timeout)
         except TimeoutError:
-            raise ToolError("timeout", f"{tool_name(state.config.name, tool)} did not finish "
-                                       f"within {timeout:g} s") from None
+            raise ToolError("timeout", f"{what} did not finish within {timeout:g} s") from None
         except RpcError as exc:
             raise ToolError("mcp_error", f"{state.config.name}: {exc.message}") from None
         except ConnectionClosed as exc:
             self._lost(state, str(exc) or "the connection closed")
             raise _unavailable(state) from None
-        return result_to_data(result)
 
     def _lost(self, state: ServerState, why: str) -> None:
         if state.status == "ready":
@@ -373,6 +414,18 @@ class _SdkConnection:
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return await self._json(self.client.call_tool(name, arguments))
 
+    async def list_prompts(self, cursor: str | None = None) -> dict[str, Any]:
+        return await self._json(self.client.list_prompts(cursor=cursor))
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> dict[str, Any]:
+        return await self._json(self.client.get_prompt(name, arguments))
+
+    async def list_resources(self, cursor: str | None = None) -> dict[str, Any]:
+        return await self._json(self.client.list_resources(cursor=cursor))
+
+    async def read_resource(self, uri: str) -> dict[str, Any]:
+        return await self._json(self.client.read_resource(uri))
+
     @staticmethod
     async def _json(request: Any) -> dict[str, Any]:
         import anyio
@@ -389,17 +442,30 @@ class _SdkConnection:
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
-async def _list_tools(client: Any) -> list[Any]:
-    """Every page of ``tools/list`` (bounded)."""
-    tools: list[Any] = []
+async def _list_all(fetch: Callable[[str | None], Any], key: str) -> list[Any]:
+    """Every page of a ``…/list`` request (bounded): the items under ``key``."""
+    items: list[Any] = []
     cursor = None
     for _page in range(100):
-        page = await client.list_tools(cursor)
-        tools += page.get("tools") if isinstance(page.get("tools"), list) else []
+        page = await fetch(cursor)
+        items += page.get(key) if isinstance(page.get(key), list) else []
         cursor = page.get("nextCursor")
         if not isinstance(cursor, str) or not cursor:
             break
-    return tools
+    return items
+
+
+async def _offers(server: str, client: Any) -> tuple[list[Prompt], list[Resource]]:
+    """A server's prompts and resources; a server without them (or failing to list them) has
+    none, and its tools still serve."""
+    async def listed(fetch: Callable[[str | None], Any], key: str) -> list[Any]:
+        try:
+            return await asyncio.wait_for(_list_all(fetch, key), OFFERS_TIMEOUT_S)
+        except (RpcError, ConnectionClosed, TimeoutError):
+            return []
+
+    return (prompts_from(server, await listed(client.list_prompts, "prompts")),
+            resources_from(server, await listed(client.list_resources, "resources")))
 
 
 def _unavailable(state: ServerState) -> ToolError:

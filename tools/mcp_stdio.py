@@ -97,6 +97,18 @@ class StdioConnection:
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         return await self.request("tools/call", {"name": name, "arguments": arguments})
 
+    async def list_prompts(self, cursor: str | None = None) -> dict[str, Any]:
+        return await self.request("prompts/list", {"cursor": cursor} if cursor else {})
+
+    async def get_prompt(self, name: str, arguments: dict[str, str]) -> dict[str, Any]:
+        return await self.request("prompts/get", {"name": name, "arguments": arguments})
+
+    async def list_resources(self, cursor: str | None = None) -> dict[str, Any]:
+        return await self.request("resources/list", {"cursor": cursor} if cursor else {})
+
+    async def read_resource(self, uri: str) -> dict[str, Any]:
+        return await self.request("resources/read", {"uri": uri})
+
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """The result of one request; a cancelled request is cancelled on the server too."""
         self._next_id += 1

@@ -515,10 +515,7 @@ class SessionCore:
         except KeyboardInterrupt:
             self.ui.info("cancelled while the model was starting")
             return None
-        if self.mcp is not None and self.mcp_start is None:  # the first turn sees every server's tools
-            self.mcp_start = wait_for_mcp(self.mcp, self.ui.waiting)
-            if line := self.mcp_start.line():
-                self.emit(Notice(line))
+        self.mcp_ready()  # the first turn sees every server's tools
         if not self.turns:
             self.user_tools.wait(self.door.user_tools_wait_s)
         self.history.system_prompt = with_current_advice(self.settings.active, self.registry,
@@ -572,13 +569,28 @@ class SessionCore:
             return False
         return self.prompt_blocked is None
 
+    def mcp_ready(self) -> None:
+        """Wait, once, for the MCP servers still starting (at most ``[mcp] startup_timeout_s``
+        after their start): the first turn, an MCP prompt or an ``@SERVER:URI`` does."""
+        if self.mcp is not None and self.mcp_start is None:
+            self.mcp_start = wait_for_mcp(self.mcp, self.ui.waiting)
+            if line := self.mcp_start.line():
+                self.emit(Notice(line))
+
+    def _read_resource(self, server: str, uri: str) -> tuple[str, int]:
+        """An MCP server's resource named in a message (``@SERVER:URI``), once the servers started."""
+        assert self.mcp is not None  # only configured servers' names are read as resources
+        self.mcp_ready()
+        return self.mcp.read_resource(server, uri)
+
     def with_mentions(self, text: str) -> str | None:
         """``text`` with the files it mentions (``@path``) attached, each said in a notice (shown,
         traced); None, after one line each, when one cannot be attached (outside the root, a
         folder, too large...): the person meant that file, so nothing is sent."""
         if "@" not in text:
             return text
-        found = find_mentions(text, self.settings.files_root)
+        found = find_mentions(text, self.settings.files_root, list(self.mcp.servers if self.mcp else ()),
+                              self._read_resource)
         for line in found.refused:
             self.ui.error(line)
         if found.refused:

@@ -1,22 +1,29 @@
-"""``@path`` in a message: the file's text goes with it.
+"""``@path`` in a message: the file's text goes with it; ``@SERVER:URI``: an MCP server's resource.
 
 A mention is ``@`` at the start of a word. The file is read as the ``read_file`` tool reads
 it (``tools.files.read_mentioned``: the same root, sandbox and caps), so a mention can
 never reach what the model's own tool could not. A path outside the root, a symlink out
 of it, a folder, a binary or too large a file refuses the message (one line each: the
 person meant that file); a name that is no file at all (``@alice``) stays plain text.
-The text is appended to the message, so the journal and the trace keep what was sent.
+A resource is read from its server (``tools.mcp_offers``: text only, capped as a file is); one
+it refuses refuses the message too. The text is appended to the message, so the journal and
+the trace keep what was sent.
 """
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from repl.loop.history import ATTACHED
-from tools.files import read_mentioned
+from tools.files import MAX_COMPLETIONS, complete_path, read_mentioned
+from tools.mcp_offers import Resource, parse_mention
 from tools.results import ToolError
+
+ReadResource = Callable[[str, str], tuple[str, int]]  # (server, uri) → its text (capped), its length
 
 MENTION = re.compile(r"(?<!\S)@(\S+)")
 TRAILING = ".,;:!?)]}'\""  # punctuation after a mention ("see @notes.txt.") is not part of the path
@@ -24,7 +31,7 @@ TRAILING = ".,;:!?)]}'\""  # punctuation after a mention ("see @notes.txt.") is 
 
 @dataclass(frozen=True)
 class Attachment:
-    path: str  # relative to the root
+    path: str  # relative to the root; a resource: SERVER:URI
     text: str  # as sent: at most MAX_OUTPUT_CHARS
     chars: int  # the file's length in characters
 
@@ -51,8 +58,10 @@ class Mentions:
         return "\n\n".join([text, *(a.block() for a in self.attachments)])
 
 
-def find_mentions(text: str, root: Path) -> Mentions:
-    """The files ``text`` mentions, read inside ``root``; each file once."""
+def find_mentions(text: str, root: Path, servers: Collection[str] = (),
+                  read_resource: ReadResource | None = None) -> Mentions:
+    """The files ``text`` mentions, read inside ``root``, and the resources of ``servers`` it
+    names, read with ``read_resource``; each once."""
     found = Mentions()
     seen: set[str] = set()
     for match in MENTION.finditer(text):
@@ -60,6 +69,12 @@ def find_mentions(text: str, root: Path) -> Mentions:
         if not name or name in seen:
             continue
         seen.add(name)
+        if (resource := parse_mention(name, set(servers))) and read_resource is not None:
+            try:
+                found.attachments.append(Attachment(name, *read_resource(*resource)))
+            except ToolError as exc:
+                found.refused.append(f"@{name} not attached: {exc.message}")
+            continue
         try:
             path, body, chars = read_mentioned(root, name)
         except ToolError as exc:
@@ -72,6 +87,13 @@ def find_mentions(text: str, root: Path) -> Mentions:
             found.attachments.append(Attachment(path, body, chars))
     return found
 
+
+
+def complete_mention(root: Path, resources: Iterable[Resource], prefix: str) -> list[str]:
+    """What may follow ``@``: paths inside ``root``, then the resources (``SERVER:URI``) offered."""
+    paths = complete_path(root, prefix)
+    named = (r.mention for r in resources if r.mention.startswith(prefix))
+    return [*paths, *itertools.islice(named, max(0, MAX_COMPLETIONS - len(paths)))]
 
 
 def typed_part(message: str) -> str:

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from repl.session.chat import ChatSession
     from repl.session.instructions import Instructions
     from repl.ui.terminal import Terminal
+    from tools.mcp_offers import Resource
 
 PICK = ""  # --resume without a value: pick a session
 
@@ -167,11 +168,16 @@ def _attach(session: ChatSession, ui: Terminal) -> ChatSession:
     """``session`` attached to ``ui`` (the toolbar reads it from now on), its slash commands
     completed at the prompt."""
     from repl.session import commands
-    from tools.files import complete_path
+    from repl.session.commands.mcp_prompts import specs
+    from repl.session.mentions import complete_mention
+
+    def resources() -> list[Resource]:
+        servers = list(session.mcp.servers.values()) if session.mcp else []
+        return [r for s in servers if s.status == "ready" for r in s.resources]
 
     ui.attach(session)
-    ui.set_commands(commands.table().specs(lambda: session) + session.templates.specs())
-    ui.set_mentions(lambda prefix: complete_path(session.settings.files_root, prefix))
+    ui.set_commands(commands.table().specs(lambda: session) + session.templates.specs(), lambda: specs(session))
+    ui.set_mentions(lambda prefix: complete_mention(session.settings.files_root, resources(), prefix))
     return session
 
 

@@ -44,30 +44,41 @@ class SlashCompleter(Completer):
 
     def __init__(self, commands: Iterable[CommandSpec] | None = ()) -> None:
         self.commands: dict[str, tuple[str, ArgCompleter | None]] = {}
+        self.more: Callable[[], Iterable[CommandSpec]] | None = None  # commands that come and go
         self._known = threading.Event()
         if commands is not None:
             self.set_commands(commands)
 
-    def set_commands(self, commands: Iterable[CommandSpec]) -> None:
+    def set_commands(self, commands: Iterable[CommandSpec],
+                     more: Callable[[], Iterable[CommandSpec]] | None = None) -> None:
+        """The commands completed; ``more`` gives those known only later (an MCP server's
+        prompts), asked at each completion."""
         self.commands = {name.lstrip("/"): (help_text, args) for name, help_text, args in commands}
+        self.more = more
         self._known.set()
+
+    def _all(self) -> dict[str, tuple[str, ArgCompleter | None]]:
+        try:
+            later = list(self.more()) if self.more is not None else []
+        except Exception:  # a broken source must not break typing
+            later = []
+        return {**self.commands, **{name: (text, args) for name, text, args in later}}
 
     def get_completions(self, document: Document, event: CompleteEvent) -> Iterator[Completion]:
         text = document.text_before_cursor
         if not text.startswith("/") or "\n" in text:
             return
         self._known.wait(COMMANDS_WAIT_S)
+        commands = self._all()
         name, space, rest = text[1:].partition(" ")
         if not space:
-            for candidate in sorted(self.commands):
+            for candidate in sorted(commands):
                 if candidate.startswith(name):
-                    yield Completion("/" + candidate, -len(text),
-                                     display_meta=clean(self.commands[candidate][0]))
+                    yield Completion("/" + candidate, -len(text), display_meta=clean(commands[candidate][0]))
             return
-        yield from self._arguments(name, rest)
+        yield from self._arguments(commands.get(name), rest)
 
-    def _arguments(self, name: str, rest: str) -> Iterator[Completion]:
-        spec = self.commands.get(name)
+    def _arguments(self, spec: tuple[str, ArgCompleter | None] | None, rest: str) -> Iterator[Completion]:
         if spec is None or spec[1] is None:
             return
         word = rest.rpartition(" ")[2]
@@ -150,8 +161,9 @@ class PromptInput:
             output=output,
         )
 
-    def set_commands(self, commands: Iterable[CommandSpec]) -> None:
-        self.completer.set_commands(commands)
+    def set_commands(self, commands: Iterable[CommandSpec],
+                     more: Callable[[], Iterable[CommandSpec]] | None = None) -> None:
+        self.completer.set_commands(commands, more)
 
     def prefill(self, text: str) -> None:
         """The next ``read()`` starts with ``text`` in the line, to edit (``/edit``)."""

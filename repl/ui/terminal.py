@@ -145,10 +145,12 @@ class Terminal:
         its prompt first: the figures come from its journal)."""
         self._totals = (usage, prompt_tokens, cost)
 
-    def set_commands(self, commands: list[CommandSpec]) -> None:
-        """The slash commands completed at the prompt (no-op without one)."""
+    def set_commands(self, commands: list[CommandSpec],
+                     more: Callable[[], list[CommandSpec]] | None = None) -> None:
+        """The slash commands completed at the prompt (no-op without one); ``more`` gives the
+        ones that come later (an MCP server's prompts), asked at each completion."""
         if self.prompt is not None:
-            self.prompt.set_commands(commands)
+            self.prompt.set_commands(commands, more)
 
     def set_mentions(self, paths: Callable[[str], list[str]]) -> None:
         """The paths completed after ``@`` at the prompt (no-op without one)."""

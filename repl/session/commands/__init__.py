@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 
-from repl.session.commands import conversation, model, tools, trace, yours
+from repl.session.commands import conversation, mcp_prompts, model, tools, trace, yours
 from repl.session.commands.context import Command, CommandContext, Completer, command
 
 # /help's one screen: the commands people use most, grouped; /help all lists every one.
@@ -37,7 +37,7 @@ def help_(ctx: CommandContext, args: list[str]) -> None:
         rows = [(_names(c) + f" {c.args}".rstrip(), c.help) for c in every]
         rows.append(("!COMMAND", "Run a shell command yourself (never the model), see its output, and "
                      "choose to add it to your next message."))
-        rows += [(name, text) for _, name, text in yours.help_rows(ctx)]
+        rows += [(name, text) for _, name, text in yours.help_rows(ctx) + mcp_prompts.help_rows(ctx)]
         with ctx.ui.paged():  # taller than most screens
             ctx.ui.table("commands", ["command", "what it does"], rows)
             ctx.ui.info(KEYS)
@@ -46,7 +46,7 @@ def help_(ctx: CommandContext, args: list[str]) -> None:
     grouped: list[tuple[str, str, str]] = [("" if n else group, _names(by_name[name]), by_name[name].short)
             for group, names in EVERYDAY for n, name in enumerate(names)]
     grouped.append(("", "!COMMAND", "run your own shell command (never the model)"))
-    grouped += yours.help_rows(ctx)
+    grouped += yours.help_rows(ctx) + mcp_prompts.help_rows(ctx)
     ctx.ui.table("commands", ["", "command", "what it does"], grouped)
     shown = sum(len(names) for _, names in EVERYDAY)
     ctx.ui.info(f"/help all: every command ({len(every) - shown} more) and key · Enter sends · "
@@ -129,8 +129,8 @@ def table() -> CommandTable:
 
 
 def dispatch(ctx: CommandContext, line: str) -> str | None:
-    """Run a slash command line with :func:`table` (or one of your own commands); returns "exit"
-    when the session should end."""
-    if yours.run_template(ctx, line):
+    """Run a slash command line with :func:`table` (or one of your own commands, or an MCP
+    server's prompt); returns "exit" when the session should end."""
+    if yours.run_template(ctx, line) or mcp_prompts.run_prompt(ctx, line):
         return None
     return table().dispatch(ctx, line)

@@ -120,5 +120,8 @@ def mcp(ctx: CommandContext, args: list[str]) -> None:
         tools = ", ".join(t.name.split("__", 1)[-1] + ("" if t.side_effects else " (ro)") for t in state.tools)
         where = state.config.url or " ".join([state.config.command, *state.config.args])
         where = where if len(where) <= 48 else "…" + where[-47:]
-        rows.append((name, state.status, where, tools or "—", state.error or ""))
+        offers = [plural(len(found), kind) for found, kind in ((state.prompts, "prompt"),
+                                                               (state.resources, "resource")) if found]
+        tools = "; ".join([tools or "—", *([", ".join(offers)] if offers else [])])
+        rows.append((name, state.status, where, tools, state.error or ""))
     ctx.ui.table("MCP servers", ["server", "status", "command / url", "tools (ro = read-only)", "problem"], rows)

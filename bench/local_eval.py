@@ -41,12 +41,13 @@ from repl.ui.plain import Unattended
 
 CASES = ROOT / "bench" / "cases"
 USER_TOOLS = CASES / "local_tools.py"
-# a set written apart, with tools of its own (bench/cases/fresh/README.md): run once, not read
-FRESH = CASES / "fresh"
+# A set written apart is a folder of its own (bench/cases/fresh/README.md): its cases.toml, its
+# user tools (tools.py), the fixture with a small git repository and its server. Run once, not read.
 FRESH_FILES = {"README.md": "# Demo\n\nA small project.\n", "notes/ideas.md": "# Ideas\n\n- a garden\n",
                "src/app.py": "print('hello')\n"}
 CASE_FILES = {"dev": CASES / "local_dev.toml", **{f"dev{n}": CASES / f"local_dev{n}.toml" for n in range(2, 15)},
-              "heldout": CASES / "local_heldout.toml"}
+              "heldout": CASES / "local_heldout.toml",
+              **{p.parent.name: p for p in sorted(CASES.glob("*/cases.toml"))}}
 # the prompt state survives between runs here (a run rebuilds it only when the prompt changed)
 FIXTURE_CALLS = frozenset({"convert_currency", "mcp__clock__get_current_time", "mcp__clock__convert_time",
                            "flight_status", "convert_units", "mcp__git__git_status", "mcp__git__git_log",
@@ -75,8 +76,14 @@ FIXTURE_FILES = {
 }
 
 
+def written_apart(path: Path) -> Path | None:
+    """The folder of a set written apart that ``path`` belongs to (its cases and tools); else None."""
+    folder = path.resolve().parent
+    return folder if folder.parent == CASES.resolve() and (folder / "tools.py").is_file() else None
+
+
 def workspace(folder: Path, profile: str, fixture: bool = True,
-              fresh: bool = False) -> tuple[Path, dict[str, str], Path]:
+              apart: bool = False) -> tuple[Path, dict[str, str], Path]:
     """(the folder the session runs in, its environment, its config file): the fixture stores
     in the data dir of an isolated XDG tree, the files in the folder itself, the MCP server;
     without ``fixture`` a new user's machine (no todos, notes, files or MCP servers)."""
@@ -107,7 +114,7 @@ def workspace(folder: Path, profile: str, fixture: bool = True,
     clock = shutil.which("mcp-server-time", path=str(VENV_BIN)) or "mcp-server-time"
     with config.open("a", encoding="utf-8") as out:
         out.write(f"[mcp.servers.clock]\ncommand = {json.dumps(clock)}\nargs = [\"--local-timezone\", \"UTC\"]\n")
-    if fresh:
+    if apart:  # a set written apart: a git repository and its server too
         for name, text in FRESH_FILES.items():
             (work / name).parent.mkdir(parents=True, exist_ok=True)
             (work / name).write_text(text, "utf-8")
@@ -116,7 +123,7 @@ def workspace(folder: Path, profile: str, fixture: bool = True,
             subprocess.run([*git, *args], cwd=work, check=True, capture_output=True)
         server = shutil.which("mcp-server-git", path=str(VENV_BIN))
         if server is None:
-            raise SystemExit("the fresh set needs mcp-server-git: .venv/bin/pip install mcp-server-git")
+            raise SystemExit("a set written apart needs mcp-server-git: .venv/bin/pip install mcp-server-git")
         with config.open("a", encoding="utf-8") as out:
             out.write(f"[mcp.servers.git]\ncommand = {json.dumps(server)}\n"
                       f"args = [\"--repository\", {json.dumps(str(work))}]\n")
@@ -141,20 +148,20 @@ class Quiet(Unattended):
 
 @contextmanager
 def session(profile: str, *, dry_run: bool, fixture: bool = True,
-            fresh: bool = False) -> Iterator[tuple[Any, Quiet]]:
+            apart: Path | None = None) -> Iterator[tuple[Any, Quiet]]:
     """A session core on the fixture, started (model server, MCP, user tools); without
     ``fixture``, a new user's first session."""
     from repl.config.load import load_settings
     from repl.session.core import Door, SessionCore
 
     with scratch("local-eval") as folder:
-        work, env, config = workspace(folder, profile, fixture, fresh)
+        work, env, config = workspace(folder, profile, fixture, apart is not None)
         with patched_environ(env):
             cwd = Path.cwd()
             os.chdir(work)
             try:
                 settings = load_settings({}, cwd=work, env=env, config_file=config)
-                tools = (FRESH / "tools.py",) if fresh else (USER_TOOLS,) if fixture else ()
+                tools = (apart / "tools.py",) if apart else (USER_TOOLS,) if fixture else ()
                 settings = replace(settings, tool_files=tools)
                 surface = Quiet()
                 # the fixture's own user and MCP tools run in the dry run too (they only read)
@@ -354,8 +361,8 @@ def run_cases(path: Path, profile: str = "local") -> dict[str, Any]:
     cases = tomllib.loads(path.read_text("utf-8"))["case"]
     before = load()
     results = []
-    fresh = path.resolve().parent == FRESH.resolve()
-    with session(profile, dry_run=True, fresh=fresh) as (core, surface):
+    apart = written_apart(path)
+    with session(profile, dry_run=True, apart=apart) as (core, surface):
         from repl.loop.history import History
 
         for number, case in enumerate(cases, 1):
@@ -367,7 +374,7 @@ def run_cases(path: Path, profile: str = "local") -> dict[str, Any]:
             schemas = {s["name"]: s.get("parameters") or {} for s in core.registry.schemas()}
             result = judge_case(case, judge_turn(surface.events, schemas), schemas)
             results.append(result)
-            if path == CASE_FILES["heldout"] or fresh:  # held-out requests and answers are not for reading
+            if path == CASE_FILES["heldout"] or apart:  # held-out requests and answers are not for reading
                 print(f"  {number:2} {result['seconds'] or 0:5.1f} s", file=sys.stderr, flush=True)
                 continue
             mark = "ok" if result["ok"] else ("CALLED" if not case.get("tool") else "WRONG")
@@ -387,7 +394,8 @@ def spread(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cases", default="dev", help="dev, dev2 ... dev14, heldout or a case file")
+    parser.add_argument("--cases", default="dev", help="dev, dev2 ... dev14, heldout, a set written apart "
+                        "(fresh, fresh2: a folder of bench/cases) or a case file")
     parser.add_argument("--profile", default="local", choices=("local", "local-large"))
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")

@@ -154,3 +154,14 @@ def test_compact_usage_and_undo_in_the_real_cli(fake_server, home):
     assert "compact" in out.split("compacted 1 turn")[1]  # the /usage row of the summary call
     assert "Traceback" not in out + result.stderr
     assert "$" in out  # gpt-4o-mini has a price: costs are shown
+
+
+def test_the_summary_calls_usage_names_the_model_that_answered(fake_server, session):
+    """Its span's gen_ai.response.model: the summary's answer named another model than asked for."""
+    fake_server.script(text("one"), text("two"), text("the summary", model="summary-model-0613"))
+    session.run_turn("first")
+    session.run_turn("second")
+    events = EventLog()
+    session.bus.subscribe(events)
+    commands.dispatch(session, "/compact")
+    assert [e.model for e in events.of(ModelUsage)] == ["summary-model-0613"]

@@ -35,6 +35,7 @@ class Compacted:
     after: int
     usage: Usage  # of the summarising call
     latency_s: float
+    model: str | None = None  # the model the summary's answer named
 
 
 def older_turns(messages: list[Message]) -> int:
@@ -68,5 +69,5 @@ def compact(system_prompt: SystemPrompt, messages: list[Message], runner: Runner
     turns = sum(1 for m in messages[:split] if m["role"] == "user")
     base = estimate_tokens(system_prompt.text)
     return Compacted(new, turns, base + messages_tokens(messages), base + messages_tokens(new),
-                     completed.usage, completed.latency_s)
+                     completed.usage, completed.latency_s, completed.model)
 

@@ -654,7 +654,7 @@ class SessionCore:
         before = list(self.history.messages)
         self.history.messages[:] = done.messages
         self._model_calls, self._turn_cost = [], Cost()
-        self.emit(ModelUsage(1, done.usage, done.latency_s, "stop"))  # shown, traced, counted, journaled
+        self.emit(ModelUsage(1, done.usage, done.latency_s, "stop", model=done.model))  # shown, traced, counted, journaled
         self.usage += done.usage
         self.cost += self._turn_cost
         finished = TurnFinished(self.turn_number, "answer", 1, 0, done.usage, round(done.latency_s, 3))

@@ -57,7 +57,7 @@ NONE = "none"
 # What people say, at most five for each built-in tool and for no tool at all.
 EXAMPLES: dict[str, tuple[str, ...]] = {
     NONE: (
-        "recommend a novel set on Mars",
+        "suggest some sci-fi set on Mars worth reading",
         "a riddle for a bored kid, please",
         "how do I boil an egg",
         "你好，今天过得怎么样",
@@ -147,7 +147,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "search_files": (
         "which file covers the lease fee",
-        "find the word invoice in my files",
+        "scan my folder for the word invoice",
         "哪个文件里提到了合同",
         "在文件里搜索预算两个字",
     ),

@@ -276,7 +276,7 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
             result["note"] = f"stopped after looking at {MAX_GLOB_SCAN:,} entries; narrow the path or glob"
         return result
 
-    @tool(examples=("which file covers the lease fee", "find the word invoice in my files", "哪个文件里提到了合同", "在文件里搜索预算两个字"),
+    @tool(examples=("which file covers the lease fee", "scan my folder for the word invoice", "哪个文件里提到了合同", "在文件里搜索预算两个字"),
           cues=("which files", "which file", "which document", "files mention", "mention", "mentions", "talks about",
                 "contain", "grep", "which line", "a line with", "that says", "file that has", "files that have", "in these documents",
                 "哪个文件", "提到", "包含", "哪个文档", "文档里", "文件里", "哪一行"))

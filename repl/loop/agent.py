@@ -87,6 +87,7 @@ from repl.loop.hooks import (
 )
 from repl.loop.repeats import Repeats
 from repl.loop.unicode import split_high_surrogate, valid_text
+from repl.loop.unsaid import UnsaidExamples
 from repl.providers.base import (
     AttemptFailed,
     CallRecord,
@@ -260,7 +261,8 @@ class _Turn:
     taken_back: str = ""  # an echo held back and taken back: the next call's answer may not begin like it
 
     def __post_init__(self) -> None:
-        self.hooks = (*self.runner.hooks, Repeats(self.runner.limits.repeat_limit), FinalAnswer(), AnswerAgain())
+        self.hooks = (*self.runner.hooks, Repeats(self.runner.limits.repeat_limit), UnsaidExamples(), FinalAnswer(),
+                      AnswerAgain())
 
     # ---- what a hook sees (``hooks.TurnView``) ----------------------------------
     @property

@@ -1,0 +1,103 @@
+"""Arguments nobody said: a call that passes the example of a tool's own description.
+
+A docstring shows a value ("symbol: the ticker, e.g. AAPL"); a small model asked for
+another company's price passed the example instead. For a tool glassloop did not tune (a
+user's, a package's, an MCP server's), a string argument that stands in its tool's description (or a parameter's) just after an example's cue ("e.g.", "such as",
+"例如"...) and nowhere in the conversation (the system prompt, what the user said, the
+results so far) was never named by anyone: the call is refused with a result saying so, and
+the model may call again with the value asked for or ask the user. A value listed as a
+choice ("one of low, medium or high") is no example and passes; so does any value the
+conversation holds, whole or word by word (numbers as numbers: "todo-002" for "todo 2"), and
+one in a script the user's message does not use (a translation: "Beijing" for "北京").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from repl.loop.hooks import Hooks, Instead, TurnView
+from repl.providers.base import ToolCall
+from tools.results import error_result
+
+# how a description introduces an example, in English and Chinese; what follows, up to the end
+# of its sentence, is the example
+EXAMPLE_CUE = re.compile(r"\b(?:e\.\s?g\.?|eg\.|for example|for instance|such as|example:)|例如|比如|譬如|示例",
+                         re.IGNORECASE)
+SENTENCE_END = re.compile(r"(?<=[.;!?])\s|[。；！？\n]")
+MIN_CHARS = 2  # a shorter value ("a") is found anywhere: never judged
+WORD = re.compile(r"\d+|[^\W\d_]+")
+HAN = re.compile(r"[\u3400-\u9fff]")
+LATIN = re.compile(r"[A-Za-z]")
+
+
+def examples_of(description: str) -> list[str]:
+    """The text after each example's cue in ``description``, to the end of its sentence."""
+    found = []
+    for cue in EXAMPLE_CUE.finditer(description):
+        rest = description[cue.end():]
+        found.append(SENTENCE_END.split(rest, maxsplit=1)[0].casefold())
+    return found
+
+
+def _examples(description: str, parameters: dict[str, Any]) -> dict[str, list[str]]:
+    """Each parameter's examples: its own description's and the tool's."""
+    shared = examples_of(description)
+    properties = parameters.get("properties") or {}
+    return {name: shared + examples_of(str(spec.get("description") or ""))
+            for name, spec in properties.items() if isinstance(spec, dict)}
+
+
+def _conversation(turn: TurnView) -> str:
+    parts = [turn.history.system_prompt.text]
+    for message in turn.history.messages:
+        content = message.get("content")
+        parts.append(content if isinstance(content, str) else json.dumps(content, ensure_ascii=False))
+    return "\n".join(parts).casefold()
+
+
+def _last_user(turn: TurnView) -> str:
+    return next((str(m.get("content") or "") for m in reversed(turn.history.messages) if m["role"] == "user"), "")
+
+
+def said(value: str, conversation: str, asked: str) -> bool:
+    """Whether ``value`` (casefolded) could come from the conversation: found whole, or each of
+    its words found and its numbers among the conversation's, or written in a script the
+    question (``asked``) does not use at all, as a translation of what it said."""
+    if value in conversation:
+        return True
+    numbers = {int(n) for n in re.findall(r"\d+", conversation)}
+    if all(int(w) in numbers if w.isdigit() else w in conversation for w in WORD.findall(value)):
+        return True
+    return any(script.search(value) and not script.search(asked) for script in (HAN, LATIN))
+
+
+class UnsaidExamples(Hooks):
+    """Refuses a call to a tool not glassloop's own whose string argument is its tool's example
+    and no one's words."""
+
+    def before_tool_call(self, turn: TurnView, call: ToolCall, side_effects: bool) -> Instead | None:
+        tool = turn.registry.get(call.name)
+        if tool is None or tool.source == "built-in":  # glassloop's own: their ids and titles are tuned
+            return None
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except ValueError:
+            return None
+        if not isinstance(arguments, dict):
+            return None
+        examples = _examples(tool.description, tool.parameters)
+        conversation: str | None = None
+        for name, value in arguments.items():
+            if not isinstance(value, str) or len(value.strip()) < MIN_CHARS or name not in examples:
+                continue
+            wanted = value.strip().casefold()
+            if not any(wanted in example for example in examples[name]):
+                continue
+            conversation = _conversation(turn) if conversation is None else conversation
+            if not said(wanted, conversation, _last_user(turn)):
+                return Instead(error_result("unsaid_value", (
+                    f"{name}={value!r} is the example in {call.name}'s description, not a value "
+                    "from this conversation: call it with the value the user named, or ask them")))
+        return None

@@ -18,14 +18,14 @@ import pytest
 
 from repl.config.load import load_settings
 from repl.config.settings import EMBEDDED_PROFILES
+from repl.embedded.compact import compact_result
+from repl.embedded.dialect import Dialect
+from repl.embedded.textcalls import RESULT_CLOSE, RESULT_OPEN, to_text_messages
 from repl.loop.agent import Limits, run_turn
 from repl.loop.approval import Approver
 from repl.loop.events import EventLog, ToolCallFinished
 from repl.loop.history import History
 from repl.providers.chat import ChatProvider
-from repl.providers.compact import compact_result
-from repl.providers.dialect import Dialect
-from repl.providers.textcalls import RESULT_CLOSE, RESULT_OPEN, to_text_messages
 from tests.fakeserver import FakeServer, text
 from tools.registry import Registry
 

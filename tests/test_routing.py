@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
+from repl.embedded.dialect import Dialect
+from repl.embedded.grammar import PROSE_GRAMMAR, PROSE_ZH_GRAMMAR, without_han
 from repl.loop.routing import route_request
 from repl.providers.base import ToolChoice
-from repl.providers.dialect import Dialect
-from repl.providers.grammar import PROSE_GRAMMAR, PROSE_ZH_GRAMMAR, without_han
 from tests.fakeserver import text
 from tests.support import TableRouter, route_with, turn_after_weather
 from tools.calculator import make_calculator_tool
@@ -152,12 +152,12 @@ def test_without_a_router_every_step_may_call_any_tool_or_answer(registry) -> No
 def test_without_a_router_a_greeting_goes_with_the_tool_grammar_on_the_wire(fake_server, registry) -> None:
     """A turn run without the routing hook (a profile with ``router = false``): the request
     carries no choice, and its grammar is the tools' for a greeting as for anything."""
+    from repl.embedded.grammar import tool_grammar
     from repl.loop.agent import Limits, run_turn
     from repl.loop.approval import Approver
     from repl.loop.events import EventLog
     from repl.loop.history import History
     from repl.providers.chat import ChatProvider
-    from repl.providers.grammar import tool_grammar
 
     provider = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
                             max_retries=0, timeout_s=10, tool_call_format="text")
@@ -259,7 +259,7 @@ def test_after_results_that_list_records_the_nudge_asks_for_each_item() -> None:
     with "there are 4 files"; asked after every result to name the items, it made up a list
     after a refused add_todo. The nudge asks for the items only after records."""
     from repl.config.settings import ProviderSettings
-    from repl.providers.dialect import AFTER_LISTS, AFTER_RESULTS, IN_CHINESE
+    from repl.embedded.dialect import AFTER_LISTS, AFTER_RESULTS, IN_CHINESE
 
     dialect = Dialect.of(ProviderSettings(name="local", tool_call_format="text"))
     found = '{"ok": true, "count": 1, "notes": [{"id": "n1", "text": "passport: 2031"}]}'
@@ -407,7 +407,7 @@ def test_a_question_sent_to_no_tool_is_asked_without_the_tool_block(fake_server,
     before it; the next question about a tool gets the whole tool prompt again. Under the tool
     prompt the 0.5B model answered chat with "抱歉，我无法协助完成这个请求。" or "To list todos,
     call list_todos."."""
-    from repl.providers.dialect import CHAT_PROMPT
+    from repl.embedded.dialect import CHAT_PROMPT
 
     weather = json.dumps({"name": "get_weather", "arguments": {"city": "Oslo"}})
     fake_server.script(text("周末睡懒觉，真不错！"), text(f"<tool_call>\n{weather}\n</tool_call>"),
@@ -483,8 +483,8 @@ def test_a_session_on_the_embedded_model_routes_by_words_first_and_by_meaning_wh
     """Through the session core: a question a tool's words are found in is decided by them
     (the registry's cues), small talk goes to no tool, and only a question without any tool's
     words is put to the router by meaning (a table here), whose choice is then the request's."""
+    from repl.embedded.dialect import CHAT_PROMPT
     from repl.loop.events import Routed
-    from repl.providers.dialect import CHAT_PROMPT
     from tests.support import StubUI
 
     weather = json.dumps({"name": "get_weather", "arguments": {"city": "Oslo"}})

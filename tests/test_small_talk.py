@@ -1,4 +1,4 @@
-"""Small talk (``repl/providers/smalltalk.py``): greetings, thanks and goodbyes, and a
+"""Small talk (``repl/embedded/smalltalk.py``): greetings, thanks and goodbyes, and a
 confirmation when nothing was asked, need no tool. The words router (``repl/embedded/words.py``)
 sends such a question to no tool (``ToolChoice("none", by="small talk")``), before any cue is
 looked for; the embedded dialect answers it in text under the chat prompt
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from repl.embedded import smalltalk
+from repl.embedded.smalltalk import is_confirmation, is_small_talk
 from repl.embedded.words import WordsRouter
 from repl.loop.routing import route_request
-from repl.providers import smalltalk
 from repl.providers.base import ToolChoice
-from repl.providers.smalltalk import is_confirmation, is_small_talk
 from tools.registry import Registry
 
 SMALL_TALK = [

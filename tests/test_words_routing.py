@@ -1,7 +1,7 @@
 """Routing by the tools' words (``repl/embedded/words.py``), the first router of the embedded
 model's chain: a question's first call goes to the tools it names, else to those whose cues it
 says (``@tool(cues=...)``; a tool without cues: its description's first sentence, widened by
-``providers/gloss.py``), else, for a short follow-up, to the tools the turn before called; small
+``embedded/gloss.py``), else, for a short follow-up, to the tools the turn before called; small
 talk goes to no tool. Where no word of any tool is found it decides nothing, and the router by
 meaning decides (tests/test_router.py; the chain through the session core: tests/test_routing.py).
 The small-talk patterns themselves: tests/test_small_talk.py."""
@@ -337,7 +337,7 @@ def test_an_action_of_a_tool_name_needs_its_thing_and_skips_a_server_prefix() ->
 
 def test_the_gloss_widens_only_tools_without_cues_of_their_own(registry) -> None:
     """A built-in tool's own cues are its whole list; a topic the gloss does not know keeps its words."""
-    from repl.providers.gloss import widened
+    from repl.embedded.gloss import widened
 
     assert names(routed("一百美元能换多少人民币？", [FX], {})) == ["fx"]  # by its description, widened
     assert routed("一百美元能换多少人民币？", [FX], {"fx": ("exchange rate",)}) == []  # its own cues, as given
@@ -349,7 +349,7 @@ def test_every_chinese_word_of_the_gloss_means_its_topic_on_its_own() -> None:
     """Found anywhere in a question, a single character would match inside other words ("灯" in "灯笼")."""
     import re
 
-    from repl.providers.gloss import ACTIONS, GLOSS
+    from repl.embedded.gloss import ACTIONS, GLOSS
 
     chinese = [word for words in (*GLOSS.values(), *ACTIONS.values()) for word in words
                if re.search(r"[\u4e00-\u9fff]", word)]

@@ -138,7 +138,7 @@ _VALUE_STOP = re.compile(r'["{}\[\]]')  # ... and outside one
 
 class JsonScan:
     """Open brackets and strings of JSON-ish text, fed in pieces, read once (linear): the one
-    balanced-bracket scanner (argument repair here, text tool calls in ``repl.providers.textcalls``)."""
+    balanced-bracket scanner (argument repair here, text tool calls in ``repl.embedded.textcalls``)."""
 
     def __init__(self, objects: bool = False) -> None:
         self.stack: list[str] = []  # closers still open

@@ -1,6 +1,6 @@
 """Choosing a question's tools by their words: the tools' cues (``@tool(cues=...)``; without
-them the description's first sentence, widened by ``providers/gloss.py``), small talk
-(``providers/smalltalk.py``) and short follow-ups. The router by meaning (``router.py``)
+them the description's first sentence, widened by ``embedded/gloss.py``), small talk
+(``embedded/smalltalk.py``) and short follow-ups. The router by meaning (``router.py``)
 decides what these find nothing in.
 
 Measured, the words still choose better than meaning alone on the sets they were grown over
@@ -13,11 +13,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 
+from repl.embedded.gloss import ACTIONS, GLOSS, NOT_MEANT, widened
+from repl.embedded.grammar import NUMBER
+from repl.embedded.smalltalk import is_confirmation, is_small_talk
 from repl.loop.routing import RouteRequest
 from repl.providers.base import ToolChoice
-from repl.providers.gloss import ACTIONS, GLOSS, NOT_MEANT, widened
-from repl.providers.grammar import NUMBER
-from repl.providers.smalltalk import is_confirmation, is_small_talk
 from tools.registry import DUE_CUE, NUMBER_CUE, ToolSchema
 
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from repl.config.settings import ProviderSettings
+from repl.embedded.dialect import Dialect
 from repl.providers.base import (
     Message,
     Part,
@@ -27,12 +28,11 @@ from repl.providers.base import (
     new_call_id,
     wire_field,
 )
-from repl.providers.dialect import Dialect
 from repl.providers.endpoint import Assembly, SdkEndpoint
 from tools.registry import ToolSchema
 
 if TYPE_CHECKING:
-    from repl.providers.textcalls import EchoHold
+    from repl.embedded.textcalls import EchoHold
 
 
 def to_wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
@@ -182,7 +182,7 @@ class ChatProvider(SdkEndpoint):
             if tool_choice is not None:
                 params["tool_choice"] = tool_choice
             return params, _Assembly()
-        from repl.providers import textcalls
+        from repl.embedded import textcalls
 
         # The final no-tools call keeps the last tool block in the system text:
         # the prompt prefix then matches the previous request, and the local
@@ -214,7 +214,7 @@ class ChatProvider(SdkEndpoint):
     def _text_messages(self, messages: list[Message], tools: list[ToolSchema], chat: bool) -> list[dict[str, Any]]:
         """Text-mode wire messages: with the tool block, or for a question the dialect answers as
         chat (``Dialect.chats``), under its chat prompt without it."""
-        from repl.providers import textcalls
+        from repl.embedded import textcalls
 
         if chat:
             return textcalls.to_text_messages(self.dialect.chat_history(messages), [], self.dialect)

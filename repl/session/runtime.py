@@ -26,8 +26,8 @@ if TYPE_CHECKING:
 if TYPE_CHECKING:  # the REPL imports this module before its prompt: the rest is imported where used
     import datetime as dt
 
+    from repl.embedded.dialect import Dialect
     from repl.providers.base import Provider
-    from repl.providers.dialect import Dialect
     from repl.tracing.trace import Trace
     from tools.mcp_client import McpManager
     from tools.registry import Registry, Tool
@@ -63,8 +63,8 @@ def system_prompt_for(profile: ProviderSettings, registry: Registry, extra: str 
     """The system prompt a session on ``profile`` starts with: its dialect's instructions (the
     embedded model's, with advice made from the tools offered) or the full ones, then the date
     and the user's own ``extra``."""
+    from repl.embedded.dialect import Dialect
     from repl.loop.prompts import system_prompt
-    from repl.providers.dialect import Dialect
 
     own = Dialect.of(profile).instructions(offered_tools(registry))
     if own is None:
@@ -76,7 +76,7 @@ def system_prompt_for(profile: ProviderSettings, registry: Registry, extra: str 
 def with_current_advice(profile: ProviderSettings, registry: Registry, system: SystemPrompt) -> SystemPrompt:
     """``system`` with the advice of ``profile``'s dialect made for the tools offered now (user
     tools and MCP servers arrive after the session's start); a prompt without advice stays as it is."""
-    from repl.providers.dialect import Dialect
+    from repl.embedded.dialect import Dialect
 
     dialect = Dialect.of(profile)
     return dialect.with_advice(system, offered_tools(registry)) if dialect.compact_prompt else system
@@ -112,9 +112,9 @@ def make_provider(profile: ProviderSettings, settings: Settings,
     ``status`` receives progress text while a local model is prepared and
     started (None when done).
     """
+    from repl.embedded.dialect import Dialect
     from repl.providers.base import ProviderError
     from repl.providers.chat import ChatProvider  # imports openai: keep off start-up
-    from repl.providers.dialect import Dialect
     from repl.providers.responses import ResponsesProvider
 
     if profile.api == "responses" and profile.tool_call_format != "native":
@@ -166,8 +166,8 @@ class _WithServer:
 def local_problem(profile: ProviderSettings) -> str | None:
     """What an embedded profile lacks (its extra, or its weights when no model_path is
     given), one line; None when it can start. Imports the local server module."""
-    from repl.providers.local import missing_extra_message
-    from repl.providers.weights import BUNDLED
+    from repl.embedded.server import missing_extra_message
+    from repl.embedded.weights import BUNDLED
 
     problem = missing_extra_message(BUNDLED[profile.name])
     return None if problem and profile.model_path and "weights" in problem else problem
@@ -175,9 +175,9 @@ def local_problem(profile: ProviderSettings) -> str | None:
 
 def _start_local(profile: ProviderSettings, settings: Settings, dialect: Dialect,
                  status: Callable[[str | None], None]) -> Any:
+    from repl.embedded.server import LocalServer, LocalServerError
+    from repl.embedded.weights import BUNDLED, MissingExtra, ModelIntegrityError, ensure_model
     from repl.providers.base import ProviderError
-    from repl.providers.local import LocalServer, LocalServerError
-    from repl.providers.weights import BUNDLED, MissingExtra, ModelIntegrityError, ensure_model
 
     if problem := local_problem(profile):
         raise ProviderError("missing_extra", problem)

@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 
+from repl.embedded.textcalls import TextCallFilter, parse_text_calls
 from repl.loop.agent import Limits, run_turn
 from repl.loop.approval import Approver
 from repl.loop.events import EventLog, ToolCallFinished
 from repl.loop.history import History, check
 from repl.providers.chat import ChatProvider
-from repl.providers.textcalls import TextCallFilter, parse_text_calls
 from tests.fakeserver import FakeServer, text
 from tests.reliability.helpers import record
 

@@ -187,7 +187,7 @@ class Dialect:
         ``LIST_LEAD``; any other, as prose from its first character (``PROSE_GRAMMAR``)."""
         if not self.grammar:
             return None
-        from repl.providers.grammar import (
+        from repl.embedded.grammar import (
             ANSWER_GRAMMAR,
             PROSE_GRAMMAR,
             PROSE_ZH_GRAMMAR,
@@ -237,7 +237,7 @@ class Dialect:
         grammar = self.grammar_for(messages, tools, choice)
         if not (self.prefill and grammar):
             return Reply("", grammar)
-        from repl.providers.grammar import after_call_start, after_lead
+        from repl.embedded.grammar import after_call_start, after_lead
 
         if (lead := self.answer_lead(messages)) and (led := after_lead(grammar, lead)):
             return Reply(*led)

@@ -215,12 +215,7 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "repl.cli": ("repl", "repl.config", "repl.loop", "repl.session", "repl.tracing", "repl.ui", "tools.compat"),
 }
 # (file, module) imports against those directions, each with its reason; the list only shrinks
-CROSSINGS: dict[tuple[str, str], str] = {
-    # the chat adapter still words text tool calls itself, by the embedded model's dialect
-    ("repl/providers/chat.py", "repl.embedded.dialect"): "text tool calls inside the chat adapter",
-    ("repl/providers/chat.py", "repl.embedded.textcalls"): "text tool calls inside the chat adapter",
-    ("repl/providers/chat.py", "repl.embedded"): "text tool calls inside the chat adapter",
-}
+CROSSINGS: dict[tuple[str, str], str] = {}
 
 
 def _package(name: str) -> str:
@@ -268,6 +263,40 @@ def test_the_direction_rules_see_every_package() -> None:
     assert set(MAY_IMPORT) <= sources
     assert _package("repl/loop/agent.py") == _package("repl.loop.agent") == "repl.loop"
     assert _package("repl/cli.py") == "repl.cli" and _package("tools.store") == "tools"
+
+
+# The hosted path: the wire adapters and what they stand on. None of them imports the embedded
+# model's package (its server, weights, grammar, text calls, dialect, routers), even in a function
+# or under TYPE_CHECKING, nor imports a module that does: a session on a hosted model reads and
+# runs without it. The session picks the embedded package's adapter (runtime.make_provider).
+HOSTED = ("repl/providers/base.py", "repl/providers/chat.py", "repl/providers/endpoint.py",
+          "repl/providers/errors.py", "repl/providers/responses.py", "repl/providers/sdk.py")
+EMBEDDED = "repl.embedded"
+
+
+def test_the_hosted_path_never_imports_the_embedded_model() -> None:
+    graph = _module_graph()
+    reached: dict[str, str] = {}  # module -> the hosted module it is imported from
+    todo = [_module_name(path) for path in HOSTED]
+    for module in todo:
+        for target in sorted(graph.get(module, ())):
+            if target not in reached and target not in todo:
+                reached[target] = reached.get(module, module)
+                todo.append(target)
+    strays = [f"{reached[m]} imports {m}" for m in todo
+              if m == EMBEDDED or m.startswith(EMBEDDED + ".")]
+    assert strays == [], "the hosted path reads and runs without repl.embedded"
+
+
+def test_the_hosted_path_is_every_module_of_the_providers() -> None:
+    """Guards the rule: a module added to repl/providers/ is on the hosted path, and is checked."""
+    found = {p.relative_to(ROOT).as_posix() for p in (ROOT / "repl" / "providers").glob("*.py")}
+    assert found - {"repl/providers/__init__.py"} == set(HOSTED)
+    assert "repl.embedded.textchat" in _module_graph(), "the rule looks for a package that exists"
+
+
+def _module_name(path: str) -> str:
+    return path.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
 
 
 def _module_graph() -> dict[str, set[str]]:

@@ -69,7 +69,7 @@ def embedded(fake_server: FakeServer, tmp_path: Path, monkeypatch: pytest.Monkey
     from repl.config.load import load_settings
     from repl.embedded.dialect import Dialect
     from repl.embedded.server import LocalServer
-    from repl.providers.chat import ChatProvider
+    from repl.embedded.textchat import TextChatProvider
     from repl.session import runtime
 
     def served(profile: ProviderSettings, settings: Settings, status: Any = None) -> Any:
@@ -77,7 +77,7 @@ def embedded(fake_server: FakeServer, tmp_path: Path, monkeypatch: pytest.Monkey
         server = LocalServer(tmp_path / "m.gguf", log_path=tmp_path / "server.log", state_dir=tmp_path / "state")
         server.base_url = fake_server.base_url
         server.prefix_state = outcome[0]
-        return runtime._WithServer(ChatProvider(replace(profile, base_url=fake_server.base_url),
+        return runtime._WithServer(TextChatProvider(replace(profile, base_url=fake_server.base_url),
                                                 Dialect.of(profile)), server)
 
     outcome = [""]

@@ -153,13 +153,13 @@ def test_without_a_router_a_greeting_goes_with_the_tool_grammar_on_the_wire(fake
     """A turn run without the routing hook (a profile with ``router = false``): the request
     carries no choice, and its grammar is the tools' for a greeting as for anything."""
     from repl.embedded.grammar import tool_grammar
+    from repl.embedded.textchat import TextChatProvider
     from repl.loop.agent import Limits, run_turn
     from repl.loop.approval import Approver
     from repl.loop.events import EventLog
     from repl.loop.history import History
-    from repl.providers.chat import ChatProvider
 
-    provider = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
+    provider = TextChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
                             max_retries=0, timeout_s=10, tool_call_format="text")
     provider.dialect = replace(provider.dialect, grammar=True, route=True, unmatched_text=True)
     fake_server.script(text("Bye!"))
@@ -564,10 +564,10 @@ def test_the_messages_step_mode_shows_end_with_the_start_the_request_writes(regi
     """A routed call up to its arguments is written into the request (``Dialect.reply_start``):
     the wire messages step mode shows are those the request carries, the start included."""
     from repl.config.load import load_settings
-    from repl.providers.chat import ChatProvider
+    from repl.embedded.textchat import TextChatProvider
 
     profile = load_settings({}, env={}).providers["local"]
-    provider = ChatProvider(replace(profile, base_url="http://127.0.0.1:9/v1"))
+    provider = TextChatProvider(replace(profile, base_url="http://127.0.0.1:9/v1"))
     messages = asked("上海明天会下雨吗？")
     params, _ = provider._prepare(messages, registry.schemas(), WEATHER)
     shown = provider.wire_messages(messages, registry.schemas(), WEATHER)

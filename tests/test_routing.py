@@ -580,19 +580,43 @@ def test_the_messages_step_mode_shows_end_with_the_start_the_request_writes(regi
 # ---------------------------------------------------------------- tool files
 
 
-def test_a_tool_file_with_cues_and_examples_loads_both(tmp_path: Path) -> None:
-    """A tool file's ``cues=`` (with ``NUMBER_CUE``) are the words router's, its ``examples=``
-    the router by meaning's: both kept."""
+TIP_TOOL = (
+    "from glassloop_tools import NUMBER_CUE, tool\n\n"
+    "@tool(cues=(NUMBER_CUE, 'tip', '小费'), examples=('how much should I tip on 86?',))\n"
+    "def tip(bill: float, percent: float) -> dict:\n"
+    '    """The tip on a bill."""\n'
+    "    return {'tip': bill * percent / 100}\n")
+
+
+def test_a_tool_file_that_still_passes_cues_loads_without_them(tmp_path: Path) -> None:
+    """``cues=`` is no longer read (a tool is chosen by its own text): a file that passes it, and
+    imports ``NUMBER_CUE`` for it, loads; its ``examples=`` are kept, and one line says the cues
+    were left out."""
+    from tools.user_api import CUES_IGNORED
     from tools.user_loader import load_sources, read_sources, tool_files
 
-    (tmp_path / "tip.py").write_text(
-        "from glassloop_tools import NUMBER_CUE, tool\n\n"
-        "@tool(cues=(NUMBER_CUE, 'tip', '小费'), examples=('how much should I tip on 86?',))\n"
-        "def tip(bill: float, percent: float) -> dict:\n"
-        '    """The tip on a bill."""\n'
-        "    return {'tip': bill * percent / 100}\n", "utf-8")
+    path = tmp_path / "tip.py"
+    path.write_text(TIP_TOOL, "utf-8")
     loaded = load_sources(read_sources(tool_files(tmp_path)), {})
     [tip] = loaded.tools
     assert tip.name == "tip" and tip.examples == ("how much should I tip on 86?",)
-    assert "tip" in tip.cues and "小费" in tip.cues
-    assert loaded.problems == []
+    assert loaded.problems == [f"{path}:3: tool tip: {CUES_IGNORED}"]
+
+
+def test_ask_with_a_tool_file_that_passes_cues_runs_its_tool(fake_server, home, tmp_path: Path) -> None:
+    """The real command: the tool is offered and runs; the line about the cues is said once, on
+    stderr, and nothing else goes wrong."""
+    from tests.fakeserver import call, tool_calls
+    from tests.support import ROOT, glassloop_here
+
+    path = tmp_path / "tip.py"
+    path.write_text(TIP_TOOL, "utf-8")
+    fake_server.script(tool_calls(call("tip", {"bill": 86, "percent": 15})), text("12.9"))
+    result = glassloop_here("ask", "tip on 86 at 15%?", "--json", "--tools", str(path), "--base-url",
+                            fake_server.base_url, env={**home, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    finished = [e for e in json.loads(result.stdout)["trace"] if e["type"] == "tool_call_finished"]
+    assert finished[0]["result"] == {"ok": True, "tip": 12.9}
+    said = [line for line in result.stderr.splitlines() if "cues" in line]
+    assert len(said) == 1 and f"{path}:3: tool tip: cues= is no longer read" in said[0]
+    assert "Traceback" not in result.stderr

@@ -121,7 +121,7 @@ def test_a_confirmation_with_a_request_is_not_one(message: str) -> None:
 def choose(registry: Registry, *messages: dict[str, Any]) -> ToolChoice | None:
     """The words router's choice for the last of ``messages`` (a question after a system prompt)."""
     history: list[Any] = [{"role": "system", "content": "s"}, *messages]
-    return WordsRouter(registry.cues).choose(route_request(history, registry.schemas()))
+    return WordsRouter.of(registry).choose(route_request(history, registry.schemas()))
 
 
 def user(text: str) -> dict[str, Any]:

@@ -176,6 +176,39 @@ def test_a_second_echo_is_shown_as_it_is(core_on, fake_server) -> None:
     assert len(fake_server.chat_requests()) == 2 and fake_server.unscripted == 0
 
 
+def test_the_echo_held_back_shapes_only_the_request_that_asks_its_question_again(fake_server) -> None:
+    """The adapter remembers the answer it held back as an echo (no field of the message says
+    it): the next request, carrying the loop's note for the same question, may not begin like it;
+    a request for another question, or any after that one, is as it would be anyway."""
+    from repl.embedded.textchat import TextChatProvider
+    from repl.providers.base import Completed
+
+    note, question = echo_note(after_results=False), "好的，没问题。"
+    asked: list[Any] = [{"role": "user", "content": question}]
+    again: list[Any] = [{"role": "user", "content": f"{question}\n\n{note}", "note": note}]
+    other: list[Any] = [{"role": "user", "content": f"谢谢！\n\n{note}", "note": note}]
+    provider = TextChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="k",
+                                max_retries=0, timeout_s=10, tool_call_format="text", dialect=EMBEDDED)
+    fake_server.script(text(question), text("好呀！"))
+    chat = ToolChoice("none")
+
+    def grammar(messages: list[Any]) -> Any:
+        return provider.request_body(messages, [], chat)["grammar"]
+
+    try:
+        [done] = [p for p in provider.stream(asked, [], choice=chat) if isinstance(p, Completed)]
+        assert done.echoed and done.text == question
+        banned, plain = (EMBEDDED.grammar_for(again, [], chat, echoed=question),
+                         EMBEDDED.grammar_for(again, [], chat))
+        assert grammar(again) == banned != plain
+        assert grammar(other) == EMBEDDED.grammar_for(other, [], chat)
+        list(provider.stream(again, [], choice=chat))  # asked again: shown as it comes, not held
+        assert fake_server.chat_requests()[-1].body["grammar"] == banned
+        assert grammar(again) == plain
+    finally:
+        provider.close()
+
+
 def test_a_note_does_not_change_what_the_grammar_is_chosen_from() -> None:
     """The note the loop adds for one request (``Message.note``) is neither the question (its
     language, the optional arguments it mentions) nor a step after results."""

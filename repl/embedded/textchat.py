@@ -5,19 +5,21 @@ request by the profile's dialect (``dialect.py``): the tool block and the calls 
 text (``textcalls.py``), the grammar and the start of the reply the embedded server continues,
 the chat prompt for a question the router sent to no tool. Reading the reply, it takes calls
 out of the text (``TextCallFilter``) and holds back an answer that may only repeat the
-question (``EchoHold``). ``runtime.make_provider`` picks it for a profile with text calls.
+question (``EchoHold``); it remembers that answer (``Held``), so that the request the loop
+then makes with its note, asking again, has a grammar that keeps the reply from beginning like
+it. ``runtime.make_provider`` picks it for a profile with text calls.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from repl.config.settings import ProviderSettings
 from repl.embedded.dialect import Dialect
 from repl.embedded.textcalls import EchoHold, TextCallFilter, to_text_messages
-from repl.providers.base import Message, Part, TextPart, ToolCall, ToolChoice
+from repl.providers.base import Completed, Message, Part, TextPart, ToolCall, ToolChoice
 from repl.providers.chat import ChatAssembly, ChatProvider
 from tools.registry import ToolSchema
 
@@ -75,6 +77,14 @@ class _TextAssembly(ChatAssembly):
         return self.text_calls
 
 
+@dataclass(frozen=True)
+class Held:
+    """The answer the last reply held back as an echo, and the question it repeated."""
+
+    question: str
+    echo: str
+
+
 class TextChatProvider(ChatProvider):
     """A Chat Completions endpoint whose tool calls and results travel as text (see ``Provider``)."""
 
@@ -87,6 +97,26 @@ class TextChatProvider(ChatProvider):
         super().__init__(profile, **fields)
         self.dialect = dialect or Dialect.of(self.settings)
         self._text_tools: list[ToolSchema] = []  # the last tool list sent
+        self._held: Held | None = None  # the last reply's, when it was held back as an echo
+
+    def stream(self, messages: list[Message], tools: list[ToolSchema] | None,
+               deadline: float | None = None, choice: ToolChoice | None = None) -> Generator[Part, None, None]:
+        """See ``Provider.stream``; a reply held back as an echo is remembered for the next request."""
+        held, parts = None, super().stream(messages, tools, deadline, choice)
+        try:
+            for part in parts:
+                if isinstance(part, Completed) and part.echoed:
+                    held = Held(self.dialect.echo_question(messages), part.text)
+                yield part
+        finally:
+            parts.close()  # at once, on Ctrl-C too: it drops the HTTP stream
+            self._held = held
+
+    def _echoed(self, messages: list[Message]) -> str:
+        """The echo held back of the question this request asks again (with the loop's note), or ""."""
+        held = self._held
+        asked = self.dialect.asked_again(messages)
+        return held.echo if held is not None and asked and held.question == asked else ""
 
     def _prepare(self, messages: list[Message], tools: list[ToolSchema],
                  choice: ToolChoice | None = None) -> tuple[dict[str, Any], _TextAssembly]:
@@ -97,7 +127,7 @@ class TextChatProvider(ChatProvider):
         self._text_tools = tools or self._text_tools
         chat = self.dialect.chats(messages, tools, choice)
         params = self._params(self._text_messages(messages, self._text_tools, chat), [])
-        reply = self.dialect.reply_start(messages, tools, choice)
+        reply = self.dialect.reply_start(messages, tools, choice, self._echoed(messages))
         if reply.grammar:
             params["grammar"] = reply.grammar
         params["messages"] = _started(params["messages"], reply.start)
@@ -110,7 +140,7 @@ class TextChatProvider(ChatProvider):
                       choice: ToolChoice | None = None) -> list[dict[str, Any]]:
         """``messages`` as this endpoint is sent them (step mode shows them): in text form with
         ``tools`` (none: the tool list last sent, as ``stream`` does)."""
-        start = self.dialect.reply_start(messages, tools or [], choice).start
+        start = self.dialect.reply_start(messages, tools or [], choice, self._echoed(messages)).start
         tools = tools or self._text_tools
         return _started(self._text_messages(messages, tools, self.dialect.chats(messages, tools, choice)), start)
 

@@ -22,8 +22,7 @@ may change between versions.
 from __future__ import annotations
 
 from tools.cancel import Cancel
-from tools.registry import DUE_CUE, NUMBER_CUE
 from tools.results import ToolError
-from tools.user_api import Store, store, tool
+from tools.user_api import DUE_CUE, NUMBER_CUE, Store, store, tool
 
 __all__ = ["DUE_CUE", "NUMBER_CUE", "Cancel", "Store", "ToolError", "store", "tool"]

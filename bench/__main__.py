@@ -28,7 +28,7 @@ def _local_model(quick: bool) -> dict[str, Any]:
     name = "local_model"
     if quick:
         return {"name": name, "rows": [], "targets": {}, "skipped": "not run with --quick (minutes of CPU)"}
-    from repl.providers.local import missing_extra_message
+    from repl.embedded.server import missing_extra_message
 
     problem = missing_extra_message()
     if problem:

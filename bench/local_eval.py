@@ -36,7 +36,7 @@ from typing import Any
 
 from bench import ROOT, VENV_BIN, isolated_env, patched_environ, scratch
 from bench.tool_use import in_language, load
-from repl.providers.dialect import flat, repeats
+from repl.embedded.dialect import flat, repeats
 from repl.ui.plain import Unattended
 
 CASES = ROOT / "bench" / "cases"
@@ -87,7 +87,7 @@ def workspace(folder: Path, profile: str, fixture: bool = True,
     """(the folder the session runs in, its environment, its config file): the fixture stores
     in the data dir of an isolated XDG tree, the files in the folder itself, the MCP server;
     without ``fixture`` a new user's machine (no todos, notes, files or MCP servers)."""
-    from repl.providers.weights import BUNDLED, ensure_model
+    from repl.embedded.weights import BUNDLED, ensure_model
 
     model = ensure_model(MODELS, spec=BUNDLED[profile])
     env = isolated_env(folder / "xdg")

@@ -45,9 +45,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench import compile_ours, patched_environ  # noqa: E402
 from repl.config.settings import ProviderSettings  # noqa: E402
-from repl.providers.local import LocalServer  # noqa: E402
-from repl.providers.textcalls import parse_text_calls, to_text_messages  # noqa: E402
-from repl.providers.weights import BUNDLED, ensure_model  # noqa: E402
+from repl.embedded.server import LocalServer  # noqa: E402
+from repl.embedded.textcalls import parse_text_calls, to_text_messages  # noqa: E402
+from repl.embedded.weights import BUNDLED, ensure_model  # noqa: E402
 from repl.session.runtime import system_prompt_for  # noqa: E402
 from tools import build_tools  # noqa: E402
 from tools.registry import Registry  # noqa: E402

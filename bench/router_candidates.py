@@ -378,7 +378,7 @@ def load_encoder(name: str) -> tuple[Embed, Embed]:
 
 def weights_mb(candidate: Candidate) -> float:
     if candidate.name == LLM:
-        from repl.providers.weights import EMBEDDED_MODEL
+        from repl.embedded.weights import EMBEDDED_MODEL
 
         return EMBEDDED_MODEL.size / 1e6
     spec = importlib.util.find_spec(candidate.module)
@@ -491,7 +491,7 @@ class NextTokens:
 def measure_llm(payload: dict[str, Any]) -> dict[str, Any]:
     """The embedded model's weights (assembled from their packages), the fixed start of the
     prompt evaluated once, then each request: the log-probability of each class's name."""
-    from repl.providers.weights import ensure_model
+    from repl.embedded.weights import ensure_model
 
     model = ensure_model(MODELS)
     before = rss_mb()
@@ -795,7 +795,7 @@ def version(distribution: str) -> str:
 
 def missing() -> list[str]:
     """The candidates not installed (the embedded model: its extra or its weights)."""
-    from repl.providers.local import missing_extra_message
+    from repl.embedded.server import missing_extra_message
 
     return [
         n

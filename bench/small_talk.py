@@ -19,8 +19,8 @@ import time
 from pathlib import Path
 
 from bench.local_model import cli_turn
-from repl.providers.smalltalk import is_small_talk
-from repl.providers.weights import BUNDLED, ensure_model
+from repl.embedded.smalltalk import is_small_talk
+from repl.embedded.weights import BUNDLED, ensure_model
 
 SETS = {
     "dev": ["你好！", "谢谢你，辛苦了。", "晚安。", "好久不见，最近怎么样？", "早上好呀", "没事了，谢谢。"],

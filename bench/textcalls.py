@@ -40,13 +40,13 @@ FAMILIES: dict[str, Callable[[int], str]] = {
 
 
 def _whole(reply: str) -> None:
-    from repl.providers.textcalls import parse_text_calls
+    from repl.embedded.textcalls import parse_text_calls
 
     parse_text_calls(reply, NAMES)
 
 
 def _streamed(reply: str) -> None:
-    from repl.providers.textcalls import TextCallFilter
+    from repl.embedded.textcalls import TextCallFilter
 
     text_filter = TextCallFilter(NAMES)
     for start in range(0, len(reply), CHUNK):

@@ -244,7 +244,7 @@ def call_temperature_line(calls: str | None) -> str:
 def calls_sampling(calls: str | None) -> str:
     """The temperature cap the embedded server decodes a step's first token and its calls at
     (``[providers.local] call_temperature``), or "off" (everything at the request's temperature)."""
-    from repl.providers.local import CALL_TEMPERATURE
+    from repl.embedded.server import CALL_TEMPERATURE
 
     return str(CALL_TEMPERATURE) if calls is None else calls
 
@@ -252,7 +252,7 @@ def calls_sampling(calls: str | None) -> str:
 def evaluate(temperatures: tuple[float, ...], chosen: list[Any], grammar: bool = True,
              data_dir: Path | None = None, profile: str = "local", gate: bool = True,
              calls: str | None = None) -> dict[str, Any]:
-    from repl.providers.weights import BUNDLED, ensure_model
+    from repl.embedded.weights import BUNDLED, ensure_model
 
     model = ensure_model(data_dir or Path(tempfile.gettempdir()) / "glassloop-bench", spec=BUNDLED[profile])
     runs: dict[str, Any] = {}
@@ -283,9 +283,9 @@ def grammar_cost(cases: list[Any], rounds: int = 2, data_dir: Path | None = None
     import httpx
 
     from repl.config.settings import ProviderSettings
-    from repl.providers.grammar import tool_grammar
-    from repl.providers.local import LocalServer
-    from repl.providers.weights import BUNDLED, ensure_model
+    from repl.embedded.grammar import tool_grammar
+    from repl.embedded.server import LocalServer
+    from repl.embedded.weights import BUNDLED, ensure_model
     from repl.session.runtime import system_prompt_for
 
     model = ensure_model(data_dir or Path(tempfile.gettempdir()) / "glassloop-bench", spec=BUNDLED[profile])
@@ -326,7 +326,7 @@ def grammar_cost(cases: list[Any], rounds: int = 2, data_dir: Path | None = None
 def _first_step(client: Any, url: str, system: SystemPrompt, text: str, tools: list[dict[str, Any]],
                 grammar: str | None) -> tuple[str, int, float]:
     """One greedy first step (not streamed: the server counts the tokens): reply, tokens, seconds."""
-    from repl.providers import textcalls
+    from repl.embedded import textcalls
 
     messages = [*system.messages(), {"role": "user", "content": text}]
     body = {"model": "local", "messages": textcalls.to_text_messages(messages, tools), "temperature": 0.0,
@@ -382,7 +382,7 @@ def _rows(runs: dict[str, Any]) -> list[dict[str, Any]]:
 
 def quick_run() -> dict[str, Any]:
     """The harness over the scripted server: a reference call and an answer per question."""
-    from repl.providers.grammar import tool_grammar
+    from repl.embedded.grammar import tool_grammar
 
     chosen = [c for c in cases() if c.id in QUICK_CASES]
     script: list[dict[str, Any]] = []
@@ -410,7 +410,7 @@ def quick_run() -> dict[str, Any]:
 def run(quick: bool = False) -> dict[str, Any]:
     if quick:
         return quick_run()
-    from repl.providers.local import missing_extra_message
+    from repl.embedded.server import missing_extra_message
 
     problem = missing_extra_message()
     if problem:

@@ -77,7 +77,7 @@ def embedded_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The embedded model's weights (~500 MB), assembled and checked once per run: the xdist
     workers share one copy in the run's temporary root (``ensure_model`` locks against a race).
     Read only."""
-    from repl.providers.weights import ensure_model
+    from repl.embedded.weights import ensure_model
 
     base = tmp_path_factory.getbasetemp()
     return ensure_model((base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "embedded-model")
@@ -112,8 +112,8 @@ def five_tool_prompt_state(embedded_model: Path, tmp_path_factory: pytest.TempPa
     loaded state decodes exactly as a cold one (``test_local_state``). Read only."""
     from bench.tool_use import fixture
     from repl.config.settings import ProviderSettings
-    from repl.providers.local import LocalServer
-    from repl.providers.textcalls import to_text_messages
+    from repl.embedded.server import LocalServer
+    from repl.embedded.textcalls import to_text_messages
     from repl.session.runtime import system_prompt_for
 
     folder = tmp_path_factory.mktemp("five-tools")

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from repl.embedded.textchat import TextChatProvider
 from repl.loop.agent import Limits, run_turn
 from repl.loop.approval import Approver
 from repl.loop.events import EventLog
@@ -376,10 +377,12 @@ TODO_TOOLS = [{"name": "list_todos", "description": "List todos.",
 
 
 def adapter(api: str, base_url: str, **overrides: Any) -> Any:
-    """The ``api`` adapter ("chat" or "responses") on ``base_url``: one retry, a 5 s timeout."""
+    """The ``api`` adapter ("chat" or "responses") on ``base_url``: one retry, a 5 s timeout; for
+    "chat" with ``tool_call_format="text"``, the one with tool calls as text."""
     options: dict[str, Any] = dict(name="fake", model="test-model", base_url=base_url, api_key=ADAPTER_KEY,
                                    api_key_env="GLASSLOOP_TEST_KEY", timeout_s=5, max_retries=1)
-    return ADAPTERS[api](**{**options, **overrides})
+    text_calls = api == "chat" and overrides.get("tool_call_format") == "text"
+    return (TextChatProvider if text_calls else ADAPTERS[api])(**{**options, **overrides})
 
 
 def stream_all(p: Any, messages: list[dict] = QUESTION,

@@ -10,8 +10,8 @@ import datetime as dt
 from pathlib import Path
 
 from repl.config.settings import ProviderSettings
-from repl.providers.dialect import ADVICE_MARK, AFTER_RESULTS
-from repl.providers.textcalls import to_text_messages
+from repl.embedded.dialect import ADVICE_MARK, AFTER_RESULTS
+from repl.embedded.textcalls import to_text_messages
 from repl.session.runtime import system_prompt_for, with_current_advice
 from tools import build_tools
 from tools.registry import Registry

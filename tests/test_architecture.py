@@ -34,7 +34,7 @@ HOMES: dict[str, tuple[str, ...]] = {
     # the local model runs in its own server process (llama_server.py: its program, the one
     # place its internals are touched); glassloop itself uses only the pure-Python JSON-schema
     # converter, to build the grammar of valid tool calls
-    "llama_cpp": ("repl/providers/grammar.py", "repl/providers/llama_server.py"),
+    "llama_cpp": ("repl/embedded/grammar.py", "repl/embedded/llama_server.py"),
 }
 # Loaded by none of the start-up path (`glassloop` must show its prompt fast).
 HEAVY_AT_START = ("openai", "pydantic", "rich.markdown", "jsonschema", "httpx", "httpx2", "mcp", "llama_cpp",
@@ -263,6 +263,40 @@ def test_the_direction_rules_see_every_package() -> None:
     assert set(MAY_IMPORT) <= sources
     assert _package("repl/loop/agent.py") == _package("repl.loop.agent") == "repl.loop"
     assert _package("repl/cli.py") == "repl.cli" and _package("tools.store") == "tools"
+
+
+# The hosted path: the wire adapters and what they stand on. None of them imports the embedded
+# model's package (its server, weights, grammar, text calls, dialect, routers), even in a function
+# or under TYPE_CHECKING, nor imports a module that does: a session on a hosted model reads and
+# runs without it. The session picks the embedded package's adapter (runtime.make_provider).
+HOSTED = ("repl/providers/base.py", "repl/providers/chat.py", "repl/providers/endpoint.py",
+          "repl/providers/errors.py", "repl/providers/responses.py", "repl/providers/sdk.py")
+EMBEDDED = "repl.embedded"
+
+
+def test_the_hosted_path_never_imports_the_embedded_model() -> None:
+    graph = _module_graph()
+    reached: dict[str, str] = {}  # module -> the hosted module it is imported from
+    todo = [_module_name(path) for path in HOSTED]
+    for module in todo:
+        for target in sorted(graph.get(module, ())):
+            if target not in reached and target not in todo:
+                reached[target] = reached.get(module, module)
+                todo.append(target)
+    strays = [f"{reached[m]} imports {m}" for m in todo
+              if m == EMBEDDED or m.startswith(EMBEDDED + ".")]
+    assert strays == [], "the hosted path reads and runs without repl.embedded"
+
+
+def test_the_hosted_path_is_every_module_of_the_providers() -> None:
+    """Guards the rule: a module added to repl/providers/ is on the hosted path, and is checked."""
+    found = {p.relative_to(ROOT).as_posix() for p in (ROOT / "repl" / "providers").glob("*.py")}
+    assert found - {"repl/providers/__init__.py"} == set(HOSTED)
+    assert "repl.embedded.textchat" in _module_graph(), "the rule looks for a package that exists"
+
+
+def _module_name(path: str) -> str:
+    return path.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
 
 
 def _module_graph() -> dict[str, set[str]]:

@@ -18,14 +18,14 @@ import pytest
 
 from repl.config.load import load_settings
 from repl.config.settings import EMBEDDED_PROFILES
+from repl.embedded.compact import compact_result
+from repl.embedded.dialect import Dialect
+from repl.embedded.textcalls import RESULT_CLOSE, RESULT_OPEN, to_text_messages
+from repl.embedded.textchat import TextChatProvider
 from repl.loop.agent import Limits, run_turn
 from repl.loop.approval import Approver
 from repl.loop.events import EventLog, ToolCallFinished
 from repl.loop.history import History
-from repl.providers.chat import ChatProvider
-from repl.providers.compact import compact_result
-from repl.providers.dialect import Dialect
-from repl.providers.textcalls import RESULT_CLOSE, RESULT_OPEN, to_text_messages
 from tests.fakeserver import FakeServer, text
 from tools.registry import Registry
 
@@ -154,15 +154,15 @@ def test_the_local_profiles_send_compact_results_and_others_json() -> None:
 
 
 @pytest.fixture
-def compact_provider(fake_server: FakeServer) -> Iterator[ChatProvider]:
-    p = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
+def compact_provider(fake_server: FakeServer) -> Iterator[TextChatProvider]:
+    p = TextChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
                      max_retries=0, timeout_s=10, tool_call_format="text", compact_results=LIMIT)
     yield p
     p.close()
 
 
 def test_the_request_is_compact_and_the_history_keeps_the_json(
-        fake_server: FakeServer, compact_provider: ChatProvider, registry: Registry) -> None:
+        fake_server: FakeServer, compact_provider: TextChatProvider, registry: Registry) -> None:
     fake_server.script(
         text('<tool_call>\n{"name": "list_todos", "arguments": {"status": "todo"}}\n</tool_call>'),
         text("还有两项：写周报（高）和回复邮件（中）。"),

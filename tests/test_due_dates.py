@@ -157,7 +157,7 @@ def test_the_small_model_is_offered_the_day_with_the_time_said(question: str,
                                                                 offered: list[str]) -> None:
     """The embedded model's grammar lets the due be only the days the question says, now with
     the time said with the day, so the tool gets "tomorrow at 3pm" and resolves it."""
-    from repl.providers.grammar import tool_grammar
+    from repl.embedded.grammar import tool_grammar
 
     add_todo = next(t for t in make_todo_tools(Path("t.json")) if t.name == "add_todo")
     grammar = tool_grammar([add_todo.schema()], optional="mentioned", question=question)

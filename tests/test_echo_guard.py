@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from repl.embedded.dialect import AFTER_RESULTS, IN_CHINESE, Dialect
 from repl.loop.events import ModelRequest, ModelUsage, Notice, Routed, TextDelta
 from repl.loop.history import check
 from repl.providers.base import ToolChoice
-from repl.providers.dialect import AFTER_RESULTS, IN_CHINESE, Dialect
 from tests.fakeserver import FakeServer, text
 from tests.support import TableRouter, route_with
 
@@ -89,7 +89,7 @@ def test_an_echoed_small_talk_answer_is_asked_for_again(core_on, fake_server) ->
     # the retry is still the first step of a turn the router sent to no tool: the same prose
     # grammar, which may not begin like the echo (the 0.5B model, near-greedy, wrote the same
     # words again); the router is not asked again
-    from repl.providers.grammar import PROSE_ZH_GRAMMAR, not_beginning_with
+    from repl.embedded.grammar import PROSE_ZH_GRAMMAR, not_beginning_with
 
     assert first["grammar"] == PROSE_ZH_GRAMMAR
     assert second["grammar"] == not_beginning_with(PROSE_ZH_GRAMMAR, "好") != PROSE_ZH_GRAMMAR
@@ -106,7 +106,7 @@ def test_an_echoed_small_talk_answer_is_asked_for_again(core_on, fake_server) ->
 def test_the_retry_after_an_echo_behind_a_preamble_may_begin_like_neither(core_on, fake_server) -> None:
     """"今天上班好累啊，随便陪我聊两句吧。" got "好的，" and the question; asked again, with only "好"
     refused as its first character, the 0.5B model wrote the question alone, and it was shown."""
-    from repl.providers.grammar import PROSE_ZH_GRAMMAR, not_beginning_with
+    from repl.embedded.grammar import PROSE_ZH_GRAMMAR, not_beginning_with
 
     core = core_on()
     question = "今天上班好累啊，随便陪我聊两句吧。"
@@ -176,10 +176,43 @@ def test_a_second_echo_is_shown_as_it_is(core_on, fake_server) -> None:
     assert len(fake_server.chat_requests()) == 2 and fake_server.unscripted == 0
 
 
+def test_the_echo_held_back_shapes_only_the_request_that_asks_its_question_again(fake_server) -> None:
+    """The adapter remembers the answer it held back as an echo (no field of the message says
+    it): the next request, carrying the loop's note for the same question, may not begin like it;
+    a request for another question, or any after that one, is as it would be anyway."""
+    from repl.embedded.textchat import TextChatProvider
+    from repl.providers.base import Completed
+
+    note, question = echo_note(after_results=False), "好的，没问题。"
+    asked: list[Any] = [{"role": "user", "content": question}]
+    again: list[Any] = [{"role": "user", "content": f"{question}\n\n{note}", "note": note}]
+    other: list[Any] = [{"role": "user", "content": f"谢谢！\n\n{note}", "note": note}]
+    provider = TextChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="k",
+                                max_retries=0, timeout_s=10, tool_call_format="text", dialect=EMBEDDED)
+    fake_server.script(text(question), text("好呀！"))
+    chat = ToolChoice("none")
+
+    def grammar(messages: list[Any]) -> Any:
+        return provider.request_body(messages, [], chat)["grammar"]
+
+    try:
+        [done] = [p for p in provider.stream(asked, [], choice=chat) if isinstance(p, Completed)]
+        assert done.echoed and done.text == question
+        banned, plain = (EMBEDDED.grammar_for(again, [], chat, echoed=question),
+                         EMBEDDED.grammar_for(again, [], chat))
+        assert grammar(again) == banned != plain
+        assert grammar(other) == EMBEDDED.grammar_for(other, [], chat)
+        list(provider.stream(again, [], choice=chat))  # asked again: shown as it comes, not held
+        assert fake_server.chat_requests()[-1].body["grammar"] == banned
+        assert grammar(again) == plain
+    finally:
+        provider.close()
+
+
 def test_a_note_does_not_change_what_the_grammar_is_chosen_from() -> None:
     """The note the loop adds for one request (``Message.note``) is neither the question (its
     language, the optional arguments it mentions) nor a step after results."""
-    from repl.providers.grammar import PROSE_ZH_GRAMMAR
+    from repl.embedded.grammar import PROSE_ZH_GRAMMAR
 
     note = echo_note(after_results=False)
     schemas: Any = [{"name": "get_weather", "description": "The weather.", "parameters": {
@@ -216,7 +249,7 @@ def core_router(core: Any) -> TableRouter:
 
 @pytest.mark.parametrize("size", [1, 2, 3, 50])
 def test_the_hold_releases_in_order_whatever_the_chunks(size: int) -> None:
-    from repl.providers.textcalls import EchoHold
+    from repl.embedded.textcalls import EchoHold
 
     def run(answer: str, question: str) -> tuple[str, str]:
         hold, out = EchoHold(question), []
@@ -244,7 +277,7 @@ def test_the_hold_releases_in_order_whatever_the_chunks(size: int) -> None:
 def test_the_words_an_answer_is_led_in_with_are_no_part_of_an_echo(size: int) -> None:
     """After results the 0.5B model's answer began "根据工具结果，" (the grammar's lead) and went
     on with the question: it was shown, and then judged an echo."""
-    from repl.providers.textcalls import EchoHold
+    from repl.embedded.textcalls import EchoHold
 
     question, lead = "猫粮快见底了，回头买三袋，给我加到采购单上。", "根据工具结果，"
 
@@ -274,7 +307,7 @@ def test_an_echo_behind_the_lead_is_held_and_asked_for_again(core_on, fake_serve
 def test_one_definition_of_an_echo() -> None:
     """The benchmark's judge (bench/local_eval.py) is the product's predicate."""
     from bench import local_eval
-    from repl.providers.dialect import flat, repeats
+    from repl.embedded.dialect import flat, repeats
 
     assert local_eval.flat is flat
     assert flat("Ok, 好的_！ ß") == "ok好的ss"

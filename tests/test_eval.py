@@ -280,7 +280,7 @@ REAL_CASES = "".join(f'[[case]]\nmessage = "{message}"\ntool = "{tool}"\nlang = 
 def test_the_embedded_model_runs_every_case_in_one_server_process(
         tmp_path: Path, home: dict[str, str], monkeypatch: pytest.MonkeyPatch, embedded_model: Path,
         embedded_prompt_state: Path) -> None:
-    from repl.providers import local
+    from repl.embedded import server as local
 
     for name in ("DATA", "STATE", "CONFIG", "CACHE"):
         monkeypatch.setenv(f"XDG_{name}_HOME", home[f"XDG_{name}_HOME"])

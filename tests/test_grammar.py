@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from bench.tool_use import REFERENCES, cases, fixture, schema_valid
-from repl.providers.textcalls import parse_text_calls
+from repl.embedded.textcalls import parse_text_calls
 
 pytestmark = pytest.mark.skipif(util.find_spec("llama_cpp") is None,
                                 reason="needs the 'local' extra: pip install 'glassloop[local]'")
@@ -72,7 +72,7 @@ def registry(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def grammar(llama, registry):
-    from repl.providers.grammar import tool_grammar
+    from repl.embedded.grammar import tool_grammar
 
     built = Grammar(llama, tool_grammar(registry.schemas()))
     yield built
@@ -155,7 +155,7 @@ def test_the_reference_call_of_every_evaluation_question_is_accepted(grammar, re
 
 
 def test_without_optional_properties_only_the_required_ones_remain(llama, registry) -> None:
-    from repl.providers.grammar import tool_grammar
+    from repl.embedded.grammar import tool_grammar
 
     required_only = Grammar(llama, tool_grammar(registry.schemas(), optional="none"))
     try:
@@ -167,7 +167,7 @@ def test_without_optional_properties_only_the_required_ones_remain(llama, regist
 
 
 def test_built_once_per_tool_list(registry) -> None:
-    from repl.providers.grammar import tool_grammar
+    from repl.embedded.grammar import tool_grammar
 
     tools = registry.schemas()
     first = tool_grammar(tools)
@@ -177,7 +177,7 @@ def test_built_once_per_tool_list(registry) -> None:
 
 def test_a_schema_the_converter_cannot_express_still_gives_a_grammar(llama) -> None:
     """A remote $ref is not fetched: that tool's arguments may be any object, the others keep theirs."""
-    from repl.providers.grammar import tool_grammar
+    from repl.embedded.grammar import tool_grammar
 
     tools = [{"name": "remote", "parameters": {"type": "object", "properties": {
                  "x": {"$ref": "https://example.invalid/schema.json"}}}},
@@ -194,7 +194,7 @@ def test_a_schema_the_converter_cannot_express_still_gives_a_grammar(llama) -> N
 
 def test_without_tools_only_text_is_accepted(llama) -> None:
     """The loop's final answer (no tools offered): the model cannot echo a call as its answer."""
-    from repl.providers.grammar import ANSWER_GRAMMAR
+    from repl.embedded.grammar import ANSWER_GRAMMAR
 
     text_only = Grammar(llama, ANSWER_GRAMMAR)
     try:
@@ -209,7 +209,7 @@ def test_without_tools_only_text_is_accepted(llama) -> None:
 def test_the_answer_after_results_is_prose_from_its_first_character(llama) -> None:
     """Asked which todos are open, the 0.5B model answered with one of them as an object
     ("{\\n  id: todo-002, ..."); the answer after results begins as prose, braces later stay."""
-    from repl.providers.grammar import PROSE_GRAMMAR, not_beginning_with, without_han
+    from repl.embedded.grammar import PROSE_GRAMMAR, not_beginning_with, without_han
 
     for text in (PROSE_GRAMMAR, without_han(PROSE_GRAMMAR)):
         prose = Grammar(llama, text)
@@ -237,7 +237,7 @@ def test_an_answer_in_text_is_prose_without_a_calls_shape(llama) -> None:
     """A question the router sends to no tool (``ToolChoice`` "none"): prose from its first
     character, neither a call-shaped object in a fence nor a call's tag anywhere (from the
     answer grammar the 0.5B model wrote the call it wanted as ```xml {name: "list_todos"})."""
-    from repl.providers.grammar import PROSE_GRAMMAR
+    from repl.embedded.grammar import PROSE_GRAMMAR
 
     prose = Grammar(llama, PROSE_GRAMMAR)
     try:
@@ -254,7 +254,7 @@ def test_an_answer_in_text_is_prose_without_a_calls_shape(llama) -> None:
 def test_chat_in_chinese_begins_in_chinese(llama) -> None:
     """A question in Chinese that no tool answers: under the chat prompt in English the 0.5B model
     answered "周末终于能睡个懒觉了，美滋滋。" in English."""
-    from repl.providers.grammar import PROSE_ZH_GRAMMAR
+    from repl.embedded.grammar import PROSE_ZH_GRAMMAR
 
     prose = Grammar(llama, PROSE_ZH_GRAMMAR)
     try:
@@ -267,7 +267,7 @@ def test_chat_in_chinese_begins_in_chinese(llama) -> None:
 
 
 def test_no_default_keeps_the_optional_properties_that_have_no_default(llama, registry) -> None:
-    from repl.providers.grammar import tool_grammar
+    from repl.embedded.grammar import tool_grammar
 
     grammar = Grammar(llama, tool_grammar(registry.schemas(), optional="no-default"))
     try:
@@ -283,7 +283,7 @@ def test_mentioned_keeps_what_the_question_gives_and_nothing_else(llama, registr
     """"add a todo: buy oat milk, high priority" got an invented due date and tag and kept the
     default priority: with ``mentioned`` the grammar offers priority (the question says "high")
     and neither due nor tag (it names no day and no label)."""
-    from repl.providers.grammar import tool_grammar
+    from repl.embedded.grammar import tool_grammar
 
     asked = Grammar(llama, tool_grammar(registry.schemas(), optional="mentioned",
                                         question="add a todo: buy oat milk, high priority"))
@@ -298,7 +298,7 @@ def test_mentioned_keeps_what_the_question_gives_and_nothing_else(llama, registr
 def test_a_day_is_given_in_the_words_the_question_says_it(llama, registry) -> None:
     """"提醒我周五前把季度报表交上去。" got due "2026-12-05", a Saturday: a property for a day
     (its description names days) holds the day as the question says it, or nothing."""
-    from repl.providers.grammar import tool_grammar
+    from repl.embedded.grammar import tool_grammar
 
     def grammar(question: str) -> Grammar:
         return Grammar(llama, tool_grammar(registry.schemas(), optional="mentioned", question=question))
@@ -324,7 +324,7 @@ def test_a_value_the_question_says_is_given(llama, registry) -> None:
     """"add a todo: renew the passport by next Friday, high priority" became one title holding
     the whole sentence, priority left at medium and no due date, though both were offered: a
     day the question says and a choice it names are required, as it says them."""
-    from repl.providers.grammar import tool_grammar
+    from repl.embedded.grammar import tool_grammar
 
     asked = Grammar(llama, tool_grammar(registry.schemas(), optional="mentioned",
                                         question="add a todo: renew the passport by next Friday, high priority"))
@@ -349,7 +349,7 @@ def test_a_value_the_question_says_is_given(llama, registry) -> None:
     ("Add 'fix the bike'", None),
 ])
 def test_a_choice_is_said_by_the_words_its_description_gives_it(question: str, value: str | None) -> None:
-    from repl.providers.grammar import said_value
+    from repl.embedded.grammar import said_value
     from tools import build_tools
 
     add_todo = next(t for t in build_tools(todos_path=Path("t.json"), notes_path=Path("n.json"),
@@ -360,7 +360,7 @@ def test_a_choice_is_said_by_the_words_its_description_gives_it(question: str, v
 def test_a_filter_the_question_says_is_given() -> None:
     """"What's still open on my todo list?" lists the open items only: list_todos' status is
     described "todo" = still open, 还有."""
-    from repl.providers.grammar import said_value
+    from repl.embedded.grammar import said_value
     from tools import build_tools
 
     list_todos = next(t for t in build_tools(todos_path=Path("t.json"), notes_path=Path("n.json"),
@@ -384,7 +384,7 @@ def test_a_filter_the_question_says_is_given() -> None:
 def test_a_superlative_ranks_the_items_and_chooses_no_value(question: str, priority: list[str] | None) -> None:
     """"The most urgent" asks which item comes first among those listed: a filter on the
     "urgent" priority would list the urgent ones only, and none at all when there are none."""
-    from repl.providers.grammar import _mentioned_only
+    from repl.embedded.grammar import _mentioned_only
     from tools import build_tools
     from tools.days import days_said
 
@@ -407,7 +407,7 @@ def test_a_numeric_property_is_offered_by_a_number_not_by_one_or_yi_of_another_s
                                                                                    numbers: bool) -> None:
     """Offered offset and limit because "the highest-priority one" held "one", the 0.5B model
     passed limit 50. A number in a question is one definition (grammar.NUMBER)."""
-    from repl.providers.grammar import _mentioned_only
+    from repl.embedded.grammar import _mentioned_only
     from tools import build_tools
     from tools.days import days_said
 
@@ -421,7 +421,7 @@ def test_a_numeric_property_is_offered_by_a_number_not_by_one_or_yi_of_another_s
 def test_a_property_is_for_a_day_when_it_says_so_not_when_an_example_names_one() -> None:
     """A user tool's search text described "what to find, e.g. meetings today" is no day: a
     question's words for it are not held to the days it says."""
-    from repl.providers.grammar import _mentioned_only
+    from repl.embedded.grammar import _mentioned_only
     from tools.days import days_said
 
     tool: Any = {"name": "find", "parameters": {"type": "object", "properties": {
@@ -442,7 +442,7 @@ def test_a_property_is_for_a_day_when_it_says_so_not_when_an_example_names_one()
     ("Add 'fix the bike'", set()),
 ])
 def test_a_property_is_mentioned_by_a_word_of_its_name_or_description(question: str, given: set[str]) -> None:
-    from repl.providers.grammar import mentioned
+    from repl.embedded.grammar import mentioned
     from tools import build_tools
 
     add_todo = next(t for t in build_tools(todos_path=Path("t.json"), notes_path=Path("n.json"),
@@ -453,7 +453,7 @@ def test_a_property_is_mentioned_by_a_word_of_its_name_or_description(question: 
 
 
 def test_a_number_mentions_a_numeric_property() -> None:
-    from repl.providers.grammar import mentioned
+    from repl.embedded.grammar import mentioned
 
     quantity = {"type": "integer", "description": "how many"}
     assert mentioned("quantity", quantity, "put 2 cartons of milk on the list")
@@ -466,7 +466,7 @@ def test_the_answer_to_a_question_without_chinese_has_none(llama, registry) -> N
     """With Chinese lines in the advice the 0.5B model answered "Good night!" in Chinese: the
     prose of a reply to a question without Chinese leaves Chinese characters out; a call's
     arguments may still hold them."""
-    from repl.providers.grammar import (
+    from repl.embedded.grammar import (
         ANSWER_GRAMMAR,
         PROSE_GRAMMAR,
         PROSE_ZH_GRAMMAR,
@@ -492,7 +492,7 @@ def test_the_answer_to_a_question_without_chinese_has_none(llama, registry) -> N
 def test_a_grammar_not_beginning_with_a_character_refuses_it_first_and_only_first() -> None:
     """Asked again after an echo, the reply may not begin like it: in either case, in the
     answer's start, a prose reply's or a Chinese one's (a range split around it)."""
-    from repl.providers.grammar import (
+    from repl.embedded.grammar import (
         ANSWER_GRAMMAR,
         PROSE_GRAMMAR,
         PROSE_ZH_GRAMMAR,
@@ -524,7 +524,7 @@ def test_building_a_grammar_leaves_the_llama_cpp_package_unloaded(tmp_path: Path
     import sys
 
     code = ("import json, sys\n"
-            "from repl.providers.grammar import tool_grammar\n"
+            "from repl.embedded.grammar import tool_grammar\n"
             "from pathlib import Path\n"
             "from bench.tool_use import fixture\n"
             f"text = tool_grammar(fixture(Path({str(tmp_path)!r})).schemas(), optional='mentioned', question='add a todo')\n"

@@ -1,7 +1,7 @@
 """The embedded server decodes calls conservatively: real llama.cpp inference.
 
 A step's first token and every token of a call are sampled at min(t, 0.1); prose keeps the
-request's temperature (``_GrammarLast`` in ``repl/providers/llama_server.py``). At temperature 1.0
+request's temperature (``_GrammarLast`` in ``repl/embedded/llama_server.py``). At temperature 1.0
 the same first step under other seeds must decide alike (answer, or call the same tool with
 the same required arguments), while a prose answer still varies. Sampled at 1.0 throughout
 (``LocalServer(call_temperature=None)``) the seeds called three tools.
@@ -38,9 +38,9 @@ def test_calls_are_decoded_alike_under_any_seed_while_prose_is_sampled(
         tmp_path: Path, embedded_model: Path, five_tool_prompt_state: Path) -> None:
     import httpx
 
-    from repl.providers import textcalls
-    from repl.providers.grammar import tool_grammar
-    from repl.providers.local import LocalServer
+    from repl.embedded import textcalls
+    from repl.embedded.grammar import tool_grammar
+    from repl.embedded.server import LocalServer
 
     registry = fixture(tmp_path / "tools")
     tools = [s for s in registry.schemas() if s["name"] in TOOLS]
@@ -88,9 +88,9 @@ def test_a_request_ending_with_the_start_of_the_reply_is_continued(
     them after the prompt and streams back the rest, which the grammar of the rest governs."""
     import httpx
 
-    from repl.providers import textcalls
-    from repl.providers.grammar import after_call_start, tool_grammar
-    from repl.providers.local import LocalServer
+    from repl.embedded import textcalls
+    from repl.embedded.grammar import after_call_start, tool_grammar
+    from repl.embedded.server import LocalServer
 
     registry = fixture(tmp_path / "tools")
     tools = [s for s in registry.schemas() if s["name"] in TOOLS]

@@ -65,9 +65,9 @@ def _greedy_first_steps(model: Path, tmp_path: Path, state: Path, grammar_first:
     grammar), and its log."""
     import httpx
 
-    from repl.providers import textcalls
-    from repl.providers.grammar import tool_grammar
-    from repl.providers.local import LocalServer
+    from repl.embedded import textcalls
+    from repl.embedded.grammar import tool_grammar
+    from repl.embedded.server import LocalServer
 
     registry = fixture(tmp_path / "tools")
     tools = [s for s in registry.schemas() if s["name"] in TOOLS]

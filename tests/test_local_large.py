@@ -22,8 +22,8 @@ import pytest
 from repl.config.load import load_settings
 from repl.config.settings import EMBEDDED_PROFILES
 from repl.config.show import describe
-from repl.providers.local import LocalServer, missing_extra_message
-from repl.providers.weights import (
+from repl.embedded.server import LocalServer, missing_extra_message
+from repl.embedded.weights import (
     BUNDLED,
     EMBEDDED_MODEL,
     LARGE_MODEL,

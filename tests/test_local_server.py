@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import pytest
 
-from repl.providers.textcalls import to_text_messages
-from repl.providers.weights import (
+from repl.embedded.textcalls import to_text_messages
+from repl.embedded.weights import (
     EMBEDDED_MODEL,
     MissingExtra,
     ModelIntegrityError,
@@ -146,7 +146,7 @@ def _own_cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_decoding_starts_on_half_the_cpus_then_takes_the_free_ones_and_prompts_use_all(tmp_path: Path) -> None:
-    from repl.providers.local import LocalServer, _usable_cpus
+    from repl.embedded.server import LocalServer, _usable_cpus
 
     (tmp_path / "m.gguf").write_bytes(b"x")  # the command names its state, keyed by the file
     server = LocalServer(tmp_path / "m.gguf", log_path=tmp_path / "log")
@@ -168,7 +168,7 @@ def test_decoding_starts_on_half_the_cpus_then_takes_the_free_ones_and_prompts_u
 @pytest.mark.parametrize(("most", "others", "threads"), [
     (2, 0.0, 2), (2, 0.4, 2), (2, 0.6, 1), (2, 1.3, 1), (2, 2.0, 1), (1, 0.0, 1), (8, 3.0, 5), (8, 9.0, 1)])
 def test_decode_threads_are_the_cpus_other_processes_leave_free(most: int, others: float, threads: int) -> None:
-    from repl.providers.llama_server import decode_threads
+    from repl.embedded.llama_server import decode_threads
 
     assert decode_threads(most, others) == threads
 
@@ -177,7 +177,7 @@ def test_the_cpus_busy_elsewhere_are_all_cpus_busy_time_less_the_servers_own(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Measured over the prompt's evaluation, when the asking glassloop waits: the server's own
     threads are not "elsewhere"; a span too short to say anything keeps the threads as they are."""
-    from repl.providers import llama_server
+    from repl.embedded import llama_server
 
     chooser = llama_server._DecodeThreads(2)
     samples = iter([(10.5, 101.6, 4.0), (10.55, 101.6, 4.0), (11.0, 102.0, 4.1)])  # (wall, all CPUs busy, own CPU) now
@@ -201,7 +201,7 @@ def test_the_cpus_busy_elsewhere_are_all_cpus_busy_time_less_the_servers_own(
 
 def test_openmp_threads_spin_a_moment_while_waiting_unless_the_user_says_otherwise(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from repl.providers.local import LocalServer
+    from repl.embedded.server import LocalServer
 
     (tmp_path / "m.gguf").write_bytes(b"x")
     server = LocalServer(tmp_path / "m.gguf", log_path=tmp_path / "log")
@@ -255,7 +255,7 @@ def test_weights_match_the_published_checksum(model_path: Path) -> None:
 def test_server_answers_a_chat_request_then_stops_without_a_trace(
     model_path: Path, tmp_path: Path
 ) -> None:
-    from repl.providers.local import LocalServer, missing_extra_message
+    from repl.embedded.server import LocalServer, missing_extra_message
 
     assert missing_extra_message() is None
     waits: list[float] = []
@@ -292,7 +292,7 @@ def test_a_streamed_reply_ends_with_the_tokens_counted_and_those_taken_from_the_
 ) -> None:
     """llama-cpp-python's server sends no usage: glassloop showed an estimate, and "cached 0"
     for a prompt the server took all but the question of from its cache."""
-    from repl.providers.local import LocalServer
+    from repl.embedded.server import LocalServer
 
     first = [{"role": "user", "content": "Say hello."}]
     with LocalServer(model_path, n_ctx=2048, log_path=tmp_path / "server.log") as server:
@@ -318,7 +318,7 @@ def test_the_users_environment_does_not_configure_the_server(
 ) -> None:
     """llama-cpp-python's server reads its settings from variables as common as API_KEY:
     with API_KEY set for something else, every request of glassloop's got 401."""
-    from repl.providers.local import LocalServer
+    from repl.embedded.server import LocalServer
 
     for name, value in (("API_KEY", "sk-someone-elses"), ("CHAT_FORMAT", "llama-2"), ("N_CTX", "64")):
         monkeypatch.setenv(name, value)
@@ -336,8 +336,8 @@ def test_a_server_kept_warm_serves_the_next_glassloop_then_exits_when_idle(
     1.5 s of a 5 s answer): kept warm, the server outlives the glassloop that started it, the
     next one with the same settings uses it, every request needs its key, it never exits while
     a glassloop holds it, and it exits once none has for ``keep_warm_s``."""
-    from repl.providers import local
-    from repl.providers.local import LocalServer
+    from repl.embedded import server as local
+    from repl.embedded.server import LocalServer
 
     # a key may begin with "-" (one in 64 of token_urlsafe's): the server's argument parser took
     # such a key for an option and the server did not start
@@ -393,7 +393,7 @@ def test_a_kept_server_busy_answering_another_glassloop_is_still_used(tmp_path: 
     connection is forgotten."""
     import socket
 
-    from repl.providers import local
+    from repl.embedded import server as local
 
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
@@ -421,7 +421,7 @@ def test_a_kept_server_busy_answering_another_glassloop_is_still_used(tmp_path: 
 def test_text_protocol_messages_pass_the_server_and_null_content_does_not(
     model_path: Path, tmp_path: Path
 ) -> None:
-    from repl.providers.local import LocalServer
+    from repl.embedded.server import LocalServer
 
     tools = [{"name": "list_todos", "description": "List todos.",
               "parameters": {"type": "object", "properties": {}}}]
@@ -445,7 +445,7 @@ def test_text_protocol_messages_pass_the_server_and_null_content_does_not(
 
 @needs_extra
 def test_a_model_that_cannot_load_fails_with_its_log(tmp_path: Path) -> None:
-    from repl.providers.local import LocalServer, LocalServerError
+    from repl.embedded.server import LocalServer, LocalServerError
 
     broken = tmp_path / "broken.gguf"
     broken.write_bytes(b"not a gguf file" * 100)
@@ -460,7 +460,7 @@ def test_a_model_that_cannot_load_fails_with_its_log(tmp_path: Path) -> None:
 
 @needs_extra
 def test_a_start_timeout_stops_the_half_started_server(model_path: Path, tmp_path: Path) -> None:
-    from repl.providers.local import LocalServer, LocalServerError
+    from repl.embedded.server import LocalServer, LocalServerError
 
     server = LocalServer(model_path, log_path=tmp_path / "server.log", start_timeout=0.05)
     with pytest.raises(LocalServerError, match="did not answer within"):
@@ -490,7 +490,7 @@ _PARENT = textwrap.dedent("""
     import sys, threading, time
     from pathlib import Path
     sys.path.insert(0, {root!r})
-    from repl.providers.local import LocalServer
+    from repl.embedded.server import LocalServer
     server = LocalServer(Path({model!r}), n_ctx=1024, log_path=Path({log!r}))
     if {from_thread!r}:  # the way the CLI builds its provider: a thread that then ends
         worker = threading.Thread(target=server.start)
@@ -547,7 +547,7 @@ def _is_module(name: str) -> bool:
 
 @needs_extra
 def test_the_server_program_was_written_for_the_installed_llama_cpp_python() -> None:
-    """Upgrading llama-cpp-python means reading repl/providers/llama_server.py again: each
+    """Upgrading llama-cpp-python means reading repl/embedded/llama_server.py again: each
     override there replaces a private internal of this exact version."""
     import importlib
     from importlib import metadata
@@ -564,7 +564,7 @@ def test_the_server_program_was_written_for_the_installed_llama_cpp_python() -> 
 
 
 def test_the_server_program_takes_its_knobs_as_arguments_and_passes_the_rest_on() -> None:
-    from repl.providers.llama_server import Options, parse
+    from repl.embedded.llama_server import Options, parse
 
     options, rest = parse(["--state", "/s.bin", "--state-key", "k", "--call-temperature", "0.1",
                            "--grammar-first", "--", "--model", "m.gguf", "--port", "1"])
@@ -598,7 +598,7 @@ class _Ids(list):  # a list with numpy's tolist(), as input_ids has
 def test_a_run_of_short_chats_does_not_replace_the_longer_prefix_kept() -> None:
     """Four chat questions in a row (each sharing under half of the one before) set the tool
     prompt aside, then the next chat replaced it: the weather question after them waited 90 s."""
-    from repl.providers.llama_server import _KeptPrefix
+    from repl.embedded.llama_server import _KeptPrefix
 
     put_back: list[int] = []
 
@@ -627,7 +627,7 @@ def test_a_shorter_first_request_does_not_replace_the_saved_prefix(monkeypatch) 
     """A session whose first question was chat (asked under the chat prompt) saved its 69 tokens
     over the tool prompt's 2,528: the next start's first question about the todos evaluated the
     tool prompt again."""
-    from repl.providers.llama_server import _PrefixState
+    from repl.embedded.llama_server import _PrefixState
 
     saved: list[int] = []
     state = _PrefixState("/nonexistent/state.bin", "key")
@@ -645,7 +645,7 @@ def test_a_shorter_first_request_does_not_replace_the_saved_prefix(monkeypatch) 
 def test_the_client_side_of_the_server_loads_no_http_library() -> None:
     """``LocalServer`` asks its server by the standard library: httpx, beside the openai SDK's own
     HTTP stack, was 0.15-0.19 s of every ``ask``'s start."""
-    code = "import sys, repl.providers.local; print(sorted(m for m in ('httpx', 'httpcore') if m in sys.modules))"
+    code = "import sys, repl.embedded.server; print(sorted(m for m in ('httpx', 'httpcore') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).parent.parent)
     assert done.returncode == 0 and done.stdout.strip() == "[]", done.stderr

@@ -24,7 +24,7 @@ import pytest
 
 from repl.config.load import Settings
 from repl.config.settings import ProviderSettings
-from repl.providers.textcalls import to_text_messages
+from repl.embedded.textcalls import to_text_messages
 from repl.session.runtime import system_prompt_for
 from tests.fakeserver import FakeServer, text
 from tools import build_tools
@@ -67,9 +67,9 @@ def embedded(fake_server: FakeServer, tmp_path: Path, monkeypatch: pytest.Monkey
     with the profile's dialect, owning a ``LocalServer``) but served by ``fake_server``: the
     server reports the saved-state outcome given (``missing``, ``loaded``), no process runs."""
     from repl.config.load import load_settings
-    from repl.providers.chat import ChatProvider
-    from repl.providers.dialect import Dialect
-    from repl.providers.local import LocalServer
+    from repl.embedded.dialect import Dialect
+    from repl.embedded.server import LocalServer
+    from repl.embedded.textchat import TextChatProvider
     from repl.session import runtime
 
     def served(profile: ProviderSettings, settings: Settings, status: Any = None) -> Any:
@@ -77,7 +77,7 @@ def embedded(fake_server: FakeServer, tmp_path: Path, monkeypatch: pytest.Monkey
         server = LocalServer(tmp_path / "m.gguf", log_path=tmp_path / "server.log", state_dir=tmp_path / "state")
         server.base_url = fake_server.base_url
         server.prefix_state = outcome[0]
-        return runtime._WithServer(ChatProvider(replace(profile, base_url=fake_server.base_url),
+        return runtime._WithServer(TextChatProvider(replace(profile, base_url=fake_server.base_url),
                                                 Dialect.of(profile)), server)
 
     outcome = [""]
@@ -162,7 +162,7 @@ def model_file(embedded_model: Path) -> Path:
 
 
 def _server(model: Path, state_dir: Path, log: Path) -> Any:
-    from repl.providers.local import LocalServer
+    from repl.embedded.server import LocalServer
 
     return LocalServer(model, n_ctx=1024, log_path=log, state_dir=state_dir)
 
@@ -307,7 +307,7 @@ def test_two_servers_saving_at_once_leave_one_whole_state_file(model_file, tmp_p
 
 
 def test_each_context_size_has_its_own_state_file(tmp_path):
-    from repl.providers.local import LocalServer
+    from repl.embedded.server import LocalServer
 
     (tmp_path / "m.gguf").write_bytes(b"x")
     servers = [LocalServer(tmp_path / "m.gguf", n_ctx=n, log_path=tmp_path / "log", state_dir=tmp_path)

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from repl.config.settings import Limits
+from repl.embedded.textchat import TextChatProvider
 from repl.loop.agent import run_turn
 from repl.loop.approval import ApprovalRequest, Approver, UserChoice
 from repl.loop.events import (
@@ -22,7 +23,6 @@ from repl.loop.events import (
     TurnFinished,
 )
 from repl.loop.history import History, check
-from repl.providers.chat import ChatProvider
 from repl.tracing.timeline import format_turn
 from tests.fakeserver import FakeServer, call, text, tool_calls
 from tests.support import ADAPTERS, glassloop_here
@@ -213,14 +213,14 @@ def test_a_failed_call_may_run_again(scripted):
 def http_provider(request: pytest.FixtureRequest, fake_server: FakeServer) -> Iterator[Any]:
     options = dict(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test-secret-0000",
                    max_retries=0, timeout_s=10)
-    p = ChatProvider(**options, tool_call_format="text") if request.param == "text" \
+    p = TextChatProvider(**options, tool_call_format="text") if request.param == "text" \
         else ADAPTERS[request.param](**options)
     yield p
     p.close()
 
 
 def _call_reply(provider: Any, name: str, arguments: dict[str, Any]):
-    if isinstance(provider, ChatProvider) and provider.dialect.text_calls:
+    if isinstance(provider, TextChatProvider):
         return text(f'<tool_call>\n{json.dumps({"name": name, "arguments": arguments})}\n</tool_call>')
     return tool_calls(call(name, arguments))
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
+from repl.embedded.dialect import Dialect
+from repl.embedded.grammar import PROSE_GRAMMAR, PROSE_ZH_GRAMMAR, without_han
 from repl.loop.routing import route_request
 from repl.providers.base import ToolChoice
-from repl.providers.dialect import Dialect
-from repl.providers.grammar import PROSE_GRAMMAR, PROSE_ZH_GRAMMAR, without_han
 from tests.fakeserver import text
 from tests.support import TableRouter, route_with, turn_after_weather
 from tools.calculator import make_calculator_tool
@@ -152,14 +152,14 @@ def test_without_a_router_every_step_may_call_any_tool_or_answer(registry) -> No
 def test_without_a_router_a_greeting_goes_with_the_tool_grammar_on_the_wire(fake_server, registry) -> None:
     """A turn run without the routing hook (a profile with ``router = false``): the request
     carries no choice, and its grammar is the tools' for a greeting as for anything."""
+    from repl.embedded.grammar import tool_grammar
+    from repl.embedded.textchat import TextChatProvider
     from repl.loop.agent import Limits, run_turn
     from repl.loop.approval import Approver
     from repl.loop.events import EventLog
     from repl.loop.history import History
-    from repl.providers.chat import ChatProvider
-    from repl.providers.grammar import tool_grammar
 
-    provider = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
+    provider = TextChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
                             max_retries=0, timeout_s=10, tool_call_format="text")
     provider.dialect = replace(provider.dialect, grammar=True, route=True, unmatched_text=True)
     fake_server.script(text("Bye!"))
@@ -259,7 +259,7 @@ def test_after_results_that_list_records_the_nudge_asks_for_each_item() -> None:
     with "there are 4 files"; asked after every result to name the items, it made up a list
     after a refused add_todo. The nudge asks for the items only after records."""
     from repl.config.settings import ProviderSettings
-    from repl.providers.dialect import AFTER_LISTS, AFTER_RESULTS, IN_CHINESE
+    from repl.embedded.dialect import AFTER_LISTS, AFTER_RESULTS, IN_CHINESE
 
     dialect = Dialect.of(ProviderSettings(name="local", tool_call_format="text"))
     found = '{"ok": true, "count": 1, "notes": [{"id": "n1", "text": "passport: 2031"}]}'
@@ -407,7 +407,7 @@ def test_a_question_sent_to_no_tool_is_asked_without_the_tool_block(fake_server,
     before it; the next question about a tool gets the whole tool prompt again. Under the tool
     prompt the 0.5B model answered chat with "抱歉，我无法协助完成这个请求。" or "To list todos,
     call list_todos."."""
-    from repl.providers.dialect import CHAT_PROMPT
+    from repl.embedded.dialect import CHAT_PROMPT
 
     weather = json.dumps({"name": "get_weather", "arguments": {"city": "Oslo"}})
     fake_server.script(text("周末睡懒觉，真不错！"), text(f"<tool_call>\n{weather}\n</tool_call>"),
@@ -483,8 +483,8 @@ def test_a_session_on_the_embedded_model_routes_by_words_first_and_by_meaning_wh
     """Through the session core: a question a tool's words are found in is decided by them
     (the registry's cues), small talk goes to no tool, and only a question without any tool's
     words is put to the router by meaning (a table here), whose choice is then the request's."""
+    from repl.embedded.dialect import CHAT_PROMPT
     from repl.loop.events import Routed
-    from repl.providers.dialect import CHAT_PROMPT
     from tests.support import StubUI
 
     weather = json.dumps({"name": "get_weather", "arguments": {"city": "Oslo"}})
@@ -564,10 +564,10 @@ def test_the_messages_step_mode_shows_end_with_the_start_the_request_writes(regi
     """A routed call up to its arguments is written into the request (``Dialect.reply_start``):
     the wire messages step mode shows are those the request carries, the start included."""
     from repl.config.load import load_settings
-    from repl.providers.chat import ChatProvider
+    from repl.embedded.textchat import TextChatProvider
 
     profile = load_settings({}, env={}).providers["local"]
-    provider = ChatProvider(replace(profile, base_url="http://127.0.0.1:9/v1"))
+    provider = TextChatProvider(replace(profile, base_url="http://127.0.0.1:9/v1"))
     messages = asked("上海明天会下雨吗？")
     params, _ = provider._prepare(messages, registry.schemas(), WEATHER)
     shown = provider.wire_messages(messages, registry.schemas(), WEATHER)
@@ -580,19 +580,43 @@ def test_the_messages_step_mode_shows_end_with_the_start_the_request_writes(regi
 # ---------------------------------------------------------------- tool files
 
 
-def test_a_tool_file_with_cues_and_examples_loads_both(tmp_path: Path) -> None:
-    """A tool file's ``cues=`` (with ``NUMBER_CUE``) are the words router's, its ``examples=``
-    the router by meaning's: both kept."""
+TIP_TOOL = (
+    "from glassloop_tools import NUMBER_CUE, tool\n\n"
+    "@tool(cues=(NUMBER_CUE, 'tip', '小费'), examples=('how much should I tip on 86?',))\n"
+    "def tip(bill: float, percent: float) -> dict:\n"
+    '    """The tip on a bill."""\n'
+    "    return {'tip': bill * percent / 100}\n")
+
+
+def test_a_tool_file_that_still_passes_cues_loads_without_them(tmp_path: Path) -> None:
+    """``cues=`` is no longer read (a tool is chosen by its own text): a file that passes it, and
+    imports ``NUMBER_CUE`` for it, loads; its ``examples=`` are kept, and one line says the cues
+    were left out."""
+    from tools.user_api import CUES_IGNORED
     from tools.user_loader import load_sources, read_sources, tool_files
 
-    (tmp_path / "tip.py").write_text(
-        "from glassloop_tools import NUMBER_CUE, tool\n\n"
-        "@tool(cues=(NUMBER_CUE, 'tip', '小费'), examples=('how much should I tip on 86?',))\n"
-        "def tip(bill: float, percent: float) -> dict:\n"
-        '    """The tip on a bill."""\n'
-        "    return {'tip': bill * percent / 100}\n", "utf-8")
+    path = tmp_path / "tip.py"
+    path.write_text(TIP_TOOL, "utf-8")
     loaded = load_sources(read_sources(tool_files(tmp_path)), {})
     [tip] = loaded.tools
     assert tip.name == "tip" and tip.examples == ("how much should I tip on 86?",)
-    assert "tip" in tip.cues and "小费" in tip.cues
-    assert loaded.problems == []
+    assert loaded.problems == [f"{path}:3: tool tip: {CUES_IGNORED}"]
+
+
+def test_ask_with_a_tool_file_that_passes_cues_runs_its_tool(fake_server, home, tmp_path: Path) -> None:
+    """The real command: the tool is offered and runs; the line about the cues is said once, on
+    stderr, and nothing else goes wrong."""
+    from tests.fakeserver import call, tool_calls
+    from tests.support import ROOT, glassloop_here
+
+    path = tmp_path / "tip.py"
+    path.write_text(TIP_TOOL, "utf-8")
+    fake_server.script(tool_calls(call("tip", {"bill": 86, "percent": 15})), text("12.9"))
+    result = glassloop_here("ask", "tip on 86 at 15%?", "--json", "--tools", str(path), "--base-url",
+                            fake_server.base_url, env={**home, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 0, result.stderr
+    finished = [e for e in json.loads(result.stdout)["trace"] if e["type"] == "tool_call_finished"]
+    assert finished[0]["result"] == {"ok": True, "tip": 12.9}
+    said = [line for line in result.stderr.splitlines() if "cues" in line]
+    assert len(said) == 1 and f"{path}:3: tool tip: cues= is no longer read" in said[0]
+    assert "Traceback" not in result.stderr

@@ -1,4 +1,4 @@
-"""Small talk (``repl/providers/smalltalk.py``): greetings, thanks and goodbyes, and a
+"""Small talk (``repl/embedded/smalltalk.py``): greetings, thanks and goodbyes, and a
 confirmation when nothing was asked, need no tool. The words router (``repl/embedded/words.py``)
 sends such a question to no tool (``ToolChoice("none", by="small talk")``), before any cue is
 looked for; the embedded dialect answers it in text under the chat prompt
@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
+from repl.embedded import smalltalk
+from repl.embedded.smalltalk import is_confirmation, is_small_talk
 from repl.embedded.words import WordsRouter
 from repl.loop.routing import route_request
-from repl.providers import smalltalk
 from repl.providers.base import ToolChoice
-from repl.providers.smalltalk import is_confirmation, is_small_talk
 from tools.registry import Registry
 
 SMALL_TALK = [
@@ -121,7 +121,7 @@ def test_a_confirmation_with_a_request_is_not_one(message: str) -> None:
 def choose(registry: Registry, *messages: dict[str, Any]) -> ToolChoice | None:
     """The words router's choice for the last of ``messages`` (a question after a system prompt)."""
     history: list[Any] = [{"role": "system", "content": "s"}, *messages]
-    return WordsRouter(registry.cues).choose(route_request(history, registry.schemas()))
+    return WordsRouter.of(registry).choose(route_request(history, registry.schemas()))
 
 
 def user(text: str) -> dict[str, Any]:

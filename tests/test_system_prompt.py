@@ -15,10 +15,10 @@ import pytest
 
 from repl.config.load import load_settings
 from repl.config.settings import ProviderSettings
+from repl.embedded.dialect import COMPACT_PROMPT, advice
+from repl.embedded.textcalls import tools_system_block
 from repl.loop.history import History
 from repl.providers.base import SystemPrompt
-from repl.providers.dialect import COMPACT_PROMPT, advice
-from repl.providers.textcalls import tools_system_block
 from repl.session.chat import ChatSession
 from repl.session.journal import load_checked, prompt_meta, saved_prompt
 from repl.session.runtime import offered_tools, system_prompt_for, with_current_advice

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from repl.providers.dialect import AFTER_RESULTS, Dialect
-from repl.providers.textcalls import (
+from repl.embedded.dialect import AFTER_RESULTS, Dialect
+from repl.embedded.textcalls import (
     TextCallFilter,
     parse_text_calls,
     to_text_messages,

@@ -577,7 +577,7 @@ def test_project_tools_trust_question_at_start_is_remembered(fake_server, home, 
 def test_a_user_tool_without_examples_is_advised_by_its_description(tmp_path: Path) -> None:
     """A user's tool written without ``examples``: its docstring's first sentence stands for
     them, as an MCP tool's description does, so the embedded model is advised to call it."""
-    from repl.providers.dialect import advice
+    from repl.embedded.dialect import advice
 
     path = write(tmp_path, "shop.py", '''
 from glassloop_tools import tool

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from repl.embedded.textchat import TextChatProvider
 from repl.loop.agent import Limits, run_turn
 from repl.loop.approval import Approver
 from repl.loop.events import (
@@ -200,7 +201,7 @@ def test_a_whole_text_call_in_a_reply_cut_at_the_token_limit_does_not_run(fake_s
     """Tool calls written as text (the embedded model's way): the adapter parses a call out of
     the text, but the reply was still cut, so the call is not run, as with native calls."""
     before = todos_file.read_bytes()
-    p = ADAPTERS["chat"](name="test", model="m", base_url=fake_server.base_url, api_key="k",
+    p = TextChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="k",
                          max_retries=0, timeout_s=10, tool_call_format="text")
     fake_server.script(
         text('{"name": "add_todo", "arguments": {"title": "Buy milk"}}\nAnd then I will', finish_reason="length"),

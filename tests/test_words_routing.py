@@ -1,7 +1,7 @@
 """Routing by the tools' words (``repl/embedded/words.py``), the first router of the embedded
 model's chain: a question's first call goes to the tools it names, else to those whose cues it
-says (``@tool(cues=...)``; a tool without cues: its description's first sentence, widened by
-``providers/gloss.py``), else, for a short follow-up, to the tools the turn before called; small
+says (the built-in tools' side table, ``repl/embedded/cues.py``; any other tool: its description's
+first sentence, widened by ``embedded/gloss.py``), else, for a short follow-up, to the tools the turn before called; small
 talk goes to no tool. Where no word of any tool is found it decides nothing, and the router by
 meaning decides (tests/test_router.py; the chain through the session core: tests/test_routing.py).
 The small-talk patterns themselves: tests/test_small_talk.py."""
@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from repl.embedded.cues import BUILT_IN_CUES, NUMBER_CUE, cues_of
 from repl.embedded.words import WordsRouter, _cued, followed, routed
 from repl.loop.routing import RouteRequest, route_request
 from repl.providers.base import ToolChoice
@@ -86,7 +87,7 @@ def names(tools: list[ToolSchema]) -> list[str]:
     ("Is it foggy over in London this morning?", ["get_weather"]),
 ])
 def test_a_question_is_routed_to_the_tools_its_words_point_to(registry, question, expected) -> None:
-    assert names(routed(question, registry.schemas(), registry.cues())) == expected
+    assert names(routed(question, registry.schemas(), cues_of(registry))) == expected
 
 
 @pytest.mark.parametrize(("question", "expected"), [
@@ -112,7 +113,7 @@ def test_a_question_is_routed_to_the_tools_its_words_point_to(registry, question
     ("我今天很生气。", []),
 ])
 def test_a_cue_of_another_sense_or_a_sum_without_numbers_points_nowhere(registry, question, expected) -> None:
-    assert names(routed(question, registry.schemas(), registry.cues())) == expected
+    assert names(routed(question, registry.schemas(), cues_of(registry))) == expected
 
 
 def test_a_description_word_of_another_sense_points_nowhere() -> None:
@@ -151,7 +152,7 @@ def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_mean
     """Its description's words are English and formal; the gloss adds what people say, in both
     languages: a Chinese question found none of them, and "pounds in yen" went to the calculator."""
     tools = [*registry.schemas(), CLOCK, FX, GROCERIES]
-    assert names(routed(question, tools, registry.cues())) == [expected]
+    assert names(routed(question, tools, cues_of(registry))) == [expected]
 
 
 @pytest.mark.parametrize(("question", "expected"), [
@@ -208,7 +209,7 @@ def test_a_tool_without_cues_is_found_by_everyday_words_of_its_descriptions_mean
 ])
 def test_everyday_words_of_each_tools_purpose_point_to_it(registry, question, expected) -> None:
     """Asked the way people talk, not in the tool's own words."""
-    assert names(routed(question, registry.schemas(), registry.cues())) == expected
+    assert names(routed(question, registry.schemas(), cues_of(registry))) == expected
 
 
 @pytest.mark.parametrize(("question", "expected"), [
@@ -222,15 +223,15 @@ def test_everyday_words_of_each_tools_purpose_point_to_it(registry, question, ex
 def test_something_to_be_done_by_a_day_is_a_todo_not_a_note(registry, question, expected) -> None:
     """add_note's own description: a thing with a due date is a todo (DUE_CUE): "帮我记上" with a
     deadline had gone to add_note; a deadline without anything to be done points nowhere."""
-    assert names(routed(question, registry.schemas(), registry.cues())) == expected
+    assert names(routed(question, registry.schemas(), cues_of(registry))) == expected
 
 
 def test_a_quotation_is_at_most_200_characters(registry) -> None:
     """Unbounded, a paste of 50,000 unclosed “ took 6.7 s to route (each one searched to the
     end); bounded, a longer "quotation" is read as said, which keeps the search linear."""
-    assert routed("“明天下雨吗”这首歌好听吗？", registry.schemas(), registry.cues()) == []
+    assert routed("“明天下雨吗”这首歌好听吗？", registry.schemas(), cues_of(registry)) == []
     long_quote = "“明天下雨吗？" + "真的" * 100 + "”"
-    assert names(routed(long_quote, registry.schemas(), registry.cues())) == ["get_weather"]
+    assert names(routed(long_quote, registry.schemas(), cues_of(registry))) == ["get_weather"]
 
 
 def test_a_phrase_cue_is_found_as_words_not_inside_them(registry) -> None:
@@ -239,7 +240,7 @@ def test_a_phrase_cue_is_found_as_words_not_inside_them(registry) -> None:
     assert routed("Cool, that works for me.", [office], {"office_hours": ("at work",)}) == []
     assert names(routed("Who is at work today?", [office], {"office_hours": ("at work",)})) == ["office_hours"]
     assert names(routed("64 for three, what's each person's share?", registry.schemas(),
-                        registry.cues())) == ["calculator"]
+                        cues_of(registry))) == ["calculator"]
 
 
 def test_a_tool_without_cues_is_found_by_what_its_topic_is_for_and_not_by_a_word_of_any_topic(registry) -> None:
@@ -247,14 +248,14 @@ def test_a_tool_without_cues_is_found_by_what_its_topic_is_for_and_not_by_a_word
     "list" of a shopping tool's description is no topic ("a list of reasons"), nor "in dollars"
     a time conversion's, nor 时间 in 时间过得 or 半夜 in 追到半夜."""
     tools = [*registry.schemas(), GROCERIES]
-    assert routed("Give me a list of reasons to learn Latin.", tools, registry.cues()) == []
-    assert names(routed("牙膏用完了，买东西的时候记得加上。", tools, registry.cues())) == ["groceries"]
-    assert names(routed("Is it a decent hour to call Tokyo?", [*tools, CLOCK], registry.cues())) == [CLOCK["name"]]
+    assert routed("Give me a list of reasons to learn Latin.", tools, cues_of(registry)) == []
+    assert names(routed("牙膏用完了，买东西的时候记得加上。", tools, cues_of(registry))) == ["groceries"]
+    assert names(routed("Is it a decent hour to call Tokyo?", [*tools, CLOCK], cues_of(registry))) == [CLOCK["name"]]
     # money said in a currency is no conversion of times
     assert names(routed("How much is 40 dollars in euros?", [FX, CLOCK, CONVERT], {})) == ["fx"]
-    assert routed("时间过得真快，又到年底了。", [*tools, CLOCK], registry.cues()) == []
-    assert routed("他昨晚追剧追到半夜。", [*tools, CLOCK], registry.cues()) == []
-    assert names(routed("Grab more coffee, we're running out.", tools, registry.cues())) == ["groceries"]
+    assert routed("时间过得真快，又到年底了。", [*tools, CLOCK], cues_of(registry)) == []
+    assert routed("他昨晚追剧追到半夜。", [*tools, CLOCK], cues_of(registry)) == []
+    assert names(routed("Grab more coffee, we're running out.", tools, cues_of(registry))) == ["groceries"]
 
 
 CONVERT: ToolSchema = {"name": "clock__convert_time", "description": "Convert time between timezones.",
@@ -275,7 +276,7 @@ def test_now_points_to_the_current_time_rather_than_a_conversion(registry, quest
     """Both clock tools are about time; "current" in one's description is found as what people
     say for it (now, 现在, 这个点): a question about now had both, and the 0.5B model converted."""
     tools = [*registry.schemas(), CLOCK, CONVERT]
-    assert names(routed(question, tools, registry.cues())) == expected
+    assert names(routed(question, tools, cues_of(registry))) == expected
 
 
 @pytest.mark.parametrize(("question", "expected"), [
@@ -291,7 +292,7 @@ def test_a_word_is_found_in_its_other_forms(registry, question, expected) -> Non
     to_buy: ToolSchema = {"name": "to_buy", "description": "Put something on the list of things to buy.",
                           "parameters": {"type": "object"}}
     tools = [*registry.schemas(), GROCERIES, to_buy]
-    assert names(routed(question, tools, registry.cues())) == expected
+    assert names(routed(question, tools, cues_of(registry))) == expected
 
 
 @pytest.mark.parametrize(("question", "expected"), [
@@ -317,14 +318,14 @@ def test_a_word_is_found_in_its_other_forms(registry, question, expected) -> Non
     ("Make a list of my todos.", ["list_todos"]),
 ])
 def test_an_action_said_on_the_thing_a_tool_name_says_points_to_it(registry, question, expected) -> None:
-    assert names(routed(question, registry.schemas(), registry.cues())) == expected
+    assert names(routed(question, registry.schemas(), cues_of(registry))) == expected
 
 
 def test_a_cue_inside_another_found_counts_once(registry) -> None:
     """"which file" inside "which files" is one cue, not two: it no longer outweighs the folder's "in here"."""
     assert "list_files" in names(routed("Which files do I have in here at the moment?", registry.schemas(),
-                                        registry.cues()))
-    assert names(routed("Is it raining in Oslo?", registry.schemas(), registry.cues())) == ["get_weather"]
+                                        cues_of(registry)))
+    assert names(routed("Is it raining in Oslo?", registry.schemas(), cues_of(registry))) == ["get_weather"]
 
 
 def test_an_action_of_a_tool_name_needs_its_thing_and_skips_a_server_prefix() -> None:
@@ -337,7 +338,7 @@ def test_an_action_of_a_tool_name_needs_its_thing_and_skips_a_server_prefix() ->
 
 def test_the_gloss_widens_only_tools_without_cues_of_their_own(registry) -> None:
     """A built-in tool's own cues are its whole list; a topic the gloss does not know keeps its words."""
-    from repl.providers.gloss import widened
+    from repl.embedded.gloss import widened
 
     assert names(routed("一百美元能换多少人民币？", [FX], {})) == ["fx"]  # by its description, widened
     assert routed("一百美元能换多少人民币？", [FX], {"fx": ("exchange rate",)}) == []  # its own cues, as given
@@ -349,47 +350,43 @@ def test_every_chinese_word_of_the_gloss_means_its_topic_on_its_own() -> None:
     """Found anywhere in a question, a single character would match inside other words ("灯" in "灯笼")."""
     import re
 
-    from repl.providers.gloss import ACTIONS, GLOSS
+    from repl.embedded.gloss import ACTIONS, GLOSS
 
     chinese = [word for words in (*GLOSS.values(), *ACTIONS.values()) for word in words
                if re.search(r"[\u4e00-\u9fff]", word)]
     assert chinese and all(len(word) >= 2 for word in chinese)
 
 
-def test_a_user_tools_own_cues_route_to_it(tmp_path) -> None:
+def test_a_user_tool_is_routed_by_its_description_and_its_cues_are_not_read(tmp_path) -> None:
+    """``cues=`` in a tool file is left out (one line says so): the words router finds a user's
+    tool by its description's first sentence, as an MCP tool."""
     from tools.user_loader import load_sources, read_sources, tool_files
 
     (tmp_path / "fx.py").write_text(
         "from glassloop_tools import tool\n\n"
-        "@tool(cues=('dollars', 'euros', '汇率'))\n"
+        "@tool(cues=('bananas',))\n"
         "def fx_rate(base: str, quote: str) -> dict:\n"
         '    """The exchange rate between two currencies."""\n'
         "    return {'rate': 0.9}\n", "utf-8")
-    [fx] = load_sources(read_sources(tool_files(tmp_path)), {}).tools
-    assert fx.cues == ("dollars", "euros", "汇率")
-    assert names(routed("美元对欧元的汇率是多少？", [fx.schema()], {fx.name: fx.cues})) == ["fx_rate"]
+    loaded = load_sources(read_sources(tool_files(tmp_path)), {})
+    [fx] = loaded.tools
+    registry = Registry([fx])
+    assert cues_of(registry) == {}
+    assert names(routed("What is the exchange rate of the yen?", [fx.schema()], cues_of(registry))) == ["fx_rate"]
+    assert routed("How many bananas are left?", [fx.schema()], cues_of(registry)) == []
 
 
-def test_a_user_tools_cues_may_need_a_number(tmp_path) -> None:
-    from tools.user_loader import load_sources, read_sources, tool_files
-
-    (tmp_path / "tip.py").write_text(
-        "from glassloop_tools import NUMBER_CUE, tool\n\n"
-        "@tool(cues=(NUMBER_CUE, 'tip', '小费'))\n"
-        "def tip(bill: float, percent: float) -> dict:\n"
-        '    """The tip on a bill."""\n'
-        "    return {'tip': bill * percent / 100}\n", "utf-8")
-    [tip] = load_sources(read_sources(tool_files(tmp_path)), {}).tools
-    assert names(routed("What tip on 86 at 15%?", [tip.schema()], {tip.name: tip.cues})) == ["tip"]
-    assert routed("Any tips for a first date?", [tip.schema()], {tip.name: tip.cues}) == []
-
-
+def test_a_number_cue_needs_a_number_in_the_question() -> None:
+    tip: ToolSchema = {"name": "tip", "description": "The tip on a bill.", "parameters": {}}
+    cues = {"tip": (NUMBER_CUE, "tip", "小费")}
+    assert names(routed("What tip on 86 at 15%?", [tip], cues)) == ["tip"]
+    assert routed("Any tips for a first date?", [tip], cues) == []
 
 
 def test_the_cues_found_are_given_with_the_tools_and_none_for_a_named_tool(registry) -> None:
     """``_cued``: what ``routed`` found, said in the routing ("routed to get_weather by
     "umbrella""); a question that names its tool found no words."""
-    tools, cues = registry.schemas(), registry.cues()
+    tools, cues = registry.schemas(), cues_of(registry)
     found, words = _cued("Do I need an umbrella in Oslo?", tools, cues)
     assert (names(found), words) == (["get_weather"], ("umbrella",))
     found, words = _cued("call add_todo with milk", tools, cues)
@@ -401,20 +398,22 @@ def test_a_question_that_names_a_tool_is_routed_to_it(registry) -> None:
     """"todo" is a cue of list_todos; a question naming add_todo goes to add_todo all the same
     (the 0.5B model was made to call list_todos for "Call add_todo with ...")."""
     question = 'Call add_todo with exactly these arguments: {"title": "buy milk"}'
-    assert names(routed(question, registry.schemas(), registry.cues())) == ["add_todo"]
-    assert names(routed("what does get_todo return?", registry.schemas(), registry.cues())) == ["get_todo"]
+    assert names(routed(question, registry.schemas(), cues_of(registry))) == ["add_todo"]
+    assert names(routed("what does get_todo return?", registry.schemas(), cues_of(registry))) == ["get_todo"]
 
 
 def test_a_cue_of_signs_is_found_anywhere(registry) -> None:
-    assert names(routed("What's 15% of 86?", registry.schemas(), registry.cues())) == ["calculator"]
+    assert names(routed("What's 15% of 86?", registry.schemas(), cues_of(registry))) == ["calculator"]
 
 
-def test_cues_must_be_strings() -> None:
-    from tools.registry import tool
+def test_the_cues_are_a_side_table_of_the_built_in_tools(registry) -> None:
+    """The words router's cues are its own, by tool name; a ``Tool`` carries none."""
+    from tools.registry import Tool
 
-    with pytest.raises(TypeError, match="cues"):
-        tool(lambda: None, name="bad", cues=(1,))  # type: ignore[arg-type]
-    assert tool(lambda: None, name="ok", description="d", cues="rain, snow").cues == ("rain", "snow")
+    assert "cues" not in Tool.__dataclass_fields__
+    assert set(BUILT_IN_CUES) == set(registry.names()) == set(cues_of(registry))
+    assert all(cues and all(isinstance(cue, str) and cue.strip() == cue != "" for cue in cues)
+               for cues in BUILT_IN_CUES.values())
 
 
 def test_the_bench_user_tools_stay_without_cues() -> None:
@@ -433,7 +432,7 @@ def test_a_follow_up_that_names_no_tool_goes_to_the_tools_the_turn_before_called
     invented temperature and no call."""
     request = route_request(turn_after_weather(question), registry.schemas())
     assert followed(request) == ("get_weather",)
-    assert WordsRouter(registry.cues).choose(request) == ToolChoice("required", ("get_weather",), by="follow_up")
+    assert WordsRouter.of(registry).choose(request) == ToolChoice("required", ("get_weather",), by="follow_up")
 
 
 @pytest.mark.parametrize("question", ["And you?", "你呢？", "Who wrote Hamlet?",
@@ -446,7 +445,7 @@ def test_a_follow_up_of_a_turn_without_a_call_is_not_routed(registry) -> None:
     messages: list[Any] = [{"role": "user", "content": "Hi!"}, {"role": "assistant", "content": "Hello!"},
                            {"role": "user", "content": "And in Paris?"}]
     assert followed(route_request(messages, registry.schemas())) == ()
-    assert WordsRouter(registry.cues).choose(route_request(messages, registry.schemas())) is None
+    assert WordsRouter.of(registry).choose(route_request(messages, registry.schemas())) is None
     assert followed(route_request(turn_after_weather("And in Paris?"), registry.schemas()))  # the same after a call
 
 
@@ -467,7 +466,7 @@ def asked(question: str, tools: list[ToolSchema]) -> RouteRequest:
 def test_the_words_router_says_each_way_a_first_call_is_decided(registry) -> None:
     """A named tool, the cues found (said as the words), a follow-up, small talk; a question
     without any tool's words decides nothing: the next router (by meaning) decides."""
-    router, tools = WordsRouter(registry.cues), registry.schemas()
+    router, tools = WordsRouter.of(registry), registry.schemas()
     assert router.choose(asked("call add_todo with milk", tools)) == ToolChoice("required", ("add_todo",), by="named")
     assert router.choose(asked("Do I need an umbrella in Oslo?", tools)) == ToolChoice(
         "required", ("get_weather",), by='words "umbrella"')
@@ -480,7 +479,7 @@ def test_the_words_router_says_each_way_a_first_call_is_decided(registry) -> Non
 
 def test_the_words_of_every_tool_chosen_are_said(registry) -> None:
     """Tools with as many cues found are all allowed; the routing names each word once."""
-    router = WordsRouter(registry.cues)
+    router = WordsRouter.of(registry)
     choice = router.choose(asked("我的笔记里都有什么？", registry.schemas()))
     assert choice is not None and (choice.mode, choice.allowed) == ("required", ("list_notes", "search_notes"))
     assert choice.by.startswith("words ") and choice.by.count('"笔记"') == 1

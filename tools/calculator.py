@@ -17,7 +17,7 @@ import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from tools.registry import NUMBER_CUE, Tool, tool
+from tools.registry import Tool, tool
 from tools.results import ToolError
 
 MAX_CHARS = 1_000
@@ -203,9 +203,4 @@ def calculator(expression: str) -> dict:
 
 
 def make_calculator_tool() -> Tool:
-    # a sum needs numbers: its cues count only in a question that gives one (NUMBER_CUE)
-    return tool(calculator, examples=("what's 17% of 2,340", "48 × 365 = ?", "split 150 dollars among 4 people", "三百二十除以八等于多少", "算一下 (12.5 + 7.5) × 3"),
-                cues=(NUMBER_CUE, "how many", "how much", "plus", "minus", "times", "divided", "multiply", "percent", "percentage", "%",
-                      "+", "*", "×", "÷",
-                      "sum", "total", "average", "split", "per", "an hour", "before tax", "after tax", "each person", "per person", "apiece",
-                      "乘", "一共", "总共", "每人", "加上", "减", "除以", "等于", "多少", "百分之", "平均"))
+    return tool(calculator, examples=("what's 17% of 2,340", "48 × 365 = ?", "split 150 dollars among 4 people", "三百二十除以八等于多少", "算一下 (12.5 + 7.5) × 3"))

@@ -1,7 +1,7 @@
 """The private APIs glassloop relies on, each behind one function here, so an upgrade that
 moves one breaks one place and ``tests/test_compat.py``, which pins what each was written
 for. (llama-cpp-python's internals are overridden in the embedded server's own program,
-``repl/providers/llama_server.py``, which runs isolated and cannot import this; its pins are
+``repl/embedded/llama_server.py``, which runs isolated and cannot import this; its pins are
 in ``tests/test_local_server.py``.)
 
 Standard library only, and nothing here imports a third-party library: the click context

@@ -2,7 +2,7 @@
 into a date, with the time of day when one was said (``when_of``; ``day_of`` for the date).
 
 A tool argument for a day holds the day as the user said it ("周五", "next Monday", "tomorrow at
-3pm"): the small local model is offered only those words for it (``repl.providers.grammar``),
+3pm"): the small local model is offered only those words for it (``repl.embedded.grammar``),
 because it computed dates, and wrongly (a Saturday for 周五). Code turns them into dates where a
 tool needs one (a todo's due date, the weather's day).
 

@@ -216,9 +216,7 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
     """read_file, list_files and search_files confined to ``root``."""
     sandbox = Sandbox(root, max_bytes)
 
-    @tool(examples=("print config.yaml for me", "open notes/todo.txt for me", "打开 report.md 看看写了什么", "读一下 data 文件夹里的 summary.txt"),
-                    cues=("read the", "read me", "read out", "read through", "open", "show me", "say", "content", ".md", ".txt", ".csv", ".json", ".py", ".toml",
-                "看一下", "内容", "写了什么", "打开"))
+    @tool(examples=("print config.yaml for me", "open notes/todo.txt for me", "打开 report.md 看看写了什么", "读一下 data 文件夹里的 summary.txt"))
     def read_file(path: str, offset: int = 0, limit: int = 200) -> dict:
         """Read lines of a text file in the current folder or below.
 
@@ -243,10 +241,7 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
             result["note"] = cut
         return result
 
-    @tool(examples=("what files live here", "contents of the docs dir", "当前目录下有哪些文件", "看看 src 里都有什么文件"),
-          cues=("folder", "directory", "dir", "ls", "in here", "files here", "which files are", "lying around",
-                "what documents", "workspace",
-                "目录", "文件夹", "哪些文件", "这里有什么", "哪些文档", "什么文档", "哪些资料", "放了哪些"))
+    @tool(examples=("what files live here", "contents of the docs dir", "当前目录下有哪些文件", "看看 src 里都有什么文件"))
     def list_files(path: str = ".", glob: str = "*") -> dict:
         """List files and folders in the current folder or one below it.
 
@@ -276,10 +271,7 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
             result["note"] = f"stopped after looking at {MAX_GLOB_SCAN:,} entries; narrow the path or glob"
         return result
 
-    @tool(examples=("which file covers the lease fee", "scan my folder for the word invoice", "哪个文件里提到了合同", "在文件里搜索预算两个字"),
-          cues=("which files", "which file", "which document", "files mention", "mention", "mentions", "talks about",
-                "contain", "grep", "which line", "a line with", "that says", "file that has", "files that have", "in these documents",
-                "哪个文件", "提到", "包含", "哪个文档", "文档里", "文件里", "哪一行"))
+    @tool(examples=("which file covers the lease fee", "scan my folder for the word invoice", "哪个文件里提到了合同", "在文件里搜索预算两个字"))
     def search_files(pattern: str, path: str = ".") -> dict:
         """Find lines containing a text (case-insensitive, plain substring) in files of the current folder.
 

@@ -50,11 +50,7 @@ def make_note_tools(path: Path) -> list[Tool]:
         return {"before": None, "after": _new_note(load(), args["text"], args.get("tags"))}
 
     @tool(examples=("jot down: gate code 7781", "keep a memo: Tom turns 40 in June", "记一下：停车位在B2层45号", "帮我存个笔记，护照放在书柜第二层"),
-          side_effects=True, preview=preview_add,
-          cues=("note down", "jot down", "jot this", "jot that", "write down", "write this down", "take a note",
-                "remember that", "remember this",
-                "keep this", "save this", "for later", "keep in mind", "put it down",
-                "记一下", "记住", "记下来", "写下来", "记个笔记", "备忘", "记着", "帮我记", "存一下", "替我存", "帮我存"))
+          side_effects=True, preview=preview_add)
     def add_note(text: str, tags: list[str] | None = None) -> dict:
         """Save a short note for later. Use when the user asks to note or remember a fact
         (for tasks with a status or due date use add_todo instead).
@@ -70,20 +66,14 @@ def make_note_tools(path: Path) -> list[Tool]:
 
         return update_json(path, change, DEFAULT, _validate)
 
-    @tool(examples=("dump all my saved notes", "what notes exist", "把我的笔记都列出来", "我存过哪些笔记"),
-          cues=("my notes", "all notes", "所有笔记", "笔记"))
+    @tool(examples=("dump all my saved notes", "what notes exist", "把我的笔记都列出来", "我存过哪些笔记"))
     def list_notes() -> dict:
         """List all saved notes with their ids, text and tags. To find notes about
         a topic, search_notes is shorter."""
         notes = load()
         return {"count": len(notes), "notes": notes}
 
-    @tool(examples=("gym fee: did I jot that?", "scan notes for visa stuff", "我之前记过车位号码吗", "在笔记里找一下关于签证的内容"),
-          cues=("did i note", "in my notes", "noted", "wrote down", "jotted", "scribbled", "didn't i write",
-                "didn't i save", "didn't i note", "i saved", "saved somewhere", "put down somewhere",
-                "did i save", "did i write", "did i note down",
-                "didn't i note down",
-                "记过", "记了", "笔记里", "备忘", "记在哪", "存过", "记下的", "写过", "存的", "随手写", "随手记"))
+    @tool(examples=("gym fee: did I jot that?", "scan notes for visa stuff", "我之前记过车位号码吗", "在笔记里找一下关于签证的内容"))
     def search_notes(query: str) -> dict:
         """Find notes whose text or tags contain the query (case-insensitive substring).
 

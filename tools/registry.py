@@ -54,24 +54,9 @@ class Tool:
     # description and parameters, the tool's own text a router chooses tools by meaning from
     # (repl/embedded/router.py); optional.
     examples: tuple[str, ...] = ()
-    # Words by meaning, in any language, that show a request wants this tool ("rain",
-    # "umbrella", "下雨"): a small model is offered only the tools a request's words point to
-    # (repl/embedded/words.py, routed); none: the first sentence of the description stands in. With
-    # NUMBER_CUE among them, the others count only in a question that gives a number; DUE_CUE
-    # is found where something must be done by a day.
-    cues: tuple[str, ...] = ()
 
     def schema(self) -> ToolSchema:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
-
-
-# A cue that is no word: the tool's other cues are found only in a question that gives a number
-# (the calculator: "how many" asks it for "How many boxes are 24 and 17?", not for a count of
-# things in the world)
-NUMBER_CUE = "<number>"
-# A cue that is no word: found when a question says something must be done by a day ("by
-# Friday I have to...", "月底前要交..."), the mark of a todo (a note has no due date)
-DUE_CUE = "<due>"
 
 
 def tool(
@@ -87,7 +72,6 @@ def tool(
     source: str = "built-in",
     scope: dict[str, Any] | None = None,
     examples: tuple[str, ...] | list[str] | str = (),
-    cues: tuple[str, ...] | list[str] | str = (),
 ) -> Any:
     """Turn a typed function into a :class:`Tool` (usable as ``@tool`` or ``@tool(...)``)."""
     # Annotations are strings; aliases defined inside a factory live in the caller's frame.
@@ -95,9 +79,6 @@ def tool(
     phrases = (examples,) if isinstance(examples, str) else examples
     if not isinstance(phrases, (tuple, list)) or not all(isinstance(phrase, str) for phrase in phrases):
         raise TypeError("examples must be a tuple of strings: what people say when they want the tool")
-    words = tuple(cue.strip() for cue in cues.split(",")) if isinstance(cues, str) else cues
-    if not isinstance(words, (tuple, list)) or not all(isinstance(cue, str) for cue in words):
-        raise TypeError("cues must be a tuple of strings: words that show a request wants the tool")
 
     def build(func: Callable[..., Any]) -> Tool:
         summary, arg_docs = parse_docstring(inspect.getdoc(func) or "")
@@ -121,7 +102,6 @@ def tool(
             source=source,
             cancellable=CANCEL_PARAMETER in inspect.signature(func).parameters,
             examples=tuple(phrases),
-            cues=tuple(cue for cue in words if cue),
         )
 
     return build(fn) if fn is not None else build
@@ -138,7 +118,7 @@ _VALUE_STOP = re.compile(r'["{}\[\]]')  # ... and outside one
 
 class JsonScan:
     """Open brackets and strings of JSON-ish text, fed in pieces, read once (linear): the one
-    balanced-bracket scanner (argument repair here, text tool calls in ``repl.providers.textcalls``)."""
+    balanced-bracket scanner (argument repair here, text tool calls in ``repl.embedded.textcalls``)."""
 
     def __init__(self, objects: bool = False) -> None:
         self.stack: list[str] = []  # closers still open
@@ -311,10 +291,6 @@ class Registry:
 
     def schemas(self) -> list[ToolSchema]:
         return [t.schema() for t in self._tools.values()]
-
-    def cues(self) -> dict[str, tuple[str, ...]]:
-        """Each tool's cues (words that show a request wants it), for those that declare some."""
-        return {name: t.cues for name, t in self._tools.items() if t.cues}
 
     def _unknown(self, name: str) -> ToolResult:
         available = ", ".join(self._tools) or "(none)"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from tools.days import is_span, when_of
-from tools.registry import DUE_CUE, Tool, tool
+from tools.registry import Tool, tool
 from tools.results import ToolError
 from tools.store import collection_validator, read_json, update_json
 
@@ -222,13 +222,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
     def load() -> list[dict[str, Any]]:
         return read_json(path, DEFAULT, _validate)["todos"]
 
-    @tool(examples=("which chores remain undone", "show my open tasks", "anything overdue?", "我的待办清单里还剩什么", "列出所有高优先级的任务"),
-                    cues=("todo", "task", "to-do", "to do list", "still open", "unfinished", "pending", "left to do",
-                "putting off", "backlog", "get done", "haven't done", "haven't finished",
-                "haven't ticked", "haven't crossed", "haven't checked off", "haven't gotten to", "what's due", "promised to", "i promised", "got left",
-                "marked urgent",
-                "待办", "任务", "没完成", "没做完", "还没做", "没干", "要做的事", "没办完", "没弄完", "没收尾", "手头还有", "手上还有",
-                "待处理", "没搞定", "没勾", "没划掉", "没处理", "还剩哪些", "答应了要", "答应过"))
+    @tool(examples=("which chores remain undone", "show my open tasks", "anything overdue?", "我的待办清单里还剩什么", "列出所有高优先级的任务"))
     def list_todos(status: Status | None = None, priority: Priority | None = None,
                    offset: int = 0, limit: int = PAGE) -> dict:
         """List todo summaries (id, title, status, priority, due) and a count.
@@ -256,8 +250,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
                           next_offset=start + len(page))
         return result
 
-    @tool(examples=("full info on item 5", "expand task 2 for me", "第二个任务的备注写了什么", "把 todo-007 的全部信息给我看"),
-          cues=("details of", "more about", "展开", "详情", "详细"))
+    @tool(examples=("full info on item 5", "expand task 2 for me", "第二个任务的备注写了什么", "把 todo-007 的全部信息给我看"))
     def get_todo(todo_id: str | int) -> dict:
         """Get one todo with all its fields, including the detail text.
 
@@ -271,13 +264,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
         return {"todo": todos[_index(todos, todo_id)]}
 
     @tool(examples=("task list: renew my ID card", "rent: due Monday, track it", "new task: email Greg, urgent", "帮我记个待办：周六去洗车", "下周之前要把简历改好，加到任务里"),
-          side_effects=True, preview=_previewer(path, _add),
-          cues=("remind me", "don't forget", "do not forget", "add a task", "add a todo", "new task",
-                "need to remember to", "high priority", "low priority", DUE_CUE, "forget to",
-                "help me remember to", "slip my mind", "slip through", "slipping through", "slips my mind", "slip past",
-                "set a reminder", "on my list", "to my list", "meaning to", "put it down",
-                "提醒我", "别忘了", "记得要", "加个待办", "添加任务", "新任务", "优先级", "别让我忘", "提个醒", "帮我记", "记上",
-                "挂个提醒"))
+          side_effects=True, preview=_previewer(path, _add))
     def add_todo(title: str, detail: str = "", priority: Priority = "medium",
                  due: str | None = None, tag: str | None = None) -> dict:
         """Add a new todo (status "todo"). Use only when the user asks to add or remember something.
@@ -296,8 +283,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
                                          due=due, tag=tag))
 
     @tool(examples=("push task 3 back to Thursday", "bump item 2 up to urgent", "把第五项的标题改成买菜", "任务4的截止日期推到月底"),
-          side_effects=True, preview=_previewer(path, _update),
-          cues=("rename", "postpone", "move the due", "change the priority", "改成", "推迟", "改一下"))
+          side_effects=True, preview=_previewer(path, _update))
     def update_todo(todo_id: str | int, title: str | None = None, detail: str | None = None,
                     priority: Priority | None = None, due: str | None = None,
                     tag: str | None = None, status: Status | None = None) -> dict:
@@ -319,8 +305,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
                                             priority=priority, due=due, tag=tag, status=status))
 
     @tool(examples=("laundry's finished, check it off", "item 6 is done now", "第二项我弄完了", "把洗车那个任务勾掉"),
-          side_effects=True, preview=_previewer(path, _complete),
-          cues=("mark it done", "mark as done", "finished", "completed", "tick off", "做完了", "完成了", "搞定了"))
+          side_effects=True, preview=_previewer(path, _complete))
     def complete_todo(todo_id: str | int) -> dict:
         """Mark a todo as done. Use when the user says a task is finished.
 
@@ -330,8 +315,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
         return _commit(path, _complete, {"todo_id": todo_id})
 
     @tool(examples=("remove task 8 from the list entirely", "scrap the vet todo", "把第七项待办删掉", "这个任务不要了，删除它"),
-          destructive=True, preview=_previewer(path, _delete),
-          cues=("delete", "remove the task", "drop the task", "删掉", "删除", "去掉"))
+          destructive=True, preview=_previewer(path, _delete))
     def delete_todo(todo_id: str | int) -> dict:
         """Delete a todo for good. Only when the user asks to remove it; finished items
         should be completed with complete_todo, not deleted.

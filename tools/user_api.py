@@ -31,6 +31,13 @@ from tools.results import ToolError
 from tools.store import collection_validator, read_json, update_json
 
 MARK = "__glassloop_tool__"
+# ``cues=`` (words that routed the small local model to a tool) and its markers are no longer
+# read: a tool is chosen from its own text, the docstring and ``examples=``. A file that still
+# passes them loads, and the loader says once that they were left out.
+NUMBER_CUE = "<number>"
+DUE_CUE = "<due>"
+CUES_IGNORED = ("cues= is no longer read (tools are chosen by their docstring and examples=); "
+                "loaded without them")
 
 
 @dataclass(frozen=True)
@@ -42,6 +49,7 @@ class Declared:
     line: int
     tool: Tool | None
     problem: str = ""
+    note: str = ""  # said when it loads: something of the declaration left out
 
 
 _collected: ContextVar[list[Declared] | None] = ContextVar("glassloop_collected", default=None)
@@ -80,10 +88,8 @@ def tool(
     for the approval dialog. ``timeout_s`` overrides the per-call timeout. ``examples``:
     a few short requests people make when they want the tool (``("how much is 20 euros in
     yen?", "100美元是多少人民币")``): the router chooses tools by meaning from the tool's own
-    text, these with its name, docstring and parameters. ``cues``: words by meaning,
-    in any language, that show a request wants the tool (``("dollars", "euros", "汇率")``);
-    the small local model is offered only the tools a request's words point to (without
-    cues, the docstring's first sentence stands in).
+    text, these with its name, docstring and parameters. ``cues`` is no longer read: a
+    tool that passes it loads without it, and the loader says so.
     """
     scope = caller_locals()
 
@@ -97,8 +103,8 @@ def tool(
             built = make_tool(func, name=declared_name, description=description,
                               side_effects=side_effects, destructive=destructive, timeout_s=timeout_s,
                               parameters=parameters, preview=_preview(func, preview), scope=scope,
-                              examples=examples, cues=cues)
-            declared = Declared(declared_name, *where, built)
+                              examples=examples)
+            declared = Declared(declared_name, *where, built, note=CUES_IGNORED if cues else "")
         except Exception as exc:  # noqa: BLE001 - reported by the loader, one line
             declared = Declared(declared_name, *where, None, _one_line(exc))
         try:

@@ -57,7 +57,7 @@ class Source:
 @dataclass
 class Loaded:
     tools: list[Tool] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)  # one line each
+    problems: list[str] = field(default_factory=list)  # one line each: what was skipped or left out
     modules: list[str] = field(default_factory=list)  # names added to sys.modules
 
     def extend(self, other: Loaded) -> None:
@@ -243,6 +243,8 @@ def _accept(declared: list[Declared], names: dict[str, str], loaded: Loaded, sou
             tool = replace(d.tool, source=source_of(d))
             names[d.name] = tool.source
             loaded.tools.append(tool)
+            if d.note:
+                loaded.problems.append(f"{where}: {d.note}")
 
 
 def _declared_in(target: Any) -> list[Declared]:

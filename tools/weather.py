@@ -218,15 +218,4 @@ def make_weather_tool(
     if provider == "sample":
         description = ("Get sample weather for a few big cities (built-in demo values, "
                        "not a live forecast; say so when answering).")
-    return tool(get_weather, examples=("rain in Madrid this Sunday?", "Toronto: how warm is it now", "Madrid forecast", "明天深圳热不热", "周末去北京要穿厚外套吗"), description=description, timeout_s=timeout_s * 2 + 1,
-                cues=("weather", "forecast", "rain", "raining", "snow", "wind", "windy", "sunny", "cloudy", "storm",
-                      "temperature", "degree", "hot", "cold", "warm", "umbrella", "jacket", "coat", "sunglasses",
-                      "outside", "outdoor", "picnic", "hike", "soaked", "wet", "shorts", "t-shirt", "sweater",
-                      "freezing", "freeze", "chilly", "humid", "sunscreen", "scarf", "glove",
-                      "thunderstorm", "thunder", "lightning", "drizzle", "hail", "sleet", "fog", "foggy", "muggy",
-                      "heatwave", "frost", "icy", "scrape ice", "de-ice", "breezy", "gusty", "overcast", "raincoat", "typhoon", "hurricane",
-                      "blizzard", "tornado", "below zero",
-                      "雷阵雨", "打雷", "冰雹", "台风", "雾霾", "大雾", "大风", "降温", "升温", "零下", "闷热", "潮湿",
-                      "羽绒服", "短裤", "防晒", "天气", "暴雨", "大雨", "短袖", "淋雨", "下雨", "下雪",
-                      "刮风", "风大", "晴", "阴天", "冻成", "冻得", "冻死", "天儿", "晒成", "晒黑", "暴晒",
-                      "气温", "温度", "冷", "热", "凉快", "凉不凉", "外套", "厚衣服", "带伞", "雨伞", "把伞", "打伞", "穿什么", "出门", "户外", "爬山", "野餐"))
+    return tool(get_weather, examples=("rain in Madrid this Sunday?", "Toronto: how warm is it now", "Madrid forecast", "明天深圳热不热", "周末去北京要穿厚外套吗"), description=description, timeout_s=timeout_s * 2 + 1)

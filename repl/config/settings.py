@@ -118,7 +118,7 @@ class Limits:
 
 
 # The profiles the embedded llama.cpp server runs; each name is also the extra that
-# installs its weights (repl/providers/weights.py: BUNDLED). "local-large" is opt-in.
+# installs its weights (repl/embedded/weights.py: BUNDLED). "local-large" is opt-in.
 EMBEDDED_PROFILES = ("local", "local-large")
 
 

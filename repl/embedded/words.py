@@ -1,6 +1,6 @@
-"""Choosing a question's tools by their words: the tools' cues (``@tool(cues=...)``; without
-them the description's first sentence, widened by ``providers/gloss.py``), small talk
-(``providers/smalltalk.py``) and short follow-ups. The router by meaning (``router.py``)
+"""Choosing a question's tools by their words: the built-in tools' cues (``cues.py``, by tool name;
+any other tool's: its description's first sentence, widened by ``gloss.py``), small talk
+(``smalltalk.py``) and short follow-ups. The router by meaning (``router.py``)
 decides what these find nothing in.
 
 Measured, the words still choose better than meaning alone on the sets they were grown over
@@ -13,22 +13,28 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 
+from repl.embedded.cues import DUE_CUE, NUMBER_CUE, cues_of
+from repl.embedded.gloss import ACTIONS, GLOSS, NOT_MEANT, widened
+from repl.embedded.grammar import NUMBER
+from repl.embedded.smalltalk import is_confirmation, is_small_talk
 from repl.loop.routing import RouteRequest
 from repl.providers.base import ToolChoice
-from repl.providers.gloss import ACTIONS, GLOSS, NOT_MEANT, widened
-from repl.providers.grammar import NUMBER
-from repl.providers.smalltalk import is_confirmation, is_small_talk
-from tools.registry import DUE_CUE, NUMBER_CUE, ToolSchema
+from tools.registry import Registry, ToolSchema
 
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
 class WordsRouter:
     """The tools a question's words point to (``loop.routing.Router``); None where none do,
-    so the next router decides. ``cues``: each tool's cues by name (the registry's)."""
+    so the next router decides. ``cues``: each tool's cues by name, read at each question."""
 
     def __init__(self, cues: Callable[[], Mapping[str, Sequence[str]]]) -> None:
         self.cues = cues
+
+    @classmethod
+    def of(cls, registry: Registry) -> WordsRouter:
+        """The router of ``registry``'s tools: its built-in tools' cues (``cues.cues_of``)."""
+        return cls(lambda: cues_of(registry))
 
     def choose(self, request: RouteRequest) -> ToolChoice | None:
         if not request.tools:
@@ -61,9 +67,9 @@ _PHRASE = re.compile(r"[a-z0-9'-]+(?: [a-z0-9'-]+)+")
 
 def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequence[str]]) -> list[ToolSchema]:
     """The tools ``question`` points to: those it names ("call add_todo with ..."), else those
-    with the most cues found in it (none found: none). A tool's cues are its own (``cues``, by
-    tool name: ``@tool(cues=...)``), else the words of three letters or more of its
-    description's first sentence (an MCP tool's, a user's tool without cues), each with the
+    with the most cues found in it (none found: none). A tool's cues are those ``cues`` gives by
+    its name (a built-in tool's: ``cues.BUILT_IN_CUES``), else the words of three letters or
+    more of its description's first sentence (an MCP tool's, a user's tool), each with the
     everyday words of its meaning in both languages (``gloss.widened``), and the everyday words
     of a generic one ("current": now) counted only beside one of those; and, counted as two,
     the action of its name said on the thing it names ("save a note": add_note). A one-word cue

@@ -258,7 +258,6 @@ class _Turn:
     answer: str = ""
     hooks: tuple[Hooks, ...] = field(init=False)
     deadline: float = math.inf  # time.monotonic() when the turn's time is up
-    taken_back: str = ""  # an echo held back and taken back: the next call's answer may not begin like it
 
     def __post_init__(self) -> None:
         self.hooks = (*self.runner.hooks, Repeats(self.runner.limits.repeat_limit), UnsaidExamples(), FinalAnswer(),
@@ -283,8 +282,6 @@ class _Turn:
             messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{final_note}", "note": final_note}
         elif final_note:
             messages.append({"role": "user", "content": final_note, "note": final_note})
-        if final_note and self.taken_back:
-            messages[-1]["echoed"] = self.taken_back
         return self._windowed(messages, tools)
 
     def paused(self, ask: Callable[[Any], Any], view: Any) -> Any:
@@ -345,7 +342,7 @@ class _Turn:
             # Read each step: an MCP server that listed its tools after the first request
             # (``ask`` does not wait for a slow one) is offered from the next call of the turn.
             completed = self._call_model(request_tools(runner.registry.schemas()), note)
-            note = self.taken_back = ""
+            note = ""
             if not completed.tool_calls:
                 note = self._after_answer(completed)
                 if note:
@@ -369,7 +366,6 @@ class _Turn:
         if note:
             self.history.take_back_answer()
             self.answer = ""
-            self.taken_back = completed.text if completed.echoed else ""
             if completed.echoed:  # two model calls for one answer: the screen says why
                 self.runner.emit(Notice(f"step {self.steps}: the answer only repeated your message "
                                         "and was not shown; asked once more"))

@@ -8,7 +8,7 @@ which lets the embedded model reuse the saved state of the instructions plus the
 tool schemas (docs/LOCAL_MODEL.md).
 
 A profile's dialect may bring its own instructions instead of the full ones
-(``repl/providers/dialect.py``: the embedded model's compact prompt, with its advice
+(``repl/embedded/dialect.py``: the embedded model's compact prompt, with its advice
 on when to call a tool, made from the tools offered, a part of its own that goes
 right after the tool block).
 """

@@ -67,7 +67,6 @@ class Message(TypedDict, total=False):
     tool_call_id: str  # a tool result's: the call it answers ...
     name: str  # ... and its tool
     note: str  # a request's last message: the loop's note for this call only, at its content's end (never stored)
-    echoed: str  # ... with the note: the answer held back as an echo, which this call's may not begin like
 
 
 @dataclass(frozen=True)

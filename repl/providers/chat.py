@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from repl.config.settings import ProviderSettings
 from repl.providers.base import (
@@ -27,12 +27,8 @@ from repl.providers.base import (
     new_call_id,
     wire_field,
 )
-from repl.providers.dialect import Dialect
 from repl.providers.endpoint import Assembly, SdkEndpoint
 from tools.registry import ToolSchema
-
-if TYPE_CHECKING:
-    from repl.providers.textcalls import EchoHold
 
 
 def to_wire_messages(messages: list[Message]) -> list[dict[str, Any]]:
@@ -75,16 +71,11 @@ class _PendingCall:
 
 
 @dataclass
-class _Assembly(Assembly):
+class ChatAssembly(Assembly):
     """What one streamed answer has delivered so far."""
 
     raw: list[str] = field(default_factory=list)  # content as the model wrote it
     calls: dict[int, _PendingCall] = field(default_factory=dict)
-    text_filter: Any = None  # text tool calls: ``textcalls.TextCallFilter`` over the content
-    text_calls: list[ToolCall] = field(default_factory=list)  # parsed by the text filter
-    hold: EchoHold | None = None  # the embedded model's answer held back while it may repeat the question
-    start: str = ""  # the reply's start, written in the request (Dialect.reply_start): content before the first chunk's
-    close: str = ""  # ... and its end, content after the last chunk's when the server ended the reply ("stop")
 
     def content(self) -> str:
         return "".join(self.raw)
@@ -92,37 +83,15 @@ class _Assembly(Assembly):
     def output_text(self) -> str:
         return self.content() + "".join("".join(p.arguments) for p in self.calls.values())
 
-    def finish(self, calls: list[ToolCall]) -> str | None:
-        """Calls parsed from text are ``tool_calls``, unless the reply was cut at the token
-        limit: then, as with native calls, none of them may run."""
-        if self.text_filter is not None and calls and self.finish_reason != "length":
-            return "tool_calls"
-        return self.finish_reason
+    def before_chunk(self) -> Iterator[Part]:
+        """Parts due before a chunk is read (an adapter that words calls as text: the reply's start)."""
+        return iter(())
 
-    def end(self) -> Iterator[Part]:
-        # not after a cut ("length": that call may not run), nor after a reply that wrote it (a
-        # server that decoded the whole call)
-        if self.close and self.finish_reason == "stop" and not self.content().rstrip().endswith(self.close):
-            self.raw.append(self.close)
-            yield from self.show(self.text_filter.feed(self.close) if self.text_filter else self.close)
-        if self.text_filter is not None:
-            rest, calls = self.text_filter.finish()
-            self.text_calls = list(calls)
-            yield from self.show(rest)
-        if self.hold is not None:
-            rest, echo = self.hold.finish()
-            if self.tool_calls():  # text before a call is no answer: shown as it was
-                rest, echo = rest + echo, ""
-            self.echo = echo
-            yield from self.show(rest)
-
-    def show(self, text: str) -> Iterator[Part]:
-        """Reply text as the text filter let it out, shown unless the echo hold keeps it back."""
-        if self.hold is not None:
-            text = self.hold.feed(text)
-        if text:
-            self.shown.append(text)
-            yield TextPart(text)
+    def take(self, content: str) -> Iterator[Part]:
+        """A chunk's content, as the model wrote it: kept and shown."""
+        self.raw.append(content)
+        self.shown.append(content)
+        yield TextPart(content)
 
     def add_fragment(self, frag: Any, path: str) -> None:
         call_id = wire_field(frag, "id", "a string", path)
@@ -148,8 +117,6 @@ class _Assembly(Assembly):
         return last
 
     def tool_calls(self) -> list[ToolCall]:
-        if self.text_filter is not None:
-            return self.text_calls
         return [
             ToolCall(id=p.id or new_call_id(), name=p.name,
                      arguments="".join(p.arguments) or "{}")
@@ -158,67 +125,32 @@ class _Assembly(Assembly):
 
 
 class ChatProvider(SdkEndpoint):
-    """One OpenAI-compatible Chat Completions endpoint (see ``Provider``)."""
+    """One OpenAI-compatible Chat Completions endpoint (see ``Provider``), with native tool calls;
+    tool calls written as text are a subclass's (the embedded package's ``TextChatProvider``)."""
 
     PROMPT_FIELDS = ("messages",)
     USAGE_NAMES = ("prompt", "completion")
+    TOOL_CALLS = "native"  # the profile's tool_call_format this adapter sends
 
-    def __init__(self, profile: ProviderSettings | None = None, dialect: Dialect | None = None,
-                 **fields: Any) -> None:
-        """``dialect``: how requests are worded (tool calls as text, the grammar, ...); by
-        default the profile's own (``Dialect.of``)."""
+    def __init__(self, profile: ProviderSettings | None = None, **fields: Any) -> None:
         super().__init__(profile, **fields)
-        if self.settings.tool_call_format not in ("native", "text"):
-            raise ValueError(f"tool_call_format must be 'native' or 'text', not {self.settings.tool_call_format!r}")
-        self.dialect = dialect or Dialect.of(self.settings)
-        self._text_tools: list[ToolSchema] = []  # the last tool list sent in text mode
+        if self.settings.tool_call_format != self.TOOL_CALLS:
+            raise ValueError(f"tool_call_format {self.settings.tool_call_format!r}: this adapter "
+                             f"sends {self.TOOL_CALLS} tool calls")
         self.stream_options_supported = True  # set False once the server rejects them
 
     def _prepare(self, messages: list[Message], tools: list[ToolSchema],
-                 choice: ToolChoice | None = None) -> tuple[dict[str, Any], _Assembly]:
-        if not self.dialect.text_calls:
-            tools, tool_choice = self._chosen(tools, choice)
-            params = self._params(to_wire_messages(messages), tools)
-            if tool_choice is not None:
-                params["tool_choice"] = tool_choice
-            return params, _Assembly()
-        from repl.providers import textcalls
-
-        # The final no-tools call keeps the last tool block in the system text:
-        # the prompt prefix then matches the previous request, and the local
-        # server reuses its evaluated tokens instead of re-reading ~1,500 tokens.
-        # With no names to recognise, anything call-shaped stays visible text.
-        self._text_tools = tools or self._text_tools
-        chat = self.dialect.chats(messages, tools, choice)
-        params = self._params(self._text_messages(messages, self._text_tools, chat), [])
-        reply = self.dialect.reply_start(messages, tools, choice)
-        if reply.grammar:
-            params["grammar"] = reply.grammar
-        params["messages"] = _started(params["messages"], reply.start)
-        question = self.dialect.echo_question(messages)
-        return params, _Assembly(start=reply.start, close=reply.end,
-                                 text_filter=textcalls.TextCallFilter([] if chat else [t["name"] for t in tools]),
-                                 hold=textcalls.EchoHold(question, self.dialect.answer_lead(messages))
-                                 if question else None)
+                 choice: ToolChoice | None = None) -> tuple[dict[str, Any], ChatAssembly]:
+        tools, tool_choice = self._chosen(tools, choice)
+        params = self._params(to_wire_messages(messages), tools)
+        if tool_choice is not None:
+            params["tool_choice"] = tool_choice
+        return params, ChatAssembly()
 
     def wire_messages(self, messages: list[Message], tools: list[ToolSchema] | None = None,
                       choice: ToolChoice | None = None) -> list[dict[str, Any]]:
-        """``messages`` as this endpoint is sent them (step mode shows them); with text tool calls,
-        in text form with ``tools`` (none: the tool list last sent, as ``stream`` does)."""
-        if self.dialect.text_calls:
-            start = self.dialect.reply_start(messages, tools or [], choice).start
-            tools = tools or self._text_tools
-            return _started(self._text_messages(messages, tools, self.dialect.chats(messages, tools, choice)), start)
+        """``messages`` as this endpoint is sent them (step mode shows them)."""
         return to_wire_messages(messages)
-
-    def _text_messages(self, messages: list[Message], tools: list[ToolSchema], chat: bool) -> list[dict[str, Any]]:
-        """Text-mode wire messages: with the tool block, or for a question the dialect answers as
-        chat (``Dialect.chats``), under its chat prompt without it."""
-        from repl.providers import textcalls
-
-        if chat:
-            return textcalls.to_text_messages(self.dialect.chat_history(messages), [], self.dialect)
-        return textcalls.to_text_messages(messages, tools, self.dialect)
 
     def _params(self, wire: list[dict[str, Any]], tools: list[ToolSchema]) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "messages": wire}
@@ -252,11 +184,8 @@ class ChatProvider(SdkEndpoint):
                 return self._create(client, params, headers)  # at once: not a retry
             raise
 
-    def _parts_of(self, chunk: Any, acc: _Assembly) -> Iterator[Part]:
-        if acc.start:
-            start, acc.start = acc.start, ""
-            acc.raw.append(start)
-            yield from acc.show(acc.text_filter.feed(start) if acc.text_filter else start)
+    def _parts_of(self, chunk: Any, acc: ChatAssembly) -> Iterator[Part]:
+        yield from acc.before_chunk()
         acc.name_model(chunk)
         usage = wire_field(chunk, "usage", "an object", "chunk")
         if usage:
@@ -277,17 +206,10 @@ class ChatProvider(SdkEndpoint):
                 yield ReasoningPart(reasoning)
             content = wire_field(delta, "content", "a string", f"{path}.delta")
             if content:
-                acc.raw.append(content)
-                yield from acc.show(acc.text_filter.feed(content) if acc.text_filter else content)
+                yield from acc.take(content)
             frags = wire_field(delta, "tool_calls", "a list", f"{path}.delta") or []
             for i, frag in enumerate(frags):
                 acc.add_fragment(frag, f"{path}.delta.tool_calls[{i}]")
-
-
-def _started(wire: list[dict[str, Any]], start: str) -> list[dict[str, Any]]:
-    """Text-mode wire messages ending with the reply's ``start`` as the assistant's message, which
-    the embedded server continues (``Dialect.reply_start``); as they are without one."""
-    return [*wire, {"role": "assistant", "content": start}] if start else wire
 
 
 def _optional_text(record: Any, name: str) -> str | None:

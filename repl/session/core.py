@@ -626,7 +626,7 @@ class SessionCore:
                 return tool.examples if tool is not None else ()
 
             # the tools' words first; where none is found, their meaning
-            self._router = Routing(FirstOf(WordsRouter(self.registry.cues), MeaningRouter(examples_of)))
+            self._router = Routing(FirstOf(WordsRouter.of(self.registry), MeaningRouter(examples_of)))
         return (self._router,)
 
     def warm_router(self) -> None:

@@ -27,7 +27,6 @@ if TYPE_CHECKING:  # the REPL imports this module before its prompt: the rest is
     import datetime as dt
 
     from repl.providers.base import Provider
-    from repl.providers.dialect import Dialect
     from repl.tracing.trace import Trace
     from tools.mcp_client import McpManager
     from tools.registry import Registry, Tool
@@ -63,8 +62,8 @@ def system_prompt_for(profile: ProviderSettings, registry: Registry, extra: str 
     """The system prompt a session on ``profile`` starts with: its dialect's instructions (the
     embedded model's, with advice made from the tools offered) or the full ones, then the date
     and the user's own ``extra``."""
+    from repl.embedded.dialect import Dialect
     from repl.loop.prompts import system_prompt
-    from repl.providers.dialect import Dialect
 
     own = Dialect.of(profile).instructions(offered_tools(registry))
     if own is None:
@@ -76,7 +75,7 @@ def system_prompt_for(profile: ProviderSettings, registry: Registry, extra: str 
 def with_current_advice(profile: ProviderSettings, registry: Registry, system: SystemPrompt) -> SystemPrompt:
     """``system`` with the advice of ``profile``'s dialect made for the tools offered now (user
     tools and MCP servers arrive after the session's start); a prompt without advice stays as it is."""
-    from repl.providers.dialect import Dialect
+    from repl.embedded.dialect import Dialect
 
     dialect = Dialect.of(profile)
     return dialect.with_advice(system, offered_tools(registry)) if dialect.compact_prompt else system
@@ -113,20 +112,32 @@ def make_provider(profile: ProviderSettings, settings: Settings,
     started (None when done).
     """
     from repl.providers.base import ProviderError
-    from repl.providers.chat import ChatProvider  # imports openai: keep off start-up
-    from repl.providers.dialect import Dialect
-    from repl.providers.responses import ResponsesProvider
 
     if profile.api == "responses" and profile.tool_call_format != "native":
         raise ProviderError("other", f"provider '{profile.name}': tool_call_format = "
                             f"\"{profile.tool_call_format}\" works only with api = \"chat\"")
-    dialect = Dialect.of(profile)
-    server = (_start_local(profile, settings, dialect, status or (lambda text: None))
+    server = (_start_local(profile, settings, status or (lambda text: None))
               if profile.embedded else None)
     served = replace(profile, base_url=server.base_url, api_key=server.api_key or profile.api_key) if server else profile
-    provider: Provider = (ResponsesProvider(served) if profile.api == "responses"
-                          else ChatProvider(served, dialect))
+    provider = _adapter(served)
     return _WithServer(provider, server) if server else provider
+
+
+def _adapter(profile: ProviderSettings) -> Provider:
+    """The wire adapter for ``profile`` (each imports openai: kept off start-up). Tool calls as
+    text are the embedded package's adapter, worded by the profile's dialect; the hosted
+    adapters never import that package."""
+    if profile.api == "responses":
+        from repl.providers.responses import ResponsesProvider
+
+        return ResponsesProvider(profile)
+    if profile.tool_call_format == "text":
+        from repl.embedded.textchat import TextChatProvider
+
+        return TextChatProvider(profile)
+    from repl.providers.chat import ChatProvider
+
+    return ChatProvider(profile)
 
 
 class _WithServer:
@@ -166,18 +177,18 @@ class _WithServer:
 def local_problem(profile: ProviderSettings) -> str | None:
     """What an embedded profile lacks (its extra, or its weights when no model_path is
     given), one line; None when it can start. Imports the local server module."""
-    from repl.providers.local import missing_extra_message
-    from repl.providers.weights import BUNDLED
+    from repl.embedded.server import missing_extra_message
+    from repl.embedded.weights import BUNDLED
 
     problem = missing_extra_message(BUNDLED[profile.name])
     return None if problem and profile.model_path and "weights" in problem else problem
 
 
-def _start_local(profile: ProviderSettings, settings: Settings, dialect: Dialect,
-                 status: Callable[[str | None], None]) -> Any:
+def _start_local(profile: ProviderSettings, settings: Settings, status: Callable[[str | None], None]) -> Any:
+    from repl.embedded.dialect import Dialect
+    from repl.embedded.server import LocalServer, LocalServerError
+    from repl.embedded.weights import BUNDLED, MissingExtra, ModelIntegrityError, ensure_model
     from repl.providers.base import ProviderError
-    from repl.providers.local import LocalServer, LocalServerError
-    from repl.providers.weights import BUNDLED, MissingExtra, ModelIntegrityError, ensure_model
 
     if problem := local_problem(profile):
         raise ProviderError("missing_extra", problem)
@@ -189,7 +200,7 @@ def _start_local(profile: ProviderSettings, settings: Settings, dialect: Dialect
         model_path = (Path(profile.model_path).expanduser() if profile.model_path
                       else ensure_model(settings.data_dir, assembling, spec=BUNDLED[profile.name]))
         server = LocalServer(model_path, n_ctx=profile.n_ctx, threads=profile.threads,
-                             call_temperature=dialect.call_temperature,
+                             call_temperature=Dialect.of(profile).call_temperature,
                              log_path=settings.state_dir / "local-server.log", keep_warm_s=profile.keep_warm_s,
                              on_wait=lambda s: status(f"starting the local model… {s:.0f} s"))
         server.start()

@@ -345,7 +345,7 @@ class Terminal:
     def goodbye(self, session: SessionView) -> None:
         self.renderer.notice(self._kept(session))
         active = session.settings.active
-        if active.embedded and active.keep_warm_s > 0:  # the server outlives us (providers/local.py)
+        if active.embedded and active.keep_warm_s > 0:  # the server outlives us (embedded/server.py)
             minutes = f"{active.keep_warm_s / 60:.0f} min" if active.keep_warm_s >= 60 else f"{active.keep_warm_s:.0f} s"
             self.renderer.notice(f"the local model stays loaded for the next glassloop: it exits after {minutes} "
                                  "unused (keep_warm_s = 0 unloads it at exit)")

@@ -56,7 +56,7 @@ def test_the_embedded_server_started_in_a_planted_folder_imports_nothing_from_it
 
 def test_the_embedded_server_command_is_isolated_and_runs_in_our_own_folder(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from repl.providers.local import LocalServer
+    from repl.embedded.server import LocalServer
 
     (tmp_path / "relative.gguf").write_bytes(b"x")
     monkeypatch.chdir(tmp_path)
@@ -64,7 +64,7 @@ def test_the_embedded_server_command_is_isolated_and_runs_in_our_own_folder(
                          state_dir=tmp_path / "state")
     command = server.command(8080)
     assert command[:3] == [sys.executable, "-I", str(Path(__file__).resolve().parents[2]
-                                                      / "repl" / "providers" / "llama_server.py")]
+                                                      / "repl" / "embedded" / "llama_server.py")]
     assert "-c" not in command
     assert command[command.index("--model") + 1] == str(tmp_path / "relative.gguf")  # absolute
 

@@ -49,7 +49,7 @@ def test_files_are_replaced_atomically_in_one_place() -> None:
                      ("tempfile", "NamedTemporaryFile")})
     # tools.safe_io.atomic_write; and the embedded server's own program, which runs isolated
     # (python -I, none of glassloop importable) and saves the prompt state the same way
-    assert set(places) == {"tools/safe_io.py", "repl/providers/llama_server.py"}, places
+    assert set(places) == {"tools/safe_io.py", "repl/embedded/llama_server.py"}, places
 
 
 def test_a_missing_call_id_is_made_in_one_place() -> None:

@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 
+from repl.embedded.textcalls import TextCallFilter, parse_text_calls
+from repl.embedded.textchat import TextChatProvider
 from repl.loop.agent import Limits, run_turn
 from repl.loop.approval import Approver
 from repl.loop.events import EventLog, ToolCallFinished
 from repl.loop.history import History, check
-from repl.providers.chat import ChatProvider
-from repl.providers.textcalls import TextCallFilter, parse_text_calls
 from tests.fakeserver import FakeServer, text
 from tests.reliability.helpers import record
 
@@ -38,8 +38,8 @@ NAMES = ["list_todos", "get_todo"]
 
 
 @pytest.fixture
-def provider(fake_server: FakeServer) -> Iterator[ChatProvider]:
-    p = ChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
+def provider(fake_server: FakeServer) -> Iterator[TextChatProvider]:
+    p = TextChatProvider(name="test", model="m", base_url=fake_server.base_url, api_key="sk-test",
                      max_retries=0, timeout_s=10, tool_call_format="text")
     yield p
     p.close()
@@ -49,7 +49,7 @@ def tagged(name: str, arguments: str) -> str:
     return f'<tool_call>\n{{"name": "{name}", "arguments": {arguments}}}\n</tool_call>'
 
 
-def turn(provider: ChatProvider, registry: Any, history: History, question: str,
+def turn(provider: TextChatProvider, registry: Any, history: History, question: str,
          limits: Limits | None = None) -> tuple[Any, EventLog]:
     log = EventLog()
     finished = run_turn(history, question, provider=provider, registry=registry,

@@ -40,9 +40,9 @@ from typing import IO, Any
 from urllib.parse import urlsplit
 
 from repl.config.settings import ProviderSettings
+from repl.embedded.llama_server import KEY_VARIABLE, STATE_LINE
+from repl.embedded.weights import EMBEDDED_MODEL, ModelSpec, model_digest, parts_installed
 from repl.providers.base import Message
-from repl.providers.llama_server import KEY_VARIABLE, STATE_LINE
-from repl.providers.weights import EMBEDDED_MODEL, ModelSpec, model_digest, parts_installed
 
 _SERVER_MODULES = ("llama_cpp", "uvicorn", "fastapi", "sse_starlette", "pydantic_settings")
 _PR_SET_PDEATHSIG = 1

@@ -168,7 +168,7 @@ class Dialect:
                 *(messages[1:] if system else messages)]
 
     def grammar_for(self, messages: list[Message], tools: list[ToolSchema],
-                    choice: ToolChoice | None = None) -> str | None:
+                    choice: ToolChoice | None = None, echoed: str = "") -> str | None:
         """The GBNF grammar a text-mode request goes with (None: none): without tools (the final
         answer) text only; else a valid call to one of ``tools``, or text, whose optional
         arguments are those the turn's question mentions (grammar.mentioned): the 0.5B model
@@ -184,10 +184,12 @@ class Dialect:
         The answer after results to a question in Chinese begins with ``CHINESE_LEAD``; after
         results that list nothing (``empty_results``), with ``EMPTY_LEAD`` or
         ``CHINESE_EMPTY_LEAD``; an English one after results that list records, with
-        ``LIST_LEAD``; any other, as prose from its first character (``PROSE_GRAMMAR``)."""
+        ``LIST_LEAD``; any other, as prose from its first character (``PROSE_GRAMMAR``).
+        ``echoed``: the answer held back as an echo of this question, which the request asks for
+        again; the reply may begin like neither it nor the question."""
         if not self.grammar:
             return None
-        from repl.providers.grammar import (
+        from repl.embedded.grammar import (
             ANSWER_GRAMMAR,
             PROSE_GRAMMAR,
             PROSE_ZH_GRAMMAR,
@@ -197,7 +199,7 @@ class Dialect:
             without_han,
         )
 
-        echoed = (messages[-1].get("echoed") or "").lstrip() if messages else ""
+        echoed = echoed.lstrip()
         messages = _unnoted(messages)
         question = _question(messages)
         chinese = bool(_HAN.search(question))
@@ -227,17 +229,17 @@ class Dialect:
         return grammar
 
     def reply_start(self, messages: list[Message], tools: list[ToolSchema],
-                    choice: ToolChoice | None = None) -> Reply:
+                    choice: ToolChoice | None = None, echoed: str = "") -> Reply:
         """How the reply to a request is asked for (``Reply``): with ``prefill``, the words
         ``grammar_for`` forces it to begin with (the answer's lead after results; a call to the
         one tool a question is routed to, up to its arguments), the grammar of what follows, and
         for that call, its close; else the whole grammar. The embedded server continues the start
         from the request instead of decoding it token by token (``llama_server._ReplyStart``): a
         warm ``ask`` took 5.26 s against 6.99 s decoding them (docs/BENCHMARKS.md)."""
-        grammar = self.grammar_for(messages, tools, choice)
+        grammar = self.grammar_for(messages, tools, choice, echoed)
         if not (self.prefill and grammar):
             return Reply("", grammar)
-        from repl.providers.grammar import after_call_start, after_lead
+        from repl.embedded.grammar import after_call_start, after_lead
 
         if (lead := self.answer_lead(messages)) and (led := after_lead(grammar, lead)):
             return Reply(*led)
@@ -281,6 +283,13 @@ class Dialect:
             return ""
         question = _question(messages)
         return question if flat(question) else ""
+
+    def asked_again(self, messages: list[Message]) -> str:
+        """The question a request that carries the loop's note asks again (as ``echo_question``
+        named it for the request before); "" for a request without a note."""
+        if not (messages and messages[-1].get("note")):
+            return ""
+        return _question(_unnoted(messages))
 
 
 def _unnoted(messages: list[Message]) -> list[Message]:

@@ -32,9 +32,9 @@ import secrets
 from collections.abc import Iterable
 from typing import Any
 
+from repl.embedded.compact import compact_result
+from repl.embedded.dialect import TEXT_CALLS, WHOLE, Dialect, flat, repeats
 from repl.providers.base import CallRecord, Message, SystemPrompt, ToolCall
-from repl.providers.compact import compact_result
-from repl.providers.dialect import TEXT_CALLS, WHOLE, Dialect, flat, repeats
 from tools.registry import JsonScan, ToolSchema
 
 OPEN_TAG = "<tool_call>"

@@ -1,7 +1,7 @@
 """The embedded model's server process: llama-cpp-python's OpenAI-compatible server with
-glassloop's changes to it, started by ``repl.providers.local.LocalServer`` as
+glassloop's changes to it, started by ``repl.embedded.server.LocalServer`` as
 
-    python -I -m repl.providers.llama_server [OUR OPTIONS] -- [THE SERVER'S OPTIONS]
+    python -I -m repl.embedded.llama_server [OUR OPTIONS] -- [THE SERVER'S OPTIONS]
 
 ``-I`` keeps the working directory (and ``PYTHON*`` variables, the user site) off
 ``sys.path``: a folder that ships ``threading.py`` or ``llama_cpp/`` runs nothing here.
@@ -73,7 +73,7 @@ def parse(argv: Sequence[str]) -> tuple[Options, list[str]]:
     if "--" in ours:
         cut = ours.index("--")
         ours, server = ours[:cut], ours[cut + 1:]
-    parser = argparse.ArgumentParser(prog="repl.providers.llama_server")
+    parser = argparse.ArgumentParser(prog="repl.embedded.llama_server")
     parser.add_argument("--state", default="")
     parser.add_argument("--state-key", default="")
     parser.add_argument("--call-temperature", default="off")

@@ -1,13 +1,13 @@
 """Words people say for what a tool's description names, by meaning, in English and Chinese.
 
-A tool without cues of its own (an MCP tool, a user's tool written without ``cues=``) is routed
+A tool without cues (``cues.py`` has the built-in tools'; an MCP tool, a user's tool) is routed
 by the words of its description's first sentence (``repl.embedded.words.routed``). Those words are English
 and formal: "Get current time in a specific timezone" is found in "Which time is it in Lima now?"
 but not in "利马现在几点？", and "Convert an amount of money from one currency to another" not in
 "50 dollars as euros". ``widened`` adds, for each such word this table knows, the everyday words
 of the same meaning. It is a small general dictionary of what tools are commonly about, not a
 list of any evaluation's requests; a tool whose topic it lacks is routed by its own words alone,
-and its author can give it cues.
+and, where none of them is found, by the router by meaning, which reads its examples.
 
 A Chinese word here is found anywhere in a question (Chinese has no spaces), so each is two
 characters or more and means the topic on its own ("买" alone would be found in "买单").

@@ -9,6 +9,7 @@ broken by step mode fails there.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -25,6 +26,14 @@ def pause(repl, marker: str) -> str:
     The prompt is drawn once keys typed earlier are dropped: a key sent now answers it."""
     screen = repl.expect(marker)
     return screen + repl.expect(SEND)
+
+
+def submit(repl, text: str) -> None:
+    """``text`` typed into the editor, then Esc Enter once it is drawn: sent at once, the Esc could
+    end one read of the terminal and its Enter start the next, a newline rather than a submit."""
+    repl.child.send(text)
+    repl.expect(re.escape(text[-12:]))
+    repl.child.send("\x1b\r")
 
 
 def _then_a_plain_turn(repl, fake_server) -> list[dict]:
@@ -140,18 +149,15 @@ def test_a_result_made_by_hand_is_checked_then_sent(sized_repl, fake_server, hom
         repl.child.sendcontrol("a")
         repl.child.sendcontrol("k")
         repl.child.sendcontrol("h")
-    repl.child.send('{"ok": "sunny"}')  # not a result
-    repl.child.send("\x1b\r")
+    submit(repl, '{"ok": "sunny"}')  # not a result
     repl.expect("ok\": true or false")
     repl.child.sendcontrol("a")
     repl.child.sendcontrol("k")
-    repl.child.send('{"ok": true, "degrees": NaN}')  # Python's json reads it; no strict parser does
-    repl.child.send("\x1b\r")
+    submit(repl, '{"ok": true, "degrees": NaN}')  # Python's json reads it; no strict parser does
     repl.expect("NaN and Infinity are not JSON")
     repl.child.sendcontrol("a")
     repl.child.sendcontrol("k")
-    repl.child.send('{"ok": true, "forecast": "sunny, by hand"}')
-    repl.child.send("\x1b\r")
+    submit(repl, '{"ok": true, "forecast": "sunny, by hand"}')
     pause(repl, BEFORE_CALL)  # before the next model call
     repl.child.send("c")
     repl.expect("Sunny, you say")

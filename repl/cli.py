@@ -481,7 +481,7 @@ def show_trace(
     config: ConfigOpt = None,
 ) -> None:
     """Show the timeline of a saved session's turns."""
-    from repl.session.typed_numbers import typed_number
+    from repl.archive.typed_numbers import typed_number
     from repl.tracing.timeline import chosen_turns, select_turns, trace_path
 
     settings = _settings(config, {})
@@ -570,8 +570,8 @@ def search_sessions(
     import json
     import time
 
-    from repl.session.search import Index, SearchError, query_words
-    from repl.session.typed_numbers import NotANumber, typed_number
+    from repl.archive.search import Index, SearchError, query_words
+    from repl.archive.typed_numbers import NotANumber, typed_number
     from repl.ui.escape import clean
 
     try:

@@ -196,7 +196,7 @@ def test_every_package_is_installed() -> None:
 
 # The packages of repl/ and what of ours each may import: a module or a package, with everything
 # under it; a package's own modules are always allowed. Bottom up: tools/ (never imports repl/),
-# config, loop (with the providers behind the Provider protocol), tracing, ui, session, cli.
+# config, loop (with the providers behind the Provider protocol), tracing, ui, archive, session, cli.
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "repl.config": ("tools",),  # settings and where their values come from: nothing else of ours
     # the loop sees a provider through its protocol only (providers/base.py), never an adapter
@@ -209,10 +209,15 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "repl.tracing": ("repl.config", "repl.loop", "repl.ui.escape", "tools"),  # escape: pure, no Rich
     # the terminal draws events and answers the loop's questions: no providers, tools or session
     "repl.ui": ("repl.config", "repl.loop"),
-    "repl.session": ("repl.config", "repl.embedded", "repl.loop", "repl.providers", "repl.tracing", "repl.ui",
+    # what a session leaves behind (journal, recap, search index): nothing of the live session,
+    # which writes and reads it
+    "repl.archive": ("repl.config", "repl.loop", "repl.providers.base", "repl.tracing", "repl.ui.escape",
                      "tools"),
+    "repl.session": ("repl.archive", "repl.config", "repl.embedded", "repl.loop", "repl.providers",
+                     "repl.tracing", "repl.ui", "tools"),
     # and the one home of the private APIs it relies on (click's context, the interpreter's exit)
-    "repl.cli": ("repl", "repl.config", "repl.loop", "repl.session", "repl.tracing", "repl.ui", "tools.compat"),
+    "repl.cli": ("repl", "repl.archive", "repl.config", "repl.loop", "repl.session", "repl.tracing", "repl.ui",
+                 "tools.compat"),
 }
 # (file, module) imports against those directions, each with its reason; the list only shrinks
 CROSSINGS: dict[tuple[str, str], str] = {}

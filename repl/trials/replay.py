@@ -27,8 +27,8 @@ from repl.loop.cost import Cost
 from repl.loop.events import TurnFinished, Usage
 from repl.loop.history import History
 from repl.loop.unicode import json_dumps
-from repl.session.compare import Attempt, compare_rows, dry_core, run_attempt
 from repl.session.core import Door
+from repl.trials.compare import Attempt, compare_rows, dry_core, run_attempt
 from repl.ui.escape import clean, one_line
 from tools.results import error_of
 from tools.safe_io import StoreError

@@ -124,13 +124,13 @@ def run_baseline(base_url: str, turns: int, folder: Path, fresh: bool, raw: bool
 
 
 def run_glassloop(base_url: str, turns: int, folder: Path, fresh: bool, subscribers: bool = True) -> Timing:
+    from repl.archive.journal import Journal
     from repl.config.redact import Redactor
     from repl.loop.agent import Limits, run_turn
     from repl.loop.approval import Approver
     from repl.loop.events import Event
     from repl.loop.history import History
     from repl.providers.chat import ChatProvider
-    from repl.session.journal import Journal
     from repl.tracing.trace import JsonlWriter, Trace
     from tools.registry import Registry, tool
 

@@ -86,9 +86,9 @@ def _run_session(session: Any, first: int, count: int, curve: list[tuple[int, fl
 
 
 def _resume_times(settings: Any, journal: Path, repeats: int) -> tuple[list[float], list[float]]:
+    from repl.archive.journal import load
     from repl.loop.history import History
     from repl.session.chat import ChatSession
-    from repl.session.journal import load
 
     load_times, session_times = [], []
     for _ in range(repeats):

@@ -90,7 +90,7 @@ def expected(sessions: int, turns: int, limit: int) -> dict[str, list[tuple[str,
 
 def per_turn(index: Any, folder: Path, samples: int, turns: int) -> tuple[list[float], bool]:
     """The cost of a turn's end: a new turn appended to a journal, then indexed as the session does."""
-    from repl.session.search import turn_text
+    from repl.archive.search import turn_text
 
     costs, quick_path = [], True
     for n in range(samples):
@@ -116,8 +116,8 @@ def per_turn(index: Any, folder: Path, samples: int, turns: int) -> tuple[list[f
 
 
 def run(quick: bool) -> dict[str, Any]:
-    from repl.session.journal import WRITTEN
-    from repl.session.search import Index
+    from repl.archive.journal import WRITTEN
+    from repl.archive.search import Index
 
     sessions, turns, repeats, samples, limit = (20, 10, 3, 10, 20) if quick else (10_000, 100, 15, 200, 20)
     with scratch("search") as root:

@@ -145,10 +145,10 @@ def write_long_session(env: dict[str, str], turns: int) -> str:
     ``glassloop --resume`` looks for it; returns its id."""
     from bench import patched_environ
     from bench.memory_resume import ANSWER as LONG_ANSWER
+    from repl.archive.journal import Journal
     from repl.config.load import load_settings
     from repl.config.redact import Redactor
     from repl.loop.history import History
-    from repl.session.journal import Journal
 
     with patched_environ(env):
         folder = load_settings({"provider": "openai"}).data_dir / "sessions"

@@ -3,7 +3,7 @@
 The questions are a case file of ``glassloop eval`` (``bench/tool_use.toml``): 24 requests
 that need a tool (12 English, 12 Chinese: the same intents in both languages) and 16
 controls (8 + 8: chit-chat, and a question about todos in general that needs no data). They
-run through eval's own code (``repl/session/evaluate.py``), the one mechanism a user runs on
+run through eval's own code (``repl/trials/evaluate.py``), the one mechanism a user runs on
 their tools: the session core with the embedded provider as a session builds it (the
 llama.cpp server, text tool calls, the grammar), the built-in tools over a fixture (todos,
 notes, files) in isolated XDG dirs, side effects dry-run, a fresh history per question, at
@@ -121,7 +121,7 @@ def load() -> str:
 
 def cases(held_out: bool = False) -> list[Any]:
     """The evaluation's cases (``glassloop eval``'s ``Case``), or the held-out ones."""
-    from repl.session.evaluate import load_cases
+    from repl.trials.evaluate import load_cases
 
     return load_cases(HELD_OUT_FILE if held_out else CASE_FILE)
 
@@ -173,7 +173,7 @@ def settings_for(work: Path, profile: str, provider_lines: str = "") -> Any:
 def run_cases(settings: Any, chosen: list[Any], label: str, grammar: bool) -> list[dict[str, Any]]:
     """``chosen`` through ``glassloop eval``'s run of a model; each case as eval reports it, with
     whether its answer is in the question's language."""
-    from repl.session.evaluate import run_model
+    from repl.trials.evaluate import run_model
 
     def done(outcome: Any) -> None:
         calls = " ".join(f"{c['name']}{'' if c['valid'] else '(INVALID)'}" for c in outcome.calls) or "-"

@@ -359,7 +359,7 @@ def eval_cases(
     Exit codes: 0 done, 1 a model under --min, or a case that met an error (an unreachable server),
     2 bad usage, config or case file, 130 interrupted.
     """
-    from repl.session.evaluate import run_eval
+    from repl.trials.evaluate import run_eval
 
     settings = _settings(config, flags, False, "tell", tools)
     try:
@@ -459,7 +459,7 @@ def replay_session(
     Exit codes: 0 done, 1 no such session or the model could not run, 2 bad usage or config,
     130 interrupted.
     """
-    from repl.session.replay import run_replay
+    from repl.trials.replay import run_replay
 
     raise typer.Exit(run_replay(_settings(config, flags, False, "tell", tools), session, json_out=as_json,
                                 calls=frozenset(call or ())))
@@ -481,7 +481,7 @@ def show_trace(
     config: ConfigOpt = None,
 ) -> None:
     """Show the timeline of a saved session's turns."""
-    from repl.session.typed_numbers import typed_number
+    from repl.archive.typed_numbers import typed_number
     from repl.tracing.timeline import chosen_turns, select_turns, trace_path
 
     settings = _settings(config, {})
@@ -570,8 +570,8 @@ def search_sessions(
     import json
     import time
 
-    from repl.session.search import Index, SearchError, query_words
-    from repl.session.typed_numbers import NotANumber, typed_number
+    from repl.archive.search import Index, SearchError, query_words
+    from repl.archive.typed_numbers import NotANumber, typed_number
     from repl.ui.escape import clean
 
     try:

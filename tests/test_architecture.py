@@ -196,7 +196,7 @@ def test_every_package_is_installed() -> None:
 
 # The packages of repl/ and what of ours each may import: a module or a package, with everything
 # under it; a package's own modules are always allowed. Bottom up: tools/ (never imports repl/),
-# config, loop (with the providers behind the Provider protocol), tracing, ui, session, cli.
+# config, loop (with the providers behind the Provider protocol), tracing, ui, archive, session\n# (its core, then the trials, then its doors), cli.
 MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "repl.config": ("tools",),  # settings and where their values come from: nothing else of ours
     # the loop sees a provider through its protocol only (providers/base.py), never an adapter
@@ -209,10 +209,19 @@ MAY_IMPORT: dict[str, tuple[str, ...]] = {
     "repl.tracing": ("repl.config", "repl.loop", "repl.ui.escape", "tools"),  # escape: pure, no Rich
     # the terminal draws events and answers the loop's questions: no providers, tools or session
     "repl.ui": ("repl.config", "repl.loop"),
-    "repl.session": ("repl.config", "repl.embedded", "repl.loop", "repl.providers", "repl.tracing", "repl.ui",
+    # what a session leaves behind (journal, recap, search index): nothing of the live session,
+    # which writes and reads it
+    "repl.archive": ("repl.config", "repl.loop", "repl.providers.base", "repl.tracing", "repl.ui.escape",
                      "tools"),
+    "repl.session": ("repl.archive", "repl.config", "repl.embedded", "repl.loop", "repl.providers",
+                     "repl.tracing", "repl.trials", "repl.ui", "tools"),
+    # models on trial (/compare, replay, eval): dry runs of the session's core, above it and below
+    # the session's doors (test_only_a_door_runs_a_trial)
+    "repl.trials": ("repl.archive", "repl.config", "repl.loop", "repl.providers.base", "repl.session.core",
+                    "repl.session.runtime", "repl.ui", "tools"),
     # and the one home of the private APIs it relies on (click's context, the interpreter's exit)
-    "repl.cli": ("repl", "repl.config", "repl.loop", "repl.session", "repl.tracing", "repl.ui", "tools.compat"),
+    "repl.cli": ("repl", "repl.archive", "repl.config", "repl.loop", "repl.session", "repl.tracing", "repl.trials",
+                 "repl.ui", "tools.compat"),
 }
 # (file, module) imports against those directions, each with its reason; the list only shrinks
 CROSSINGS: dict[tuple[str, str], str] = {}
@@ -250,6 +259,37 @@ def test_packages_import_each_other_only_downwards() -> None:
             continue
         strays.append(f"{path}:{line} imports {module}")
     assert strays == [], "see MAY_IMPORT in tests/test_architecture.py (and docs/DESIGN.md, Packages)"
+
+
+# The live session's doors: the REPL (its start, `!command` and slash commands) and `glassloop ask`.
+# Below them the session's core, which the trials run and which writes and reads the archive.
+DOORS = ("repl.session.chat", "repl.session.commands", "repl.session.oneshot", "repl.session.start",
+         "repl.session.user_shell")
+
+
+def _module(path: str) -> str:
+    return path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+def _under(module: str, names: tuple[str, ...]) -> bool:
+    return any(module == n or module.startswith(n + ".") for n in names)
+
+
+def test_the_archive_and_the_trials_import_no_door() -> None:
+    strays = [f"{path}:{line} imports {module}" for path, module, line in import_table()
+              if _package(path) in ("repl.archive", "repl.trials") and _under(module, DOORS)]
+    assert strays == []
+
+
+def test_only_a_door_runs_a_trial() -> None:
+    """A trial runs the session's core, so of the session only a door or a command (``/compare``)
+    imports one: the session's core never does, and the packages stay one way module by module."""
+    runs = [(path, module, line) for path, module, line in import_table()
+            if _package(path) == "repl.session" and _package(module) == "repl.trials"]
+    assert [f"{path}:{line} imports {module}" for path, module, line in runs
+            if not _under(_module(path), DOORS)] == []
+    assert runs, "no door runs a trial: drop repl.trials from the session's row of MAY_IMPORT"
+    assert set(DOORS) <= set(_module_graph()), "a door of DOORS is gone: name it again"
 
 
 def test_each_crossing_is_still_needed() -> None:

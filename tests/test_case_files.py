@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from repl.session.evaluate import MAX_DEPTH, CaseFileError, bracket_depth, load_cases
+from repl.trials.evaluate import MAX_DEPTH, CaseFileError, bracket_depth, load_cases
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -62,7 +62,7 @@ def test_a_fifo_is_refused_at_once(tmp_path: Path, home: dict[str, str]) -> None
 
 
 def test_a_case_file_over_the_cap_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from repl.session import evaluate
+    from repl.trials import evaluate
 
     cases = tmp_path / "big.toml"
     cases.write_text(CASE + "# " + "x" * 200 + "\n", encoding="utf-8")

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from repl.archive.journal import load
 from repl.config.load import ModelPrice, load_settings
 from repl.loop.agent import Limits, run_turn
 from repl.loop.approval import Approver
@@ -17,7 +18,6 @@ from repl.loop.events import EventLog, GuardTripped, ModelUsage, Usage
 from repl.loop.history import History, check
 from repl.session import commands
 from repl.session.chat import ChatSession
-from repl.session.journal import load
 from tests.fakeserver import call, text, tool_calls
 from tests.support import SEED_TODOS, StubUI, glassloop_here
 from tools.registry import Registry

@@ -18,7 +18,7 @@ import pytest
 
 from repl.config.load import load_settings
 from repl.providers.base import ToolChoice
-from repl.session.evaluate import CaseFileError, load_cases, report_json, run_model, table
+from repl.trials.evaluate import CaseFileError, load_cases, report_json, run_model, table
 from tests.fakeserver import FakeServer, Reply, call, slow_first_byte, text, tool_calls
 from tests.support import TableRouter, alive, glassloop_here, mcp_config_file, route_with
 

@@ -7,10 +7,10 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from repl.archive.journal import Journal, load
 from repl.config.redact import Redactor
 from repl.loop.context import ContextWindow
 from repl.loop.history import History, check
-from repl.session.journal import Journal, load
 
 
 def _call(i: int) -> dict:

@@ -201,7 +201,7 @@ def test_todos_sessions_and_tools_fit(narrow, fake_server, width: int) -> None:
 def test_the_resume_picker_shows_session_ids(width: int) -> None:
     from pathlib import Path
 
-    from repl.session.journal import SessionInfo
+    from repl.archive.journal import SessionInfo
     from repl.ui.picker import session_rows
 
     same_minute = [SessionInfo(Path(f"20261201-184500-{tail}.jsonl"), 1_764_614_700.0, turns, "gpt-4o-mini",

@@ -1,4 +1,4 @@
-"""What a resume shows before its session is built (``repl.session.recap.peek``) is what the
+"""What a resume shows before its session is built (``repl.archive.recap.peek``) is what the
 session, once built from the whole journal, holds: the last turns, the counts, the totals.
 
 The journals are real ones (a session's turns against the scripted server, with an undo and a
@@ -13,12 +13,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from repl.archive.journal import Journal
+from repl.archive.recap import Peek, peek, peek_session, recap
 from repl.config.redact import Redactor
 from repl.loop.history import History
 from repl.session import commands
 from repl.session.chat import ChatSession
-from repl.session.journal import Journal
-from repl.session.recap import Peek, peek, peek_session, recap
 from tests.fakeserver import call, text, tool_calls
 from tests.support import StubUI
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from repl.session import commands, search
-from repl.session.journal import load_checked
+from repl.archive import search
+from repl.archive.journal import load_checked
+from repl.session import commands
 from tests.fakeserver import call, text, tool_calls
 from tests.support import chat_here, glassloop_here
 from tools import build_tools
@@ -152,7 +153,7 @@ def test_without_fts5_the_journals_are_scanned(session, fake_server, monkeypatch
 WRITER = """
 import sys, time
 from pathlib import Path
-from repl.session.search import Index, turn_text
+from repl.archive.search import Index, turn_text
 folder, name = Path(sys.argv[1]), sys.argv[2]
 journal = folder / f"{name}.jsonl"
 journal.write_text("{}")

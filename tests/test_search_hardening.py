@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from repl.session import search
+from repl.archive import search
 from tests.fakeserver import text
 from tests.support import chat_here, glassloop_here
 

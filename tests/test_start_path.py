@@ -7,7 +7,7 @@ once the prompt is drawn; the openai SDK) are off the critical path and not
 counted. A new third-party package or a new module of ours on that path fails
 here: time to prompt is a benchmark figure, this is its guard. ``--resume`` of a
 saved session is held to the same list: its recap comes from a look at the
-journal's lines (``repl.session.recap``), the journal is read whole behind the prompt.
+journal's lines (``repl.archive.recap``), the journal is read whole behind the prompt.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from typing import Any
 
 import pexpect
 
+from repl.archive.journal import Journal
 from repl.config.redact import Redactor
 from repl.loop.history import History
-from repl.session.journal import Journal
 from tests.fakeserver import text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +43,7 @@ OURS = {
     "tools", "tools.compat",  # the CLI's private-API helpers: standard library only, the package lazy
     "repl.session.instructions",  # AGENTS.md, read to say so under the header: standard library only
     "tools.folder_files", "tools.results",  # the one reader of a folder's files: standard library only
-    "repl.session.recap", "repl.session.runtime", "repl.session.start", "repl.ui", "repl.ui.escape",
+    "repl.archive", "repl.archive.recap", "repl.session.runtime", "repl.session.start", "repl.ui", "repl.ui.escape",
     "repl.ui.event_views", "repl.ui.live", "repl.ui.mdstream", "repl.ui.prompt", "repl.ui.render",
     "repl.ui.terminal",
 }
@@ -134,7 +134,7 @@ def test_a_resume_loads_the_same_modules_and_shows_the_journals_totals(home: dic
     found = _before_prompt(home, tmp_path, "--resume", session)
     loaded = set(found["modules"])
     _check_allowed(loaded)
-    assert not loaded & {"repl.session.journal", "repl.loop.history", "tools.registry", "rich.markdown"}
+    assert not loaded & {"repl.archive.journal", "repl.loop.history", "tools.registry", "rich.markdown"}
     assert "16,170 tokens" in found["toolbar"], found["toolbar"]  # 1,000 + ... + 5,000 in, 5 x 234 out
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from repl.archive.journal import load_checked, prompt_meta, saved_prompt
 from repl.config.load import load_settings
 from repl.config.settings import ProviderSettings
 from repl.embedded.dialect import COMPACT_PROMPT, advice
@@ -20,7 +21,6 @@ from repl.embedded.textcalls import tools_system_block
 from repl.loop.history import History
 from repl.providers.base import SystemPrompt
 from repl.session.chat import ChatSession
-from repl.session.journal import load_checked, prompt_meta, saved_prompt
 from repl.session.runtime import offered_tools, system_prompt_for, with_current_advice
 from tests.fakeserver import FakeServer, text
 from tests.support import StubUI, adapter, stream_all

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from repl.archive.typed_numbers import MOST, NotANumber, typed_number
 from repl.session import commands
-from repl.session.typed_numbers import MOST, NotANumber, typed_number
 from tests.fakeserver import text
 from tests.support import chat_here, glassloop
 

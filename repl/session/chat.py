@@ -13,13 +13,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from repl.archive.journal import (
+    recent_sessions,
+)
+from repl.archive.recap import recap
 from repl.loop.stepping import TimedStepper
 from repl.session import commands
 from repl.session.core import SessionCore
-from repl.session.journal import (
-    recent_sessions,
-)
-from repl.session.recap import recap
 from repl.session.seams import UI
 from repl.session.templates import Templates, load_templates
 from repl.ui.event_views import plural

@@ -17,6 +17,23 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from repl.archive.journal import (
+    Journal,
+    find_session,
+    load_checked,
+    prompt_meta,
+    saved_prompt,
+    split_branch,
+)
+from repl.archive.recap import (
+    TurnNote,
+    endpoint_of,
+    resumed_line,
+    resumed_on,
+    session_endpoint,
+    totals,
+)
+from repl.archive.typed_numbers import NotANumber
 from repl.config.load import ConfigError, Settings, with_overrides
 from repl.config.redact import redactor_for
 from repl.config.settings import ApprovalMode
@@ -32,23 +49,7 @@ from repl.loop.routing import FirstOf, Routing
 from repl.loop.stepping import Stepping
 from repl.providers.base import Provider, ProviderError, SystemPrompt, ToolCall
 from repl.session.instructions import Instructions, load_instructions
-from repl.session.journal import (
-    Journal,
-    find_session,
-    load_checked,
-    prompt_meta,
-    saved_prompt,
-    split_branch,
-)
 from repl.session.mentions import find_mentions
-from repl.session.recap import (
-    TurnNote,
-    endpoint_of,
-    resumed_line,
-    resumed_on,
-    session_endpoint,
-    totals,
-)
 from repl.session.runtime import (
     LazyProvider,
     McpStart,
@@ -63,7 +64,6 @@ from repl.session.runtime import (
     with_current_advice,
 )
 from repl.session.seams import Surface, TurnRecord
-from repl.session.typed_numbers import NotANumber
 from repl.session.user_tools import UserTools
 from tools import store
 from tools.results import error_result
@@ -692,7 +692,7 @@ class SessionCore:
         """The turn just ended, into the search index beside the journal (``search.Index``)."""
         if self.journal is None or not self.journal.path.exists():
             return
-        from repl.session.search import Index, turn_text
+        from repl.archive.search import Index, turn_text
 
         starts = self.history.turn_starts()
         messages = redactor_for(self.settings).value(self.history.messages[starts[-1]:])

@@ -9,13 +9,13 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from repl.archive.journal import SessionInfo
+from repl.archive.recap import TurnNote
 from repl.loop.approval import Asker
 from repl.loop.cost import Cost
 from repl.loop.events import Event, ModelUsage, TurnFinished
 from repl.loop.stepping import Stepper
 from repl.providers.base import Message
-from repl.session.journal import SessionInfo
-from repl.session.recap import TurnNote
 from tools import store
 
 

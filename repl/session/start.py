@@ -19,8 +19,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
+from repl.archive.recap import Peek, peek_session, resumed_on
 from repl.config.load import Settings
-from repl.session.recap import Peek, peek_session, resumed_on
 from repl.session.runtime import new_id
 
 if TYPE_CHECKING:

@@ -20,9 +20,9 @@ import sys
 import time
 from pathlib import Path
 
+from repl.archive.journal import Journal, load
 from repl.config.redact import Redactor
 from repl.loop.history import History
-from repl.session.journal import Journal, load
 from tools.notes import make_note_tools
 from tools.registry import Registry
 from tools.todos import make_todo_tools

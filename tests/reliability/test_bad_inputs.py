@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from repl.session.journal import load
+from repl.archive.journal import load
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import record
 from tests.support import glassloop_here

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from repl.archive.journal import load
 from repl.loop.history import History, check
-from repl.session.journal import load
 from tests.fakeserver import FakeServer, call, text, tool_calls
 from tests.reliability.crash_writer import SECRET
 from tests.reliability.helpers import record, scaled

@@ -21,10 +21,10 @@ from typing import Any
 
 import pytest
 
+from repl.archive.journal import Journal, load
+from repl.archive.recap import peek
 from repl.config.redact import Redactor
 from repl.loop.history import History, check
-from repl.session.journal import Journal, load
-from repl.session.recap import peek
 from tests.fake_responses import check_input
 from tests.fakeserver import FakeServer, check_history, text
 from tests.reliability.helpers import FULL, record, trace_records

@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from repl.archive.journal import Journal, load
 from repl.config.redact import Redactor
 from repl.loop.agent import Limits, run_turn
 from repl.loop.approval import ApprovalRequest, Approver
 from repl.loop.events import Event, TurnFinished, TurnStarted
 from repl.loop.history import History, check
-from repl.session.journal import Journal, load
 from tests.fake_responses import check_input
 from tests.fakeserver import (
     FakeServer,

@@ -137,7 +137,7 @@ def test_continue_in_a_terminal_names_the_sessions_model_in_the_header(sized_rep
 def test_what_a_journal_says_is_checked_before_it_is_used(home, tmp_path):
     """An older journal (provider and model only), a profile no longer configured, values that are
     not valid: each restores what it can, and nothing it should not."""
-    from repl.session.recap import resumed_on
+    from repl.archive.recap import resumed_on
 
     settings = load_settings({"base_url": "http://127.0.0.1:9/v1"}, cwd=tmp_path, env={})
     older, line = resumed_on(settings, {"provider": "ollama", "model": "llama3"})

@@ -207,7 +207,7 @@ def test_undo_keeps_usage_toolbar_and_context_consistent(fake_server, session):
 
 
 def test_recent_sessions_skip_sessions_without_a_turn(tmp_path):
-    from repl.session.journal import recent_sessions
+    from repl.archive.journal import recent_sessions
 
     folder = tmp_path / "sessions"
     folder.mkdir()

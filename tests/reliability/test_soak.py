@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from repl.archive.journal import Journal, load
 from repl.config.redact import Redactor
 from repl.loop.agent import Limits, run_turn
 from repl.loop.approval import Approver
@@ -27,7 +28,6 @@ from repl.loop.context import ContextWindow
 from repl.loop.events import Event
 from repl.loop.history import History, check
 from repl.providers.chat import ChatProvider
-from repl.session.journal import Journal, load
 from repl.tracing.trace import JsonlWriter, Trace
 from repl.ui.render import Renderer
 from tests.fakeserver import FakeServer, call, text, tool_calls

@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from repl.archive.journal import Journal, load
 from repl.config.redact import Redactor
 from repl.loop.agent import Limits, run_turn
 from repl.loop.approval import Approver
 from repl.loop.events import EventLog, UserStep
 from repl.loop.history import History, check
 from repl.loop.stepping import Continue, Edit, Result, Stepping, Stop, check_edit, check_result
-from repl.session.journal import Journal, load
 from repl.tracing.trace import JsonlWriter, Trace
 from tests.fakeserver import call, text, tool_calls
 from tests.reliability.helpers import strict_json

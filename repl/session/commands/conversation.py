@@ -7,12 +7,12 @@ import json
 import time
 from pathlib import Path
 
+from repl.archive.journal import recent_sessions
+from repl.archive.typed_numbers import NotANumber, typed_number
 from repl.config.redact import redactor_for
 from repl.providers.base import Message, ProviderError
 from repl.session.commands.context import CommandContext, command, save_text
-from repl.session.journal import recent_sessions
 from repl.session.mentions import typed_part
-from repl.session.typed_numbers import NotANumber, typed_number
 from repl.ui.escape import clean, one_line
 from tools.safe_io import StoreError
 from tools.undo import Reverted
@@ -225,7 +225,7 @@ def sessions(ctx: CommandContext, args: list[str]) -> None:
 
 def search_sessions(ctx: CommandContext, text: str) -> None:
     """``/sessions TEXT``: each turn found, its snippet with the words marked, how to resume it."""
-    from repl.session.search import Index, SearchError, query_words
+    from repl.archive.search import Index, SearchError, query_words
 
     if not query_words(text):
         ctx.ui.error("nothing to search for: give words with letters or digits")

@@ -12,8 +12,8 @@ from repl.loop.stepping import STEP_ON
 from repl.providers.base import ProviderError
 from repl.session.commands.context import CommandContext, command
 from repl.session.commands.conversation import clear_rules, undone_text
-from repl.session.compare import compare as compare_models
-from repl.session.compare import compare_rows, last_question
+from repl.trials.compare import compare as compare_models
+from repl.trials.compare import compare_rows, last_question
 from tools.safe_io import StoreError
 
 _MODELS: dict[tuple[str, str], list[str]] = {}  # (profile, base URL) → the models it offers

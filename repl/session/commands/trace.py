@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from repl.archive.typed_numbers import NotANumber, typed_number
 from repl.loop.cost import context_window_for
 from repl.loop.unicode import json_dumps
 from repl.session.commands.context import CommandContext, command, save_text
-from repl.session.typed_numbers import NotANumber, typed_number
 from repl.tracing.raw import raw_view
 from repl.tracing.timeline import (
     draw_turn,

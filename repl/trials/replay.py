@@ -20,15 +20,15 @@ import textwrap
 from dataclasses import dataclass, replace
 from typing import Any
 
+from repl.archive.journal import Loaded, find_session, load_checked, saved_prompt
+from repl.archive.recap import TurnNote, session_endpoint
 from repl.config.load import Settings
 from repl.loop.cost import Cost
 from repl.loop.events import TurnFinished, Usage
 from repl.loop.history import History
 from repl.loop.unicode import json_dumps
-from repl.session.compare import Attempt, compare_rows, dry_core, run_attempt
 from repl.session.core import Door
-from repl.session.journal import Loaded, find_session, load_checked, saved_prompt
-from repl.session.recap import TurnNote, session_endpoint
+from repl.trials.compare import Attempt, compare_rows, dry_core, run_attempt
 from repl.ui.escape import clean, one_line
 from tools.results import error_of
 from tools.safe_io import StoreError

@@ -44,9 +44,9 @@ from repl.loop.events import (
     WireRecord,
 )
 from repl.providers.base import Provider, ProviderError
-from repl.session.compare import Quiet
 from repl.session.core import Door, SessionCore
 from repl.session.runtime import wait_for_mcp
+from repl.trials.compare import Quiet
 from repl.ui.escape import clean, json_display, one_line
 from repl.ui.plain import Unattended
 from tools.folder_files import Refused, read_folder_file

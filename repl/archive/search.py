@@ -38,8 +38,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from repl.session.journal import BRANCH, WRITTEN
-from repl.session.recap import MAX_JOURNAL_BYTES
+from repl.archive.journal import BRANCH, WRITTEN
+from repl.archive.recap import MAX_JOURNAL_BYTES
 from tools.safe_io import StoreError, locked, take
 
 INDEX_FILE = "index/search.sqlite3"  # in a folder of its own: its writes leave the journals' folder's time alone

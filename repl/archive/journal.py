@@ -25,17 +25,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from repl.config.redact import Redactor
-from repl.loop.history import History, repair
-from repl.providers.base import Message, SystemPrompt
-from repl.session.recap import (
+from repl.archive.recap import (
     MAX_JOURNAL_BYTES,
     list_sessions,
     matching_session,
     mtime,
     note_record,
 )
-from repl.session.typed_numbers import typed_number
+from repl.archive.typed_numbers import typed_number
+from repl.config.redact import Redactor
+from repl.loop.history import History, repair
+from repl.providers.base import Message, SystemPrompt
 from repl.tracing.trace import JsonlWriter
 from tools.safe_io import StoreError, check_regular
 

@@ -14,12 +14,13 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from tools.files import MAX_OUTPUT_CHARS
 from tools.mcp_convert import NAME_OK, SEPARATOR
 from tools.results import ToolError
 
 COMMAND_PREFIX = f"mcp{SEPARATOR}"
 MAX_LISTED = 1000  # prompts or resources kept per server: completion lists, not a catalogue
-MAX_RESOURCE_CHARS = 20_000  # as a mentioned file's text (``tools.files.MAX_OUTPUT_CHARS``)
+MAX_RESOURCE_CHARS = MAX_OUTPUT_CHARS  # capped as a mentioned file's text
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,6 @@ class Prompt:
 class Resource:
     server: str
     uri: str
-    name: str = ""
-    description: str = ""
-    mime_type: str = ""
 
     @property
     def mention(self) -> str:
@@ -105,9 +103,7 @@ def prompts_from(server: str, listed: list[Any]) -> list[Prompt]:
 
 def resources_from(server: str, listed: list[Any]) -> list[Resource]:
     """The resources of a ``resources/list`` answer that have a URI a message can name."""
-    return [Resource(server, item["uri"], _text(item.get("name")), _text(item.get("description")),
-                     _text(item.get("mimeType")))
-            for item in listed[:MAX_LISTED]
+    return [Resource(server, item["uri"]) for item in listed[:MAX_LISTED]
             if isinstance(item, dict) and isinstance(item.get("uri"), str) and _nameable(item["uri"])]
 
 

@@ -31,6 +31,17 @@ def share_price(symbol: str) -> dict:
     return {"symbol": symbol, "price": PRICES.get(symbol.upper())}
 
 
+@tool(source="clock.py:1")
+def local_time(timezone: str, since: str = "") -> dict:
+    """The time in a timezone, as an MCP clock server describes it.
+
+    Args:
+        timezone: IANA timezone name (e.g., 'America/New_York', 'Europe/London').
+        since: A relative date (e.g., '2 weeks ago', 'yesterday').
+    """
+    return {"timezone": timezone, "since": since}
+
+
 @tool(source="alerts.py:1")
 def set_level(level: str) -> dict:
     """Set how loud alerts are.
@@ -44,7 +55,7 @@ def set_level(level: str) -> dict:
 @pytest.fixture
 def registry(tmp_path: Path) -> Registry:
     return Registry([*build_tools(todos_path=tmp_path / "todos.json", notes_path=tmp_path / "notes.json",
-                                  files_root=tmp_path, weather="sample"), share_price, set_level])
+                                  files_root=tmp_path, weather="sample"), share_price, local_time, set_level])
 
 
 def _run(scripted, registry, question: str):
@@ -71,6 +82,9 @@ def test_the_docstrings_example_for_another_value_is_refused_and_the_model_may_c
 @pytest.mark.parametrize("question, name, arguments", [
     ("what is Apple's AAPL at?", "share_price", {"symbol": "AAPL"}),  # the user named the example
     ("what is Tesla's TSLA at?", "share_price", {"symbol": "TSLA"}),  # no example at all
+    ("what time is it in London?", "local_time", {"timezone": "Europe/London"}),  # a part said
+    ("and over the last two weeks?", "local_time", {"timezone": "UTC", "since": "2 weeks ago"}),
+    ("北京现在几点", "local_time", {"timezone": "America/New_York"}),  # another script: not judged
     ("make alerts quieter", "set_level", {"level": "quiet"}),  # a choice, no example
 ])
 def test_a_value_the_conversation_holds_or_translates_or_chooses_passes(scripted, registry, question, name,
@@ -95,3 +109,6 @@ def test_examples_are_read_after_their_cue_to_the_end_of_the_sentence() -> None:
     assert said("todo-002", "finish todo 2", "finish todo 2")
     assert not said("aapl", "what is tesla at?", "what is tesla at?")
     assert said("beijing", "北京天气", "北京天气")
+    assert said("ny", "the weather in new york", "the weather in new york")  # too short to tell
+    assert said("北京市", "北京天气", "北京天气") and not said("上海", "北京天气", "北京天气")
+    assert not said("write the weekly report", "remind me to call the plumber", "remind me to call the plumber")

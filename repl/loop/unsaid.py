@@ -6,9 +6,11 @@ user's, a package's, an MCP server's), a string argument that stands in its tool
 "例如"...) and nowhere in the conversation (the system prompt, what the user said, the
 results so far) was never named by anyone: the call is refused with a result saying so, and
 the model may call again with the value asked for or ask the user. A value listed as a
-choice ("one of low, medium or high") is no example and passes; so does any value the
-conversation holds, whole or word by word (numbers as numbers: "todo-002" for "todo 2"), and
-one in a script the user's message does not use (a translation: "Beijing" for "北京").
+choice ("one of low, medium or high") is no example and passes; so does any value that shares
+a part with the conversation (a number, a longer word: "Europe/London" for "London", "2 weeks
+ago" for "the last two weeks"), one too short to tell ("NY"), and one in a script the user's
+message does not use (a translation: "Beijing" for "北京"). What is refused shares nothing
+with anything said: "AAPL" asked about Tesla.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ EXAMPLE_CUE = re.compile(r"\b(?:e\.\s?g\.?|eg\.|for example|for instance|such as
                          re.IGNORECASE)
 SENTENCE_END = re.compile(r"(?<=[.;!?])\s|[。；！？\n]")
 MIN_CHARS = 2  # a shorter value ("a") is found anywhere: never judged
-WORD = re.compile(r"\d+|[^\W\d_]+")
 HAN = re.compile(r"[\u3400-\u9fff]")
+HAN_RUN = re.compile(r"[\u3400-\u9fff]+")
 LATIN = re.compile(r"[A-Za-z]")
 
 
@@ -62,13 +64,19 @@ def _last_user(turn: TurnView) -> str:
 
 
 def said(value: str, conversation: str, asked: str) -> bool:
-    """Whether ``value`` (casefolded) could come from the conversation: found whole, or each of
-    its words found and its numbers among the conversation's, or written in a script the
-    question (``asked``) does not use at all, as a translation of what it said."""
+    """Whether ``value`` (casefolded) may come from the conversation: found whole; or sharing a
+    part with it, a number (as a number: "todo-002" for "todo 2"), a word of four letters or
+    more ("Europe/London" for "London") or two Chinese characters in a row; or too short to
+    tell; or written in a script the question (``asked``) does not use at all, a translation."""
     if value in conversation:
         return True
-    numbers = {int(n) for n in re.findall(r"\d+", conversation)}
-    if all(int(w) in numbers if w.isdigit() else w in conversation for w in WORD.findall(value)):
+    numbers = [int(n) for n in re.findall(r"\d+", value)]
+    words = [w for w in re.findall(r"[^\W\d_]+", value) if len(w) >= 4 and not HAN.search(w)]
+    pairs = [run[i:i + 2] for run in HAN_RUN.findall(value) for i in range(max(1, len(run) - 1))]
+    if not (numbers or words or pairs):
+        return True
+    if (set(numbers) & {int(n) for n in re.findall(r"\d+", conversation)}
+            or any(w in conversation for w in [*words, *pairs])):
         return True
     return any(script.search(value) and not script.search(asked) for script in (HAN, LATIN))
 

@@ -64,12 +64,13 @@ def find_mentions(text: str, root: Path, servers: Collection[str] = (),
     names, read with ``read_resource``; each once."""
     found = Mentions()
     seen: set[str] = set()
+    named_servers = set(servers)
     for match in MENTION.finditer(text):
         name = match.group(1).rstrip(TRAILING)
         if not name or name in seen:
             continue
         seen.add(name)
-        if (resource := parse_mention(name, set(servers))) and read_resource is not None:
+        if (resource := parse_mention(name, named_servers)) and read_resource is not None:
             try:
                 found.attachments.append(Attachment(name, *read_resource(*resource)))
             except ToolError as exc:

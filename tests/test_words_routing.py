@@ -131,6 +131,16 @@ def test_a_tool_without_cues_is_routed_by_its_description() -> None:
     assert routed("Use the name of the river", [clock], {}) == []  # the second sentence does not count
 
 
+
+@pytest.mark.parametrize("end", ["\n\n", ".\n", "。"])
+def test_a_description_s_first_sentence_ends_at_a_line_break_too(end: str) -> None:
+    """A docstring's summary line ends without ". ": its later paragraphs are no cues."""
+    books: ToolSchema = {"name": "find_book", "description": f"Look up books in the library catalogue{end}"
+                         "Returns how many copies are on the shelf now.", "parameters": {"type": "object"}}
+    assert routed("How many times have you been wrong today?", [books], {}) == []
+    assert names(routed("which books are in the catalogue", [books], {})) == ["find_book"]
+
+
 CLOCK: ToolSchema = {"name": "clock__get_current_time", "description": "Get current time in a specific timezone.",
                      "parameters": {"type": "object"}}
 FX: ToolSchema = {"name": "fx", "description": "Convert an amount between currencies at today's rate.",

@@ -122,7 +122,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
         if own is not None and NUMBER_CUE in own and not numbered:
             own = ()  # a count of things in the world is no sum
         if own is None:
-            words = _CUE_WORD.findall(str(tool.get("description") or "").split(". ")[0].casefold())
+            words = _CUE_WORD.findall(_first_sentence(str(tool.get("description") or "")).casefold())
             own = widened(w for w in words if len(w) >= 3 and w not in _GENERIC)
             # a generic word ("current") is no cue, and what people say for it ("now", 现在) is
             # no topic either: it only tips the balance between tools the question is about
@@ -148,6 +148,15 @@ def _cued(question: str, tools: Sequence[ToolSchema],
     best = max((score for score, _, _ in scored), default=0)
     chosen = [(tool, words) for score, tool, words in scored if best and score == best]
     return [tool for tool, _ in chosen], tuple(dict.fromkeys(word for _, words in chosen for word in words))
+
+
+# a sentence ends at its stop and a space or line break, at a Chinese stop, or at a blank line (a
+# docstring's summary line often has no stop)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s|[。！？]|\n\s*\n")
+
+
+def _first_sentence(text: str) -> str:
+    return _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
 
 
 def _within(cue: str, phrase: str) -> bool:

@@ -1,8 +1,8 @@
 """Chinese small talk on the embedded model: ``python -m bench.small_talk [--set dev|heldout|heldout2]``.
 
-Each message (greetings, thanks, goodbyes: all of them small talk to ``smalltalk.is_small_talk``)
-goes through ``glassloop ask`` in a fresh folder, as a newcomer's first message would, and is
-answered in text under the chat prompt (the words router sends small talk to no tool). A reply
+Each message (greetings, thanks, goodbyes) goes through ``glassloop ask`` in a fresh folder, as
+a newcomer's first message would, and is answered in text under the chat prompt (the routers
+send small talk to no tool). A reply
 counts as a refusal when it says it cannot help ("抱歉，我无法…"), and as Chinese when its first
 character is Chinese.
 """
@@ -19,7 +19,6 @@ import time
 from pathlib import Path
 
 from bench.local_model import cli_turn
-from repl.embedded.smalltalk import is_small_talk
 from repl.embedded.weights import BUNDLED, ensure_model
 
 SETS = {
@@ -39,7 +38,6 @@ def main() -> None:
     parser.add_argument("--profile", default="local")
     args = parser.parse_args()
     messages = SETS[args.set]
-    assert all(map(is_small_talk, messages)), "every message must be small talk to the words router"
     with tempfile.TemporaryDirectory(prefix="small-talk-") as folder:
         work = Path(folder)
         model = ensure_model(work / "data", spec=BUNDLED[args.profile])

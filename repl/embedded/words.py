@@ -1,7 +1,7 @@
 """Choosing a question's tools by their words: the built-in tools' cues (``cues.py``, by tool name;
-any other tool's: its description's first sentence, widened by ``gloss.py``), small talk
-(``smalltalk.py``) and short follow-ups. The router by meaning (``router.py``)
-decides what these find nothing in.
+any other tool's: its description's first sentence, widened by ``gloss.py``) and short
+follow-ups. Small talk is decided before it (``router.SmallTalk``); the router by meaning
+(``router.py``) decides what these find nothing in.
 
 Measured, the words still choose better than meaning alone on the sets they were grown over
 (docs/LOCAL_MODEL.md, "How a tool is chosen"): they decide first, and where no word of any tool
@@ -16,7 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from repl.embedded.cues import DUE_CUE, NUMBER_CUE, cues_of
 from repl.embedded.gloss import ACTIONS, GLOSS, NOT_MEANT, widened
 from repl.embedded.grammar import NUMBER
-from repl.embedded.smalltalk import is_confirmation, is_small_talk
 from repl.loop.routing import RouteRequest
 from repl.providers.base import ToolChoice
 from tools.registry import Registry, ToolSchema
@@ -39,8 +38,6 @@ class WordsRouter:
     def choose(self, request: RouteRequest) -> ToolChoice | None:
         if not request.tools:
             return None
-        if is_small_talk(request.question) or (not request.asked and is_confirmation(request.question)):
-            return ToolChoice("none", by="small talk")
         chosen, words = _cued(request.question, request.tools, self.cues())
         if chosen:
             names = tuple(t["name"] for t in chosen)

@@ -618,15 +618,16 @@ class SessionCore:
         if not profile.router or not (profile.embedded or profile.tool_call_format == "native"):
             return ()
         if self._router is None:
-            from repl.embedded.router import MeaningRouter
+            from repl.embedded.router import MeaningRouter, SmallTalk
             from repl.embedded.words import WordsRouter
 
             def examples_of(name: str) -> tuple[str, ...]:
                 tool = self.registry.get(name)
                 return tool.examples if tool is not None else ()
 
-            # the tools' words first; where none is found, their meaning
-            self._router = Routing(FirstOf(WordsRouter.of(self.registry), MeaningRouter(examples_of)))
+            # small talk first, then the tools' words; where none is found, their meaning
+            meaning = MeaningRouter(examples_of)
+            self._router = Routing(FirstOf(SmallTalk(meaning), WordsRouter.of(self.registry), meaning))
         return (self._router,)
 
     def warm_router(self) -> None:

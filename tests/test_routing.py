@@ -246,12 +246,24 @@ def test_after_results_the_answer_begins_by_what_they_list_or_that_they_list_not
         == 'root ::= "The tool results above show no " answer-piece answer-piece*'
     found = '{"ok": true, "count": 1, "notes": [{"id": "n1", "text": "passport: 2031"}]}'
     failed = '{"ok": false, "error": {"type": "not_found", "message": "no note"}, "notes": []}'
-    for results in [(failed,), ('{"ok": true, "city": "Oslo"}',), ("not json",)]:
+    for results in [('{"ok": true, "city": "Oslo"}',), ("not json",), (failed, '{"ok": true, "city": "Oslo"}')]:
         assert root(after_search("When does my passport expire?", *results)) == grammar_root(without_han(PROSE_GRAMMAR)), results
     for results in [(found,), (EMPTY, found)]:  # records listed: an English answer is led in to name them
         assert root(after_search("When does my passport expire?", *results)) \
             == 'root ::= "The tool results above list " answer-piece answer-piece*', results
         assert root(after_search("护照哪年到期来着？", *results)) == 'root ::= "根据工具结果，" answer-piece answer-piece*'
+
+
+def test_after_results_that_all_failed_the_answer_begins_by_saying_so(registry) -> None:
+    """After a currency tool's "no rate for 美元" the 0.5B model explained a rate it made up: an
+    answer after failures only is led in by the failure, in the question's language."""
+    def root(messages: list[Any]) -> str:
+        return grammar_root(ROUTED.grammar_for(messages, registry.schemas()) or "")
+
+    failed = '{"ok": false, "error": {"type": "not_found", "message": "no note"}, "notes": []}'
+    assert root(after_search("When does my passport expire?", failed)) \
+        == 'root ::= "The tool call failed: " answer-piece answer-piece*'
+    assert root(after_search("护照哪年到期来着？", failed, failed)) == 'root ::= "工具调用失败：" answer-piece answer-piece*'
 
 
 def test_after_results_that_list_records_the_nudge_asks_for_each_item() -> None:

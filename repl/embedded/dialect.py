@@ -87,6 +87,11 @@ CHINESE_EMPTY_LEAD = CHINESE_LEAD + "没有找到"
 # words: answered from prose alone, the 0.5B model wrote its answer to a question about open tasks
 # as the todos' objects ("{ id: todo-001, ...") or, held to prose, "Mark the item as done."
 LIST_LEAD = "The tool results above list "
+# After results that all failed (``failed_results``) the answer begins by saying so: after a
+# currency tool's "no rate for 美元" the 0.5B model explained a rate it made up, as if the call
+# had answered.
+FAILED_LEAD = "The tool call failed: "
+CHINESE_FAILED_LEAD = "工具调用失败："
 _HAN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 # A question that may ask about several things (a list, a conjunction): its routed first step may
 # make up to four calls; any other, one. Asked "北京外面冷吗？", the 0.5B model called get_weather
@@ -263,13 +268,16 @@ class Dialect:
 
     def answer_lead(self, messages: list[Message]) -> str:
         """The words the grammar has the answer after a step's results begin with ("": none):
-        after results that list nothing ``EMPTY_LEAD``; else for a question in Chinese (as the
-        nudge has it) ``CHINESE_LEAD``, for one in English after records ``LIST_LEAD``."""
+        after results that all failed ``FAILED_LEAD``; after results that list nothing
+        ``EMPTY_LEAD``; else for a question in Chinese (as the nudge has it) ``CHINESE_LEAD``,
+        for one in English after records ``LIST_LEAD``."""
         messages = _unnoted(messages)
         if not self.grammar or not messages or messages[-1]["role"] != "tool":
             return ""
         question = _question(messages)
         chinese = bool(_HAN.search(question)) and not _KANA.search(question)
+        if failed_results(messages):
+            return CHINESE_FAILED_LEAD if chinese else FAILED_LEAD
         if empty_results(messages):
             return CHINESE_EMPTY_LEAD if chinese else EMPTY_LEAD
         return CHINESE_LEAD if chinese else LIST_LEAD if listed_results(messages) else ""
@@ -322,6 +330,13 @@ def _lists(result: object) -> list[list[object]] | None:
     if not isinstance(result, dict) or result.get("ok") is False or result.get("error"):
         return None
     return [item for item in result.values() if isinstance(item, list)]
+
+
+def failed_results(messages: list[Message]) -> bool:
+    """The step's results are all failures ({"ok": false, "error": ...})."""
+    results = _step_results(messages)
+    return bool(results) and all(isinstance(r, dict) and (r.get("ok") is False or bool(r.get("error")))
+                                 for r in results)
 
 
 def empty_results(messages: list[Message]) -> bool:

@@ -539,3 +539,61 @@ def test_building_a_grammar_leaves_the_llama_cpp_package_unloaded(tmp_path: Path
                 if isinstance(node, ast.Import | ast.ImportFrom) for alias in
                 (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])}
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+
+
+# ---------------------------------------------------------------- what a description says a value is
+
+FX: dict[str, Any] = {"name": "fx", "description": "Convert money between currencies.", "parameters": {
+    "type": "object", "required": ["amount", "source", "target"], "properties": {
+        "amount": {"type": "number", "description": "how much money"},
+        "source": {"type": "string", "description": 'the currency it is in, a code like "USD"'},
+        "target": {"type": "string", "description": 'the currency wanted, a code like "EUR"'}}}}
+BRANCHES: dict[str, Any] = {"name": "git_branch", "description": "List Git branches.", "parameters": {
+    "type": "object", "required": ["branch_type"], "properties": {"branch_type": {
+        "type": "string", "description": "Whether to list local branches ('local'), remote branches ('remote') "
+                                         "or all branches('all')."}}}}
+
+
+@pytest.mark.parametrize(("description", "expected"), [
+    ("Whether to list local branches ('local'), remote branches ('remote') or all branches('all').",
+     {"enum": ["local", "remote", "all"]}),
+    ('the currency it is in, a code like "USD"', {"pattern": "^[A-Z]{3}$"}),
+    ("ISO 4217 currency codes, e.g. 'EUR' or 'JPY'", {"pattern": "^[A-Z]{3}$"}),
+    # examples of an open set: no choice
+    ('"today" (default), "tomorrow" or a date like "2025-05-01"', {}),
+    ("IANA timezone name (e.g., 'America/New_York', 'Europe/London').", {}),
+    ('City name in any language, e.g. "Beijing" or "北京".', {}),
+    # a name or a code: no shape
+    ('country name or two-letter code, e.g. "Japan" or "JP"', {}),
+    ('a code like "USD", or "usd"', {}),
+    ("only one quoted 'value' is no list of choices", {}),
+])
+def test_a_string_property_takes_what_its_description_says(description: str, expected: dict[str, Any]) -> None:
+    from repl.embedded.grammar import described_choices
+
+    assert described_choices({"type": "string", "description": description}) == expected
+
+
+def test_a_schema_that_says_its_values_keeps_them() -> None:
+    from repl.embedded.grammar import described_choices
+
+    for schema in ({"type": "string", "enum": ["a", "b"], "description": "'x' or 'y'"},
+                   {"type": "integer", "description": "'1' or '2'"},
+                   {"type": "string", "pattern": "^[a-z]+$", "description": "a code like 'USD'"}):
+        assert described_choices(schema) == {}
+
+
+def test_a_call_passes_a_code_or_a_choice_as_the_description_says(llama) -> None:
+    """The 0.5B model passed "美元" and "dollars" to a tool whose description asks for a code like
+    "USD": the grammar holds a described code to its shape, and described choices to their list."""
+    from repl.embedded.grammar import tool_grammar
+
+    built = Grammar(llama, tool_grammar([FX, BRANCHES], optional="mentioned", question="50 dollars in euros"))
+    try:
+        assert built.accepts(call("fx", amount=50, source="USD", target="EUR"))
+        for wrong in ("美元", "dollars", "usd", "USDT"):
+            assert not built.accepts(call("fx", amount=50, source=wrong, target="EUR")), wrong
+        assert built.accepts(call("git_branch", branch_type="remote"))
+        assert not built.accepts(call("git_branch", branch_type="remotes"))
+    finally:
+        built.close()

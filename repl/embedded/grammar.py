@@ -139,6 +139,7 @@ def tool_grammar(tools: list[ToolSchema], *, optional: OptionalProps = "no-defau
     trained on (a step routed to some tools must call one; the other forms, bare or fenced
     objects, came with more invented arguments on the development cases), and without
     ``several`` exactly one of them."""
+    tools = [_described(tool) for tool in tools]
     if optional == "mentioned":
         days = [day for day in days_said(question) if not is_span(day)]
         tools, optional = [_mentioned_only(tool, question, days) for tool in tools], "all"
@@ -155,6 +156,55 @@ _STOP = frozenset("""the and for with this that from into only when what which l
  their them they your have will does can may also not its it's one any all use used using given gives
  user users e.g eg default optional preferably such item items text value values how why who where
  there here about some just want need said say says wrote write""".split())
+
+
+# What a description says a string property takes, when its schema does not (``described_choices``)
+_QUOTED_VALUE = re.compile(r"""'([^'\s]{1,40})'|"([^"\s]{1,40})"|`([^`\s]{1,40})`""")
+# what follows one of these in a sentence is an example of a value, not one of its choices
+_EXAMPLE_MARK = re.compile(r"\be\.?\s?g\b|\bsuch as\b|\bfor (?:example|instance)\b|\blike\b|例如|比如|譬如",
+                           re.IGNORECASE)
+_CODE = re.compile(r"\bcodes?\b|代码|代号", re.IGNORECASE)
+_LETTER_CODE = re.compile(r"[A-Z]{2,4}")
+
+
+def described_choices(schema: Any) -> dict[str, Any]:
+    """What the description of a string property without ``enum``, ``pattern`` or ``format``
+    says its value is, as a constraint a grammar keeps ({} when it says nothing so definite):
+
+    - the values it quotes, two or more, when it gives no example ("list local branches
+      ('local'), remote ones ('remote') or all ('all')"): ``{"enum": [...]}``. A description
+      with "e.g.", "such as", "like", 例如 gives examples of an open set ('"today", "tomorrow"
+      or a date like "2025-05-01"'), not its choices;
+    - a code whose examples are all capital letters of one length ("a code like "USD""):
+      ``{"pattern": "^[A-Z]{3}$"}``. The 0.5B model passed "美元" and "dollars" to a tool that
+      takes currency codes; a property that takes a name too ("a name or a code, e.g. "Japan"
+      or "JP"") has no such shape."""
+    if not isinstance(schema, dict) or any(key in schema for key in ("enum", "pattern", "format", "const")):
+        return {}
+    types = schema.get("type")
+    if "string" not in (types if isinstance(types, list) else [types]):
+        return {}
+    description = str(schema.get("description") or "")
+    quoted = list(dict.fromkeys(next(group for group in found.groups() if group is not None)
+                                for found in _QUOTED_VALUE.finditer(description)))
+    if len(quoted) >= 2 and not _EXAMPLE_MARK.search(description):
+        return {"enum": quoted}
+    shapes = {len(value) if _LETTER_CODE.fullmatch(value) else 0 for value in quoted}
+    if _CODE.search(description) and len(shapes) == 1 and (size := shapes.pop()):
+        return {"pattern": f"^[A-Z]{{{size}}}$"}
+    return {}
+
+
+def _described(tool: ToolSchema) -> ToolSchema:
+    """``tool`` with each string property's described choices or shape made part of its schema."""
+    parameters = tool.get("parameters")
+    properties = parameters.get("properties") if isinstance(parameters, dict) else None
+    if not isinstance(properties, dict):
+        return tool
+    found = {name: {**sub, **extra} for name, sub in properties.items() if (extra := described_choices(sub))}
+    if not found:
+        return tool
+    return {**tool, "parameters": {**parameters, "properties": {**properties, **found}}}
 
 
 def not_beginning_with(grammar: str, char: str) -> str:

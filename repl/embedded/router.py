@@ -228,8 +228,8 @@ class MeaningRouter:
 
 class Ranked:
     """A router (``loop.routing.Router``) whose choice of several tools the router by meaning puts in
-    order and cuts to its shortlist: the words of "show me the last five commits" point to four of
-    a git server's tools, which their meaning ranks (``MeaningRouter.ranked``)."""
+    order and cuts to its shortlist: the words of a question about commits point to four of a git
+    server's tools, which their meaning ranks (``MeaningRouter.ranked``)."""
 
     def __init__(self, router: Router, meaning: MeaningRouter) -> None:
         self.router, self.meaning = router, meaning

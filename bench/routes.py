@@ -6,7 +6,8 @@ tools its set is run with (``bench/local_eval.py``: the fixture's built-in, user
 a set written apart with its own tools and the git server). Per set: the share of tool requests
 whose right tool is among those the first call may use (``offered``) and is the first of them
 (``first``), the requests sent to no tool, and the controls sent to no tool. A case is decided in
-milliseconds, so this is how a change to a router is seen on every set at once; the model's own
+milliseconds (the median and slowest are given: what the routers add to a question), so this is
+how a change to a router is seen on every set at once; the model's own
 pick among the tools offered is ``bench.local_eval``'s.
 
 A set written apart is run end to end once (its README): it is left out unless named, and a set
@@ -17,7 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
+import time
 import tomllib
 from collections import Counter
 from pathlib import Path
@@ -46,10 +49,14 @@ def cases(path: Path) -> list[tuple[str, tuple[str, ...]]]:
 
 def figures(core: Any, items: list[tuple[str, tuple[str, ...]]]) -> dict[str, Any]:
     [routing] = core._routing()
+    routing.warm()  # the encoder loaded and what the tools say embedded, as before a first question
     tools: tuple[ToolSchema, ...] = tuple(core.registry.schemas())
     count: Counter[str] = Counter()
+    took = []
     for message, right in items:
+        start = time.perf_counter()
         choice = routing.router.choose(RouteRequest(message, "", (), tools, asked=False))
+        took.append(1000 * (time.perf_counter() - start))
         allowed = choice.allowed if choice is not None and choice.mode != "none" else ()
         if right:
             count["requests"] += 1
@@ -62,7 +69,8 @@ def figures(core: Any, items: list[tuple[str, tuple[str, ...]]]) -> dict[str, An
     pct = lambda part, whole: round(100 * count[part] / count[whole], 1) if count[whole] else None  # noqa: E731
     return {"requests": count["requests"], "offered_pct": pct("offered", "requests"),
             "first_pct": pct("first", "requests"), "no_tool": count["no_tool"],
-            "controls": count["controls"], "controls_no_tool_pct": pct("controls_no_tool", "controls")}
+            "controls": count["controls"], "controls_no_tool_pct": pct("controls_no_tool", "controls"),
+            "ms_median": round(statistics.median(took), 1), "ms_max": round(max(took), 1)}
 
 
 def run(sets: list[str]) -> dict[str, Any]:

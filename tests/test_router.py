@@ -188,9 +188,9 @@ def test_nothing_is_decided_without_tools_or_a_question() -> None:
     assert fake.calls == []  # nor is the encoder loaded for it
 
 
-def test_what_tools_and_none_say_is_embedded_once_and_questions_each_time() -> None:
+def test_what_tools_and_none_say_is_embedded_once_and_questions_only_while_they_are_recent() -> None:
     """The encoder is loaded on first use, once; the tools' texts and "none"'s examples are
-    embedded once for every question; a question is not kept."""
+    embedded once for every question; a question is kept among the last few only."""
     loads: list[Fake] = []
     fake = Fake({"a": {"get_weather": 0.5}, "b": {"none": 0.5}})
 
@@ -200,10 +200,12 @@ def test_what_tools_and_none_say_is_embedded_once_and_questions_each_time() -> N
 
     router = MeaningRouter(lambda name: (), CALIBRATION, embed=Embeddings(load=load))
     assert loads == []
-    for question in ("a", "b", "a"):
+    for question in ("a", "a", "b", "c", "d", "e", "a"):
         router.choose(asking(question))
     assert len(loads) == 1
     assert [kind for kind, _ in fake.calls].count("passage") == 1
+    # a question is kept among the last four only: "a" again at once is not embedded again, after
+    # four others it is
     assert fake.embedded(NONE_EXAMPLES[0]) == 1 and fake.embedded("a") == 2
 
 

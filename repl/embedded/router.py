@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -130,14 +131,16 @@ def tool_text(tool: ToolSchema) -> str:
 
 class Embeddings:
     """Unit vectors of texts by one encoder, loaded on first use; what tools and "none" say is
-    embedded once and kept (a question is not). One per process: every session and every
-    evaluation case shares the model and what it has embedded."""
+    embedded once and kept, a question only among the last few (each router of a chain reads the
+    one being routed). One per process: every session and every evaluation case shares the model
+    and what it has embedded."""
 
     def __init__(self, load: Callable[[], Encoder] = load_encoder) -> None:
         self._load = load
         self._encoder: Encoder | None = None
         self._lock = threading.Lock()
         self._kept: dict[tuple[str, str], np.ndarray] = {}  # (kind, text) -> unit row
+        self._recent: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()  # ... of the last questions
 
     def __call__(self, kind: str, texts: list[str], keep: bool = True) -> np.ndarray:
         """Unit rows for ``texts`` (``kind``: "query" or "passage")."""
@@ -146,17 +149,25 @@ class Embeddings:
         with self._lock:
             if self._encoder is None:
                 self._encoder = self._load()
-            missing = [t for t in dict.fromkeys(texts) if (kind, t) not in self._kept]
-            rows = {}
+            known = {**self._recent, **self._kept}
+            missing = [t for t in dict.fromkeys(texts) if (kind, t) not in known]
             if missing:
                 found = np.atleast_2d(np.asarray(getattr(self._encoder, kind)(missing), dtype=np.float32))
                 found /= np.maximum(np.linalg.norm(found, axis=1, keepdims=True), 1e-12)
-                rows = dict(zip(missing, found, strict=True))
+                rows = {(kind, t): row for t, row in zip(missing, found, strict=True)}
+                known.update(rows)
                 if keep:
-                    self._kept.update({(kind, t): row for t, row in rows.items()})
-            return np.stack([rows[t] if t in rows else self._kept[(kind, t)] for t in texts])
+                    self._kept.update(rows)
+                else:
+                    self._recent.update(rows)
+            for t in texts if not keep else ():
+                self._recent.move_to_end((kind, t))
+            while len(self._recent) > _RECENT:
+                self._recent.popitem(last=False)
+            return np.stack([known[(kind, t)] for t in texts])
 
 
+_RECENT = 4  # questions kept: those one routing reads (its clauses, the whole)
 _EMBEDDINGS = Embeddings()
 
 

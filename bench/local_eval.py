@@ -38,6 +38,7 @@ from bench import ROOT, VENV_BIN, isolated_env, patched_environ, scratch
 from bench.tool_use import in_language, load
 from repl.embedded.dialect import flat, repeats
 from repl.ui.plain import Unattended
+from tools.mcp_convert import tool_name
 
 CASES = ROOT / "bench" / "cases"
 USER_TOOLS = CASES / "local_tools.py"
@@ -49,10 +50,12 @@ CASE_FILES = {"dev": CASES / "local_dev.toml", **{f"dev{n}": CASES / f"local_dev
               "heldout": CASES / "local_heldout.toml",
               **{p.parent.name: p for p in sorted(CASES.glob("*/cases.toml"))}}
 # the prompt state survives between runs here (a run rebuilds it only when the prompt changed)
-FIXTURE_CALLS = frozenset({"convert_currency", "mcp__clock__get_current_time", "mcp__clock__convert_time",
-                           "flight_status", "convert_units", "mcp__git__git_status", "mcp__git__git_log",
-                           "mcp__git__git_diff_unstaged", "mcp__git__git_diff", "mcp__git__git_show",
-                           "mcp__git__git_branch", "mcp__git__git_diff_staged"})
+# the fixture's tools that only read, run in the dry run too: its user tools and its MCP servers'
+# (by their registry names, SERVER__tool); a set written apart adds its own (``apart_calls``)
+FIXTURE_CALLS = frozenset({"convert_currency", "flight_status", "convert_units",
+                           *(tool_name("clock", name) for name in ("get_current_time", "convert_time")),
+                           *(tool_name("git", f"git_{name}") for name in ("status", "log", "diff_unstaged", "diff",
+                                                                         "show", "branch", "diff_staged"))})
 CACHE = Path(os.environ.get("GLASSLOOP_BENCH_CACHE", "/tmp/glassloop-bench/local-eval-cache"))
 MODELS = Path("/tmp/glassloop-bench")
 
@@ -80,6 +83,13 @@ def written_apart(path: Path) -> Path | None:
     """The folder of a set written apart that ``path`` belongs to (its cases and tools); else None."""
     folder = path.resolve().parent
     return folder if folder.parent == CASES.resolve() and (folder / "tools.py").is_file() else None
+
+
+def apart_calls(folder: Path) -> frozenset[str]:
+    """The tools of a set written apart (its ``tools.py``: read-only tables, by its README)."""
+    from tools.user_loader import load_sources, read_sources
+
+    return frozenset(tool.name for tool in load_sources(read_sources([folder / "tools.py"]), {}).tools)
 
 
 def workspace(folder: Path, profile: str, fixture: bool = True,
@@ -165,9 +175,9 @@ def session(profile: str, *, dry_run: bool, fixture: bool = True,
                 settings = replace(settings, tool_files=tools)
                 surface = Quiet()
                 # the fixture's own user and MCP tools run in the dry run too (they only read)
+                calls = FIXTURE_CALLS | (apart_calls(apart) if apart else frozenset())
                 core = SessionCore(settings, surface, interactive=False,
-                                   door=Door("bench", journal=False, trace=False, dry_run=dry_run,
-                                             calls=FIXTURE_CALLS))
+                                   door=Door("bench", journal=False, trace=False, dry_run=dry_run, calls=calls))
                 core.start_background()
                 try:
                     yield core, surface

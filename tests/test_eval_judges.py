@@ -163,3 +163,20 @@ def test_the_first_conversation_saves_its_figures_where_no_folder_was_yet(
     out = tmp_path / "results" / "first_conversation.json"
     assert first_conversation.main(["--out", str(out)]) == 0
     assert json.loads(out.read_text("utf-8")) == {"profile": "local", "echoes": 0}
+
+
+def test_the_fixtures_mcp_tools_run_in_the_dry_run_by_the_names_the_registry_gives_them() -> None:
+    """The fixture's read-only MCP tools are allowed by their registry names (``SERVER__tool``):
+    named "mcp__clock__…", every clock and git call of a run was answered "not run", and the answer
+    after it said so instead of the time."""
+    from bench.local_eval import FIXTURE_CALLS
+    from tools.mcp_convert import tool_name
+
+    assert {tool_name("clock", "get_current_time"), tool_name("git", "git_log")} <= FIXTURE_CALLS
+    assert not any(name.startswith("mcp__") for name in FIXTURE_CALLS)
+
+
+def test_a_set_written_apart_runs_its_own_tools_in_the_dry_run() -> None:
+    from bench.local_eval import CASES, apart_calls
+
+    assert apart_calls(CASES / "fresh2") == {"find_book", "public_holidays"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -407,3 +408,18 @@ def test_the_cycle_search_finds_a_circle() -> None:
     assert "repl.config.settings" in graph["repl.config.schema"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({**graph, "repl.config.settings": {"repl.config.trust"}})  # the circle cut here
+
+
+def test_the_conversations_message_carries_no_field_of_one_model() -> None:
+    """The loop's note for one call is an overlay of the request (``Noted``), read through one
+    function; ``Message``, what the history keeps and every adapter converts, has no such field."""
+    from typing import get_type_hints
+
+    from repl.providers.base import Message, Noted, note_of
+
+    assert "note" not in get_type_hints(Message) and "note" in get_type_hints(Noted)
+    said: Noted = {"role": "user", "content": "hi\n\nAnswer again.", "note": "Answer again."}
+    assert note_of(said) == "Answer again." and note_of({"role": "user", "content": "hi"}) == ""
+    read = re.compile(r"""\.get\(\s*["']note["']|\[\s*["']note["']\s*\]""")
+    readers = [path.name for path in sorted((ROOT / "repl").rglob("*.py")) if read.search(path.read_text("utf-8"))]
+    assert readers == ["base.py"], readers  # read by ``note_of`` alone

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from repl.config.settings import ProviderSettings
-from repl.providers.base import Message, SystemPrompt, ToolChoice
+from repl.providers.base import Message, SystemPrompt, ToolChoice, note_of
 from tools.registry import ToolSchema
 
 if TYPE_CHECKING:
@@ -287,7 +287,7 @@ class Dialect:
         (``textcalls.EchoHold``): with the grammar, the turn's question when it has words and the
         request carries no note (a retry after an echo is shown as it comes); else "". The 0.5B
         model answered "好的，没问题。" with "好的，没问题。", and a weather result with the question."""
-        if not self.grammar or (messages and messages[-1].get("note")):
+        if not self.grammar or (messages and note_of(messages[-1])):
             return ""
         question = _question(messages)
         return question if flat(question) else ""
@@ -295,16 +295,16 @@ class Dialect:
     def asked_again(self, messages: list[Message]) -> str:
         """The question a request that carries the loop's note asks again (as ``echo_question``
         named it for the request before); "" for a request without a note."""
-        if not (messages and messages[-1].get("note")):
+        if not (messages and note_of(messages[-1])):
             return ""
         return _question(_unnoted(messages))
 
 
 def _unnoted(messages: list[Message]) -> list[Message]:
-    """``messages`` without the note the loop added to this request (``Message.note``): what
-    the grammar and the nudge are chosen from is the turn as the history has it."""
+    """``messages`` without the note the loop added to this request (``Noted``): what the
+    grammar and the nudge are chosen from is the turn as the history has it."""
     last = messages[-1] if messages else None
-    note = last.get("note") if last else None
+    note = note_of(last) if last else ""
     if last is None or not note:
         return messages
     if last["content"] == note:  # a note of its own after results

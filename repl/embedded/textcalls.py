@@ -34,7 +34,7 @@ from typing import Any
 
 from repl.embedded.compact import compact_result
 from repl.embedded.dialect import TEXT_CALLS, WHOLE, Dialect, flat, repeats
-from repl.providers.base import CallRecord, Message, SystemPrompt, ToolCall
+from repl.providers.base import CallRecord, Message, SystemPrompt, ToolCall, note_of
 from tools.registry import JsonScan, ToolSchema
 
 OPEN_TAG = "<tool_call>"
@@ -113,7 +113,7 @@ def to_text_messages(
     previous = None
     last = messages[-1] if messages else None
     # the loop's note after results (a message of its own) comes after the nudge
-    alone = last if last is not None and last.get("note") and last["content"] == last["note"] else None
+    alone = last if last is not None and note_of(last) and last["content"] == note_of(last) else None
     for message in messages[:-1] if alone else messages:
         role, content = message["role"], message.get("content") or ""
         if role == "assistant":

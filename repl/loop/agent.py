@@ -93,6 +93,7 @@ from repl.providers.base import (
     CallRecord,
     Completed,
     Message,
+    Noted,
     Provider,
     ProviderError,
     ReasoningPart,
@@ -279,9 +280,10 @@ class _Turn:
     def request(self, tools: list[ToolSchema] | None, final_note: str) -> list[Message]:
         messages = self.history.for_request()
         if final_note and messages[-1]["role"] == "user":
-            messages[-1] = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{final_note}", "note": final_note}
+            noted: Noted = {**messages[-1], "content": f"{messages[-1]['content']}\n\n{final_note}", "note": final_note}
+            messages[-1] = noted
         elif final_note:
-            messages.append({"role": "user", "content": final_note, "note": final_note})
+            messages.append(Noted(role="user", content=final_note, note=final_note))
         return self._windowed(messages, tools)
 
     def paused(self, ask: Callable[[Any], Any], view: Any) -> Any:

@@ -21,7 +21,7 @@ from typing import Protocol
 from repl.loop.events import Notice
 from repl.loop.history import ATTACHED
 from repl.loop.hooks import Hooks, ModelCall, TurnView
-from repl.providers.base import Message, ToolChoice
+from repl.providers.base import Message, ToolChoice, note_of
 from tools.registry import ToolSchema
 
 
@@ -110,7 +110,7 @@ def route_request(messages: Sequence[Message], tools: Sequence[ToolSchema]) -> R
 
 def _typed(message: Message) -> str:
     """What the person typed: without the loop's note or the files the message attached."""
-    text, note = _text(message), message.get("note")
+    text, note = _text(message), note_of(message)
     if note:
         text = text.removesuffix(f"\n\n{note}")
     return text.split(ATTACHED, 1)[0]

@@ -66,7 +66,20 @@ class Message(TypedDict, total=False):
     prompt: SystemPrompt  # a system message's parts (its content is their text); no wire sends it
     tool_call_id: str  # a tool result's: the call it answers ...
     name: str  # ... and its tool
-    note: str  # a request's last message: the loop's note for this call only, at its content's end (never stored)
+
+
+class Noted(Message, total=False):
+    """The overlay of one request on its last message: the loop's note for this call only, at the
+    end of the message's content after a blank line, or all of it when it is a message of its own
+    (``loop.agent``). Never stored: the history keeps ``Message``s; the text-call adapter reads the
+    note (``note_of``) to word the request without it where it must."""
+
+    note: str
+
+
+def note_of(message: Message) -> str:
+    """The loop's note a request's message carries (``Noted``), or ""."""
+    return str(message.get("note") or "")
 
 
 @dataclass(frozen=True)

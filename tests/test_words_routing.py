@@ -504,3 +504,31 @@ def test_the_words_router_reads_the_registrys_cues_at_each_question(registry) ->
     assert router.choose(asked("小费给多少合适？", [tip])) is None
     cues["tip"] = ("小费",)
     assert router.choose(asked("小费给多少合适？", [tip])) == ToolChoice("required", ("tip",), by='words "小费"')
+
+
+def test_one_built_in_tool_found_by_its_cues_is_decided_before_the_encoder_is_needed(registry) -> None:
+    """A plain question about a built-in tool is decided by its cues at once: the sentence
+    encoder (about 1 s to load in each ``glassloop ask``) is not loaded for it. Several tools, a
+    tool found by its description's words, or nothing found go on to small talk, the ranking and
+    meaning."""
+    from repl.embedded.router import Embeddings, MeaningRouter, Ranked, SmallTalk
+    from repl.embedded.words import CuedFirst
+    from repl.loop.routing import FirstOf
+
+    loads: list[int] = []
+
+    def load() -> Any:
+        loads.append(1)
+        raise RuntimeError("the encoder was needed")
+
+    words, tools = WordsRouter.of(registry), registry.schemas()
+    meaning = MeaningRouter(lambda name: (), embed=Embeddings(load=load))
+    chain = FirstOf(CuedFirst(words), SmallTalk(meaning), Ranked(words, meaning), meaning)
+    assert chain.choose(asked("Do I need an umbrella in Oslo?", tools)) == ToolChoice(
+        "required", ("get_weather",), by='words "umbrella"')
+    assert chain.choose(asked("call add_todo with milk", tools)) == ToolChoice("required", ("add_todo",), by="named")
+    assert loads == []
+    cued = CuedFirst(words)
+    assert cued.choose(asked("我的笔记里都有什么？", tools)) is None  # two tools: ranked by meaning
+    assert cued.choose(asked("Who wrote Hamlet?", tools)) is None  # no tool's words
+    assert cued.choose(asked("What time is it in Lima?", [*tools, CLOCK])) is None  # a description's words

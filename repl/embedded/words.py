@@ -47,6 +47,26 @@ class WordsRouter:
         return None
 
 
+class CuedFirst:
+    """The words router's decision where it needs nothing more (``loop.routing.Router``): a tool
+    the message names, a follow-up, or one built-in tool whose cues were found. Anything else
+    (several tools, a user's or an MCP tool found by its description's words, nothing found) is
+    left to the routers after it, small talk, the ranking and meaning, which need the sentence
+    encoder: a plain question about the built-in tools never waits for it to load (about 1 s,
+    each ``glassloop ask``)."""
+
+    def __init__(self, words: WordsRouter) -> None:
+        self.words = words
+
+    def choose(self, request: RouteRequest) -> ToolChoice | None:
+        choice = self.words.choose(request)
+        if choice is None:
+            return None
+        if choice.by in ("named", "follow_up"):
+            return choice
+        return choice if len(choice.allowed) == 1 and choice.allowed[0] in self.words.cues() else None
+
+
 def _said(words: Sequence[str]) -> str:
     return "words " + ", ".join(f'"{word}"' for word in words)
 

@@ -619,17 +619,17 @@ class SessionCore:
             return ()
         if self._router is None:
             from repl.embedded.router import MeaningRouter, Ranked, SmallTalk
-            from repl.embedded.words import WordsRouter
+            from repl.embedded.words import CuedFirst, WordsRouter
 
             def examples_of(name: str) -> tuple[str, ...]:
                 tool = self.registry.get(name)
                 return tool.examples if tool is not None else ()
 
-            # small talk first, then the tools' words (several ranked by their meaning); where none
-            # is found, their meaning
-            meaning = MeaningRouter(examples_of)
-            words = Ranked(WordsRouter.of(self.registry), meaning)
-            self._router = Routing(FirstOf(SmallTalk(meaning), words, meaning))
+            # one built-in tool by its cues (or named, or a follow-up) at once; else small talk,
+            # then the tools' words (several ranked by their meaning); where none is found, their
+            # meaning
+            meaning, words = MeaningRouter(examples_of), WordsRouter.of(self.registry)
+            self._router = Routing(FirstOf(CuedFirst(words), SmallTalk(meaning), Ranked(words, meaning), meaning))
         return (self._router,)
 
     def warm_router(self) -> None:

@@ -1,7 +1,8 @@
 """Small talk (``repl/embedded/router.py``, ``SmallTalk``): greetings, thanks and goodbyes need no
-tool. The first router of the embedded model's chain sends a message each of whose clauses is
-closest to what people say only to talk (its own examples, by the real sentence encoder) to no
-tool (``ToolChoice("none", by="small talk")``), before any tool's words are looked for; the
+tool. A router of the embedded model's chain, asked after the words router's plainest decisions
+(one built-in tool by its cues: ``CuedFirst``), sends a message each of whose clauses is closest
+to what people say only to talk (its own examples, by the real sentence encoder) to no tool
+(``ToolChoice("none", by="small talk")``), before the rest of the tools' words decide; the
 embedded dialect answers it in text under the chat prompt (tests/test_routing.py). A request said
 besides ("Thanks! Now add milk to my todos") and it is no small talk; a reply to something the
 model asked is left to the next routers."""

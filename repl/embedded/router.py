@@ -18,7 +18,8 @@ The decision (``MeaningRouter.choose``), a ``ToolChoice``:
   the question before it, its best tool is one the turn before called and clears the
   threshold ("And in Paris?" after a weather question).
 
-Small talk (``SmallTalk``, asked before the words router): a message each of whose clauses is
+Small talk (``SmallTalk``, asked after the words router's plainest decisions, ``words.CuedFirst``,
+and before the rest of them): a message each of whose clauses is
 closest to what people say only to talk (greetings, thanks, goodbyes: ``SMALL_TALK_EXAMPLES``),
 well above any tool, is answered in text. "早上好，帮我列出待办" is no small talk: its second
 clause is a request.
@@ -253,8 +254,8 @@ class Ranked:
 
 
 class SmallTalk:
-    """The first router (``loop.routing.Router``): a message that is only small talk is answered in
-    text ("none", by "small talk"); anything else is left to the next router (None). Not a reply to
+    """A router (``loop.routing.Router``): a message that is only small talk is answered in text
+    ("none", by "small talk"); anything else is left to the next router (None). Not a reply to
     something asked: "ok" may accept the model's own offer ("shall I add it?")."""
 
     def __init__(self, meaning: MeaningRouter) -> None:

@@ -597,3 +597,25 @@ def test_a_call_passes_a_code_or_a_choice_as_the_description_says(llama) -> None
         assert not built.accepts(call("git_branch", branch_type="remotes"))
     finally:
         built.close()
+
+
+def test_an_answer_asked_again_after_an_echo_may_begin_with_its_first_word_but_not_its_words(llama) -> None:
+    """After its lead, the answer asked again may not begin with the echo's first four
+    characters: "深圳今天出门要带伞吗？" again is refused, "深圳今天有小雨" (its first word) too only
+    from the fourth character on, and any other answer passes."""
+    from repl.embedded.grammar import led_answer
+
+    built = Grammar(llama, led_answer("根据工具结果，", "深圳今天出门要带伞吗？"))
+    try:
+        assert not built.accepts("根据工具结果，深圳今天出门要带伞吗？")
+        assert not built.accepts("根据工具结果，深圳今天有小雨。")
+        assert built.accepts("根据工具结果，深圳有小雨，记得带伞。")
+        assert built.accepts("根据工具结果，明天深圳有小雨。")
+        assert not built.accepts("深圳有小雨。")  # the lead stays forced
+    finally:
+        built.close()
+    plain = Grammar(llama, led_answer("根据工具结果，"))
+    try:
+        assert plain.accepts("根据工具结果，深圳今天有小雨。")
+    finally:
+        plain.close()

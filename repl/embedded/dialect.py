@@ -210,9 +210,12 @@ class Dialect:
         chinese = bool(_HAN.search(question))
         after_results = bool(messages) and messages[-1]["role"] == "tool"
         routed = self.route and _first_step(messages) and choice is not None
+        lead = ""
         if not tools or (self.route and after_results):
             lead = self.answer_lead(messages)
-            grammar = led_answer(lead) if lead else PROSE_GRAMMAR if after_results else ANSWER_GRAMMAR
+            # asked again after an echo that followed the lead: not those words again
+            grammar = (led_answer(lead, echoed.removeprefix(lead)) if lead
+                       else PROSE_GRAMMAR if after_results else ANSWER_GRAMMAR)
         elif routed and self.unmatched_text and _answers_in_text(choice, tools):
             # sent to no tool: answered in text, as prose from its first character (from text
             # alone, the 0.5B model wrote the call it wanted as a fenced pseudo-object:
@@ -229,7 +232,7 @@ class Dialect:
         # asked again after an echo, the reply begins like neither the echo nor the question:
         # near-greedy, the 0.5B model wrote the same words again, or, after "好的，" and the
         # question, the question alone
-        for char in dict.fromkeys((echoed[:1], question.lstrip()[:1]) if echoed else ()):
+        for char in dict.fromkeys((echoed[:1], question.lstrip()[:1]) if echoed and not lead else ()):
             grammar = not_beginning_with(grammar, char) if char else grammar
         return grammar
 

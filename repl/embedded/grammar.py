@@ -71,15 +71,28 @@ tag-call ::= "<tool_call>\n" call "\n</tool_call>"
 _DROP = ("description", "default", "title", "examples", "$comment")
 
 
-def led_answer(lead: str) -> str:
-    """The answer grammar with the reply's first words fixed to ``lead`` (then prose)."""
-    return f"root ::= {json.dumps(lead, ensure_ascii=False)} answer-piece answer-piece*\n" + _ANSWER.lstrip()
+def led_answer(lead: str, not_then: str = "") -> str:
+    """The answer grammar with the reply's first words fixed to ``lead`` (then prose); with
+    ``not_then``, the prose after the lead may not begin with those words (``ECHO_START``
+    characters of them): asked again after an echo that followed the lead, the 0.5B model wrote
+    "根据工具结果，" and the question once more, while an answer may well begin with the
+    question's first word ("根据工具结果，深圳今天有小雨" to "深圳今天…吗？")."""
+    head = f"root ::= {json.dumps(lead, ensure_ascii=False)} "
+    banned = not_then.lstrip()[:ECHO_START]
+    if not banned:
+        return f"{head}answer-piece answer-piece*\n" + _ANSWER.lstrip()
+    ways = [f"{json.dumps(banned[:i], ensure_ascii=False) + ' ' if i else ''}[^{_class_char(char)}{{<]"
+            for i, char in enumerate(banned)]
+    return f"{head}answer-after answer-piece*\nanswer-after ::= {' | '.join(ways)}\n" + _ANSWER.lstrip()
+
+
+ECHO_START = 4  # characters of an echo the answer asked again may not begin with, after its lead
 
 
 # The rest of a reply whose start the request writes (``Dialect.reply_start``): llama.cpp
 # decodes the words a grammar forces one token at a time, 40-50 ms each on two cores, while a
 # prompt's tokens are evaluated together, 10-16 ms each.
-_AFTER_LEAD = "root ::= answer-piece answer-piece*"
+_AFTER_LEAD = "answer-piece answer-piece*"
 # ... and of a call whose close the client writes once the server ends the reply: the grammar
 # stops after the arguments, so the 5 tokens of '}\n</tool_call>' are not decoded either
 _AFTER_CALL_START = "root ::= call-0-arguments"
@@ -95,9 +108,11 @@ def after_lead(grammar: str, lead: str) -> tuple[str, str] | None:
     """When ``grammar`` is ``led_answer(lead)``: the start the request writes and the grammar of
     the rest (``split_start``); else None."""
     root, _, rest = grammar.partition("\n")
-    if root != f"root ::= {json.dumps(lead, ensure_ascii=False)} answer-piece answer-piece*":
+    head = f"root ::= {json.dumps(lead, ensure_ascii=False)} "
+    after = root.removeprefix(head)
+    if not root.startswith(head) or after not in (_AFTER_LEAD, "answer-after answer-piece*"):
         return None
-    return split_start(lead, _AFTER_LEAD, rest)
+    return split_start(lead, f"root ::= {after}", rest)
 
 
 def after_call_start(grammar: str, name: str) -> tuple[str, str, str] | None:

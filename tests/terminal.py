@@ -19,8 +19,10 @@ class Repl:
         """``program``: the interpreter's arguments before glassloop's own."""
         env = {**env, "PROMPT_TOOLKIT_NO_CPR": "1", "TERM": "xterm", "COLUMNS": str(cols), "LINES": str(rows)}
         url = ["--base-url", base_url] if base_url else []
+        # what the screen must show comes within a minute: at 20 s a step-mode test timed out on
+        # a machine running two model evaluations beside it (the test waits, it asserts no speed)
         self.child = pexpect.spawn(sys.executable, [*program, *url, *args], env=env,
-                                   encoding="utf-8", dimensions=(rows, cols), timeout=20)
+                                   encoding="utf-8", dimensions=(rows, cols), timeout=60)
         self.transcript: list[str] = []
         if wait:
             self.ready()

@@ -10,6 +10,9 @@ milliseconds (the median and slowest are given: what the routers add to a questi
 how a change to a router is seen on every set at once; the model's own
 pick among the tools offered is ``bench.local_eval``'s.
 
+Checked per run: the router by meaning loaded, and every case's right tool offered (an MCP server
+not started fails the run rather than lowering its figures).
+
 A set written apart is run end to end once (its README): it is left out unless named, and a set
 not yet run that way should not be named here either, since its figures would guide the change.
 """
@@ -26,7 +29,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench.local_eval import CASE_FILES, CASES, session, written_apart
+from bench.local_eval import CASE_FILES, CASES, require_offered, session, written_apart
 from repl.loop.routing import RouteRequest
 from tools.registry import ToolSchema
 
@@ -50,10 +53,14 @@ def cases(path: Path) -> list[tuple[str, tuple[str, ...]]]:
 def figures(core: Any, items: list[tuple[str, tuple[str, ...]]]) -> dict[str, Any]:
     [routing] = core._routing()
     routing.warm()  # the encoder loaded and what the tools say embedded, as before a first question
+    if routing.failed:  # routed by the words alone, a run would be faster and its figures other
+        raise RuntimeError(f"the router by meaning could not load: {routing.failed}")
     tools: tuple[ToolSchema, ...] = tuple(core.registry.schemas())
+    offered = [tool["name"] for tool in tools]
     count: Counter[str] = Counter()
     took = []
     for message, right in items:
+        require_offered(list(right), offered, message)  # a server not started fails the run
         start = time.perf_counter()
         choice = routing.router.choose(RouteRequest(message, "", (), tools, asked=False))
         took.append(1000 * (time.perf_counter() - start))

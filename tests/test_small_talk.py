@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from repl.embedded.router import SMALL_TALK_EXAMPLES, MeaningRouter, Ranked, SmallTalk
-from repl.embedded.words import CuedFirst, WordsRouter
+from repl.embedded.chain import chain as embedded_chain
+from repl.embedded.router import SMALL_TALK_EXAMPLES, MeaningRouter, SmallTalk
 from repl.loop.routing import FirstOf, route_request
 from repl.providers.base import ToolChoice
 from tools.calculator import make_calculator_tool
@@ -62,11 +62,8 @@ def registry(tmp_path_factory) -> Registry:
 
 @pytest.fixture(scope="module")
 def chain(registry: Registry) -> FirstOf:
-    """The session core's chain: one built-in tool by its cues, small talk, the tools' words
-    ranked by meaning, their meaning."""
-    meaning = MeaningRouter(lambda name: tool.examples if (tool := registry.get(name)) else ())
-    words = WordsRouter.of(registry)
-    return FirstOf(CuedFirst(words), SmallTalk(meaning), Ranked(words, meaning), meaning)
+    """The session core's chain (``embedded.chain``)."""
+    return embedded_chain(registry)
 
 
 def choose(router: Any, registry: Registry, *messages: dict[str, Any]) -> ToolChoice | None:

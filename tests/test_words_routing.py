@@ -511,9 +511,9 @@ def test_one_built_in_tool_found_by_its_cues_is_decided_before_the_encoder_is_ne
     encoder (about 1 s to load in each ``glassloop ask``) is not loaded for it. Several tools, a
     tool found by its description's words, or nothing found go on to small talk, the ranking and
     meaning."""
-    from repl.embedded.router import Embeddings, MeaningRouter, Ranked, SmallTalk
+    from repl.embedded.chain import chain as embedded_chain
+    from repl.embedded.router import Embeddings, MeaningRouter
     from repl.embedded.words import CuedFirst
-    from repl.loop.routing import FirstOf
 
     loads: list[int] = []
 
@@ -523,7 +523,7 @@ def test_one_built_in_tool_found_by_its_cues_is_decided_before_the_encoder_is_ne
 
     words, tools = WordsRouter.of(registry), registry.schemas()
     meaning = MeaningRouter(lambda name: (), embed=Embeddings(load=load))
-    chain = FirstOf(CuedFirst(words), SmallTalk(meaning), Ranked(words, meaning), meaning)
+    chain = embedded_chain(registry, meaning)
     assert chain.choose(asked("Do I need an umbrella in Oslo?", tools)) == ToolChoice(
         "required", ("get_weather",), by='words "umbrella"')
     assert chain.choose(asked("call add_todo with milk", tools)) == ToolChoice("required", ("add_todo",), by="named")

@@ -174,7 +174,7 @@ _STOP = frozenset("""the and for with this that from into only when what which l
 
 
 # What a description says a string property takes, when its schema does not (``described_choices``)
-_QUOTED_VALUE = re.compile(r"""'([^'\s]{1,40})'|"([^"\s]{1,40})"|`([^`\s]{1,40})`""")
+QUOTED_VALUE = re.compile(r"""'([^'\s]{1,40})'|"([^"\s]{1,40})"|`([^`\s]{1,40})`""")
 # a description that says one of these gives examples of an open set of values, not its choices
 _EXAMPLE_MARK = re.compile(r"\be\.?\s?g\b|\bsuch as\b|\bfor (?:example|instance)\b|\blike\b|例如|比如|譬如",
                            re.IGNORECASE)
@@ -201,7 +201,7 @@ def described_choices(schema: Any) -> dict[str, Any]:
         return {}
     description = str(schema.get("description") or "")
     quoted = list(dict.fromkeys(next(group for group in found.groups() if group is not None)
-                                for found in _QUOTED_VALUE.finditer(description)))
+                                for found in QUOTED_VALUE.finditer(description)))
     if len(quoted) >= 2 and not _EXAMPLE_MARK.search(description):
         return {"enum": quoted}
     shapes = {len(value) if _LETTER_CODE.fullmatch(value) else 0 for value in quoted}

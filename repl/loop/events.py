@@ -61,9 +61,11 @@ class Routed:
                 "auto": f"the model may call {tools} or answer" if tools else "the model may call any tool"
                 }.get(self.mode, self.mode)
         scores = " · ".join(f"{name} {score:.2f}" for name, score in self.top[:3])
-        if self.by.startswith("words "):  # the tools' cues found: 'words "umbrella", "rain"'
-            head += f" by {self.by.removeprefix('words ')}"
-            # several tools the words found, in the order of their meaning (no threshold: chosen by words)
+        if self.by.startswith(("words ", "value ")):  # the tools' cues found: 'words "umbrella", "rain"'
+            # ... or a value shaped like a parameter's example: 'value todo-002'
+            head += f" by {self.by.removeprefix('words ')}" if self.by.startswith("words ") else \
+                f" by the value {self.by.removeprefix('value ')}"
+            # several tools found, in the order of their meaning (no threshold: chosen otherwise)
             return f"{head} · ranked by meaning: {scores}" if scores else head
         elif self.by == "small talk":
             head = "small talk: answered without tools"

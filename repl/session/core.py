@@ -45,7 +45,7 @@ from repl.loop.cost import Cost, price_for, session_budget
 from repl.loop.events import Emit, Event, ModelUsage, Notice, TurnFinished, TurnUndone, Usage
 from repl.loop.history import History
 from repl.loop.hooks import Hooks, Instead, TurnView
-from repl.loop.routing import FirstOf, Routing
+from repl.loop.routing import Routing
 from repl.loop.stepping import Stepping
 from repl.providers.base import Provider, ProviderError, SystemPrompt, ToolCall
 from repl.session.instructions import Instructions, load_instructions
@@ -618,18 +618,9 @@ class SessionCore:
         if not profile.router or not (profile.embedded or profile.tool_call_format == "native"):
             return ()
         if self._router is None:
-            from repl.embedded.router import MeaningRouter, Ranked, SmallTalk
-            from repl.embedded.words import CuedFirst, WordsRouter
+            from repl.embedded.chain import chain
 
-            def examples_of(name: str) -> tuple[str, ...]:
-                tool = self.registry.get(name)
-                return tool.examples if tool is not None else ()
-
-            # one built-in tool by its cues (or named, or a follow-up) at once; else small talk,
-            # then the tools' words (several ranked by their meaning); where none is found, their
-            # meaning
-            meaning, words = MeaningRouter(examples_of), WordsRouter.of(self.registry)
-            self._router = Routing(FirstOf(CuedFirst(words), SmallTalk(meaning), Ranked(words, meaning), meaning))
+            self._router = Routing(chain(self.registry))
         return (self._router,)
 
     def warm_router(self) -> None:

@@ -1,0 +1,26 @@
+"""The routers a question to the embedded model goes through, in their order (``chain``); the
+session core, the tests and the benchmarks build it here alone."""
+
+from __future__ import annotations
+
+from repl.embedded.router import MeaningRouter, Ranked, SmallTalk
+from repl.embedded.shapes import Shaped
+from repl.embedded.words import CuedFirst, WordsRouter
+from repl.loop.routing import FirstOf
+from tools.registry import Registry
+
+
+def chain(registry: Registry, meaning: MeaningRouter | None = None) -> FirstOf:
+    """One built-in tool by its cues, a tool named or a follow-up, at once (no encoder needed);
+    else small talk; then the tools' words (several ranked by their meaning); where none is found,
+    a value shaped like a parameter's example ("todo-002"); else their meaning. ``meaning``: the
+    router by meaning (default: over each tool's examples as the registry has them at each
+    question, as MCP servers and user tools arrive)."""
+
+    def examples_of(name: str) -> tuple[str, ...]:
+        tool = registry.get(name)
+        return tool.examples if tool is not None else ()
+
+    meaning = meaning or MeaningRouter(examples_of)
+    words = WordsRouter.of(registry)
+    return FirstOf(CuedFirst(words), SmallTalk(meaning), Ranked(words, meaning), Shaped(meaning), meaning)

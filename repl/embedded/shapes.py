@@ -21,6 +21,7 @@ from functools import lru_cache
 
 from repl.embedded.grammar import QUOTED_VALUE
 from repl.embedded.router import MeaningRouter
+from repl.embedded.words import followed, named_tools
 from repl.loop.routing import RouteRequest
 from repl.providers.base import ToolChoice
 from tools.registry import ToolSchema
@@ -67,14 +68,16 @@ def shaped(question: str, tools: Sequence[ToolSchema]) -> tuple[str, tuple[str, 
 class Shaped:
     """A router (``loop.routing.Router``): a message holding a value shaped like a parameter's
     example requires a call to one of the tools that take it, in the order of their meaning
-    (``MeaningRouter.ranked``); any other message is left to the next router (None)."""
+    (``MeaningRouter.ranked``), whatever its other words ("open todo-001" asks for no file); a
+    message that names a tool, a follow-up, or one without such a value is left to the next
+    router (None)."""
 
     def __init__(self, meaning: MeaningRouter) -> None:
         self.meaning = meaning
 
     def choose(self, request: RouteRequest) -> ToolChoice | None:
         value, names = shaped(request.question, request.tools)
-        if not names:
+        if not names or named_tools(request.question, request.tools) or followed(request):
             return None
         choice = ToolChoice("required", names, by=f"value {value}")
         return self.meaning.ranked(request, choice) if len(names) > 1 else choice

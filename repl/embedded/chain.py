@@ -11,8 +11,8 @@ from tools.registry import Registry
 
 
 def chain(registry: Registry, meaning: MeaningRouter | None = None) -> FirstOf:
-    """A value shaped like a parameter's example ("todo-002": the tools that take a todo's id),
-    unless a tool is named or the message follows up the turn before; then one built-in tool by
+    """A value shaped like a parameter's example ("todo-002": the tools that take a todo's id,
+    those of them the words point to if any), unless a tool is named or the message follows up the turn before; then one built-in tool by
     its cues, a tool named or a follow-up, at once (no encoder needed); else small talk; then the
     tools' words (several ranked by their meaning); where none is found, their meaning. ``meaning``: the
     router by meaning (default: over each tool's examples as the registry has them at each
@@ -24,4 +24,4 @@ def chain(registry: Registry, meaning: MeaningRouter | None = None) -> FirstOf:
 
     meaning = meaning or MeaningRouter(examples_of)
     words = WordsRouter.of(registry)
-    return FirstOf(Shaped(meaning), CuedFirst(words), SmallTalk(meaning), Ranked(words, meaning), meaning)
+    return FirstOf(Shaped(meaning, words), CuedFirst(words), SmallTalk(meaning), Ranked(words, meaning), meaning)

@@ -22,7 +22,7 @@ from functools import lru_cache
 from repl.embedded.grammar import QUOTED_VALUE
 from repl.embedded.router import MeaningRouter
 from repl.embedded.words import followed, named_tools
-from repl.loop.routing import RouteRequest
+from repl.loop.routing import Router, RouteRequest
 from repl.providers.base import ToolChoice
 from tools.registry import ToolSchema
 
@@ -67,17 +67,20 @@ def shaped(question: str, tools: Sequence[ToolSchema]) -> tuple[str, tuple[str, 
 
 class Shaped:
     """A router (``loop.routing.Router``): a message holding a value shaped like a parameter's
-    example requires a call to one of the tools that take it, in the order of their meaning
-    (``MeaningRouter.ranked``), whatever its other words ("open todo-001" asks for no file); a
-    message that names a tool, a follow-up, or one without such a value is left to the next
-    router (None)."""
+    example requires a call to one of the tools that take it, whatever its other words (a todo's
+    id beside a file's word asks for no file). Of those tools, the ones the message's words point
+    to, if any (``words``: a todo's id said with "done" is one to complete), else all of them, in
+    the order of their meaning (``MeaningRouter.ranked``). A message that names a tool, a
+    follow-up, or one without such a value is left to the next router (None)."""
 
-    def __init__(self, meaning: MeaningRouter) -> None:
-        self.meaning = meaning
+    def __init__(self, meaning: MeaningRouter, words: Router) -> None:
+        self.meaning, self.words = meaning, words
 
     def choose(self, request: RouteRequest) -> ToolChoice | None:
         value, names = shaped(request.question, request.tools)
         if not names or named_tools(request.question, request.tools) or followed(request):
             return None
-        choice = ToolChoice("required", names, by=f"value {value}")
-        return self.meaning.ranked(request, choice) if len(names) > 1 else choice
+        worded = self.words.choose(request)
+        said = tuple(name for name in names if worded is not None and name in worded.allowed)
+        choice = ToolChoice("required", said or names, by=f"value {value}")
+        return self.meaning.ranked(request, choice) if len(choice.allowed) > 1 else choice

@@ -26,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from bench import RESULTS, row, target
-from bench.local_eval import echoed, flat, invented, judge_turn, require_offered, session
+from bench.local_eval import (
+    echoed,
+    flat,
+    invented,
+    judge_turn,
+    require_offered,
+    require_routed,
+    session,
+)
 from bench.tool_use import in_language, load
 
 _TEMPERATURE = re.compile(r"-?\d+(\.\d+)?\s*(°|度|degrees?|℃)", re.IGNORECASE)
@@ -109,6 +117,7 @@ def converse(profile: str = "local") -> dict[str, Any]:
             said.append(turn.message)
             require_offered([name for name in turn.tool.split("|") if name], core.registry.names(), turn.message)
             core.run_turn(turn.message)
+            require_routed(core, turn.message)
             schemas = {s["name"]: s.get("parameters") or {} for s in core.registry.schemas()}
             judged = judge(turn, judge_turn(surface.events, schemas), schemas, said)
             turns.append(judged)

@@ -247,6 +247,14 @@ def require_offered(expected: list[str], offered: list[str], message: str) -> No
         raise RuntimeError(f"{message!r}: {', '.join(missing)} not offered when the turn began: a failed run")
 
 
+def require_routed(core: Any, message: str) -> None:
+    """A session whose router failed on a case routes no case after it (the model chooses alone,
+    ``loop.routing.Routing``): the run is failed, not scored."""
+    for routing in core._routing():
+        if routing.failed:
+            raise RuntimeError(f"{message!r}: the router failed ({routing.failed}): a failed run")
+
+
 def judge_turn(events: list[Any], schemas: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """What one turn did: its calls (step, name, arguments, valid), the answer, timings."""
     from repl.loop.events import ModelUsage, ToolCallFinished, ToolCallStarted, TurnFinished
@@ -382,6 +390,7 @@ def run_cases(path: Path, profile: str = "local") -> dict[str, Any]:
             surface.events.clear()
             require_offered(expected_tools(case), core.registry.names(), case["message"])
             core.run_turn(case["message"])
+            require_routed(core, case["message"])
             schemas = {s["name"]: s.get("parameters") or {} for s in core.registry.schemas()}
             result = judge_case(case, judge_turn(surface.events, schemas), schemas)
             results.append(result)

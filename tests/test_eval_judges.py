@@ -137,6 +137,29 @@ def test_a_case_whose_tool_is_not_offered_fails_the_run() -> None:
         require_offered(["clock__get_current_time"], ["get_weather"], "几点了？")
 
 
+def test_a_case_after_which_the_router_failed_fails_the_run() -> None:
+    """A router that fails is not asked again that session (the model chooses alone): every case
+    after it would be scored without routing, so the run is failed."""
+    import pytest
+
+    from bench.local_eval import require_routed
+    from repl.loop.routing import Routing
+    from tests.support import TableRouter
+
+    class Core:
+        def __init__(self) -> None:
+            self.routing = Routing(TableRouter())
+
+        def _routing(self) -> tuple[Routing, ...]:
+            return (self.routing,)
+
+    core = Core()
+    require_routed(core, "hello")
+    core.routing.failed = "KeyError: ('query', 'hello')"
+    with pytest.raises(RuntimeError, match="the router failed"):
+        require_routed(core, "hello")
+
+
 @pytest.mark.parametrize(("answer", "off"), [
     ("抱歉，我无法协助完成这个请求。", True),
     ("To list todos, call list_todos.", True),

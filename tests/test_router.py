@@ -216,6 +216,20 @@ def test_what_tools_and_none_say_is_embedded_once_and_questions_only_while_they_
     assert fake.embedded(NONE_EXAMPLES[0]) == 1 and fake.embedded("a") == 2
 
 
+def test_a_question_that_is_one_of_the_texts_kept_is_read_from_them() -> None:
+    """A message (or a clause of one) that is word for word an example or a "none" example is
+    embedded with them already: asked as a question it is read from there. It raised KeyError,
+    and a router that fails is not asked again that session."""
+    fake = Fake({"a": {"get_weather": 0.9}})
+    router = MeaningRouter(lambda name: ("a",) if name == "get_weather" else (), CALIBRATION,
+                           embed=Embeddings(load=lambda: fake))
+    router.choose(asking("b"))  # the examples embedded and kept
+    for question in ("a", NONE_EXAMPLES[0]):
+        choice = router.choose(asking(question))
+        assert choice is not None
+    assert fake.embedded("a") == 1 and fake.embedded(NONE_EXAMPLES[0]) == 1
+
+
 # ---------------------------------------------------------------- the hook in the loop
 
 

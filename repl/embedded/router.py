@@ -163,7 +163,8 @@ class Embeddings:
                 else:
                     self._recent.update(rows)
             for t in texts if not keep else ():
-                self._recent.move_to_end((kind, t))
+                if (kind, t) in self._recent:  # not one kept for good: an example asked as a question
+                    self._recent.move_to_end((kind, t))
             while len(self._recent) > _RECENT:
                 self._recent.popitem(last=False)
             return np.stack([known[(kind, t)] for t in texts])

@@ -61,11 +61,12 @@ class Routed:
                 "auto": f"the model may call {tools} or answer" if tools else "the model may call any tool"
                 }.get(self.mode, self.mode)
         scores = " · ".join(f"{name} {score:.2f}" for name, score in self.top[:3])
-        if self.by.startswith(("words ", "value ")):  # the tools' cues found: 'words "umbrella", "rain"'
-            # ... or a value shaped like a parameter's example: 'value todo-002'
-            head += f" by {self.by.removeprefix('words ')}" if self.by.startswith("words ") else \
-                f" by the value {self.by.removeprefix('value ')}"
-            # several tools found, in the order of their meaning (no threshold: chosen otherwise)
+        if self.by.startswith(("words ", "value ")):
+            # the tools' cues found ('words "umbrella", "rain"') or a value of the shape of a
+            # parameter's example ('value todo-002'); several tools found are in the order of their
+            # meaning (no threshold: chosen otherwise)
+            kind, found = self.by.split(" ", 1)
+            head += f" by {found}" if kind == "words" else f" by the value {found}"
             return f"{head} · ranked by meaning: {scores}" if scores else head
         elif self.by == "small talk":
             head = "small talk: answered without tools"

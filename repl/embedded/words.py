@@ -132,7 +132,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
             return _as_words(cue, text)
         if _HAN.search(cue) or not _CUE_WORD.fullmatch(cue):  # ".md", "%", Chinese
             return cue in text
-        return cue in words or (singular and cue.endswith("s") and cue[:-1] in words)
+        return cue in words or (singular and cue.endswith("s") and bool(_plural_bases(cue) & words))
 
     found_for = []
     for tool in tools:
@@ -240,6 +240,12 @@ _ASKED = re.compile(r"^\W*(?:what|which|anything|is there|are there|do i|have i|
 # word, a measure word, "big" or "a bit" (下了雨, 下大雨, 下场雨, 带把伞, 带上伞, 刮大风, 出个门)
 _HAN_PAIR = re.compile(r"[\u3400-\u9fff]{2}")
 _INFIX = "[了过个把场大小点一上着阵几]{0,2}"
+
+
+def _plural_bases(word: str) -> set[str]:
+    """What a plural may be the plural of: "branches" of "branch", "entries" of "entry"."""
+    return {base for base in (word[:-1], word[:-2] if word.endswith("es") else "",
+                              word[:-3] + "y" if word.endswith("ies") else "") if len(base) >= 3}
 
 
 def _word_forms(text: str) -> set[str]:

@@ -140,15 +140,17 @@ def test_a_description_s_first_sentence_ends_at_a_line_break_too(end: str) -> No
     assert names(routed("which books are in the catalogue", [books], {})) == ["find_book"]
 
 
+def described(name: str, description: str) -> ToolSchema:
+    """A user's or an MCP tool: routed by its description's words."""
+    return {"name": name, "description": description, "parameters": {"type": "object"}}
+
+
 def test_a_plural_of_a_description_is_found_as_its_singular_in_any_english_form() -> None:
     """A description's "branches" is "branch" said, "boxes" "box", "categories" "category"; it
     was found only as its letters less the last ("branche", "boxe", "categorie")."""
-    branches: ToolSchema = {"name": "vcs__branches", "description": "List the branches of a repository.",
-                            "parameters": {"type": "object"}}
-    boxes: ToolSchema = {"name": "storage", "description": "Show the boxes kept in the storage unit.",
-                         "parameters": {"type": "object"}}
-    kinds: ToolSchema = {"name": "budget_kinds", "description": "Sum spending by categories.",
-                         "parameters": {"type": "object"}}
+    branches = described("vcs__branches", "List the branches of a repository.")
+    boxes = described("storage", "Show the boxes kept in the storage unit.")
+    kinds = described("budget_kinds", "Sum spending by categories.")
     tools = [branches, boxes, kinds]
     assert names(routed("which branch am I on?", tools, {})) == ["vcs__branches"]
     assert names(routed("what did I put in box 4?", tools, {})) == ["storage"]
@@ -156,12 +158,9 @@ def test_a_plural_of_a_description_is_found_as_its_singular_in_any_english_form(
     assert routed("I went to the branchy woods", tools, {}) == []  # not inside another word
 
 
-CLOCK: ToolSchema = {"name": "clock__get_current_time", "description": "Get current time in a specific timezone.",
-                     "parameters": {"type": "object"}}
-FX: ToolSchema = {"name": "fx", "description": "Convert an amount between currencies at today's rate.",
-                  "parameters": {"type": "object"}}
-GROCERIES: ToolSchema = {"name": "groceries", "description": "Add a product to the shopping list.",
-                         "parameters": {"type": "object"}}
+CLOCK = described("clock__get_current_time", "Get current time in a specific timezone.")
+FX = described("fx", "Convert an amount between currencies at today's rate.")
+GROCERIES = described("groceries", "Add a product to the shopping list.")
 
 
 @pytest.mark.parametrize(("question", "expected"), [

@@ -2,5 +2,6 @@
 (``server.py``, the child's program ``llama_server.py``) and its weights (``weights.py``); how its
 requests are worded (``dialect.py``): tool calls and results as text (``textcalls.py``, results
 compact: ``compact.py``), the grammar of a reply (``grammar.py``); and its routers: a question's
-tools chosen, small talk first (``router.SmallTalk``), then by the tools' words (``words.py``,
-with ``gloss.py``), and where none is found by their meaning (``router.py``)."""
+tools chosen by the routers of ``chain.py``: a value of a parameter's example shape
+(``shapes.py``), the tools' words (``words.py``, with ``gloss.py``), small talk and their meaning
+(``router.py``)."""

@@ -151,23 +151,21 @@ class Embeddings:
         with self._lock:
             if self._encoder is None:
                 self._encoder = self._load()
-            known = {**self._recent, **self._kept}
-            missing = [t for t in dict.fromkeys(texts) if (kind, t) not in known]
+            missing = [t for t in dict.fromkeys(texts)
+                       if (kind, t) not in self._kept and (kind, t) not in self._recent]
             if missing:
                 found = np.atleast_2d(np.asarray(getattr(self._encoder, kind)(missing), dtype=np.float32))
                 found /= np.maximum(np.linalg.norm(found, axis=1, keepdims=True), 1e-12)
-                rows = {(kind, t): row for t, row in zip(missing, found, strict=True)}
-                known.update(rows)
-                if keep:
-                    self._kept.update(rows)
-                else:
-                    self._recent.update(rows)
+                (self._kept if keep else self._recent).update(
+                    {(kind, t): row for t, row in zip(missing, found, strict=True)})
+            # a text kept for good (an example asked as a question) is read from there
+            rows = [self._kept[(kind, t)] if (kind, t) in self._kept else self._recent[(kind, t)] for t in texts]
             for t in texts if not keep else ():
-                if (kind, t) in self._recent:  # not one kept for good: an example asked as a question
+                if (kind, t) in self._recent:
                     self._recent.move_to_end((kind, t))
             while len(self._recent) > _RECENT:
                 self._recent.popitem(last=False)
-            return np.stack([known[(kind, t)] for t in texts])
+            return np.stack(rows)
 
 
 _RECENT = 4  # questions kept: those one routing reads (its clauses, the whole)

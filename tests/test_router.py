@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from repl.embedded.knowledge import ADVICE, KNOWLEDGE, RECORDS, REQUESTS
 from repl.embedded.router import (
     NONE_EXAMPLES,
     SMALL_TALK_EXAMPLES,
@@ -521,7 +522,7 @@ def shared(example: str, messages: list[str], pieces: set[str]) -> str:
 def test_no_evaluation_case_is_in_the_examples_the_router_reads(tmp_path: Path) -> None:
     """The development sets calibrate the router's threshold only, and the held-out ones judge
     it: no case's message, nor any 12 characters of one, is in a built-in tool's examples or in
-    what "none" and small talk say."""
+    what "none", small talk and the reading of questions of knowledge say."""
     messages = case_messages()
     assert len(CASE_FILES) >= 18 and len(messages) >= 600  # the files were found and read
     pieces = {m[i:i + OVERLAP] for m in messages for i in range(len(m) - OVERLAP + 1)}
@@ -529,6 +530,9 @@ def test_no_evaluation_case_is_in_the_examples_the_router_reads(tmp_path: Path) 
         todos_path=tmp_path / "t.json", notes_path=tmp_path / "n.json", files_root=tmp_path, weather="sample")}
     examples["none (NONE_EXAMPLES)"] = NONE_EXAMPLES
     examples["small talk (SMALL_TALK_EXAMPLES)"] = SMALL_TALK_EXAMPLES
+    examples["requests (knowledge.REQUESTS)"] = REQUESTS
+    examples["knowledge (knowledge.KNOWLEDGE)"] = KNOWLEDGE
+    examples["advice or records (knowledge.ADVICE, RECORDS)"] = (*ADVICE, *RECORDS)
     assert sum(map(len, examples.values())) >= 20
     found = [(name, example, piece) for name, group in examples.items() for example in group
              if (piece := shared(example, messages, pieces))]

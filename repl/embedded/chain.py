@@ -3,6 +3,7 @@ session core, the tests and the benchmarks build it here alone."""
 
 from __future__ import annotations
 
+from repl.embedded.knowledge import Knowing, Knowledge
 from repl.embedded.router import MeaningRouter, Ranked, SmallTalk
 from repl.embedded.shapes import Shaped
 from repl.embedded.words import CuedFirst, WordsRouter
@@ -16,7 +17,8 @@ def chain(registry: Registry, meaning: MeaningRouter | None = None) -> FirstOf:
     point to if any), unless a tool is named or the message follows up the turn before; then one
     built-in tool by its cues, a tool named or a follow-up, at once (no encoder needed); else small
     talk; then the tools' words (several ranked by their meaning); where none is found, their
-    meaning. ``meaning``: the router by meaning (default: over each tool's examples as the
+    meaning. A question of knowledge is answered in text whatever the words or meaning chose
+    (``Knowing``). ``meaning``: the router by meaning (default: over each tool's examples as the
     registry has them at each question, as MCP servers and user tools arrive)."""
 
     def examples_of(name: str) -> tuple[str, ...]:
@@ -25,4 +27,6 @@ def chain(registry: Registry, meaning: MeaningRouter | None = None) -> FirstOf:
 
     meaning = meaning or MeaningRouter(examples_of)
     words = WordsRouter.of(registry)
-    return FirstOf(Shaped(meaning, words), CuedFirst(words), SmallTalk(meaning), Ranked(words, meaning), meaning)
+    knowledge = Knowledge(meaning)
+    return FirstOf(Shaped(meaning, words), Knowing(CuedFirst(words), knowledge), SmallTalk(meaning),
+                   Knowing(Ranked(words, meaning), knowledge), Knowing(meaning, knowledge))

@@ -54,7 +54,7 @@ NONE_EXAMPLES = (
     "hi there, hope all is well with you",
     "thanks a lot, that was helpful",
     "how deep does the ocean go?",
-    "make me laugh with something silly",
+    "make me laugh, I need a giggle",
     "which jobs are you any good at?",
     "你好，最近怎么样",
     "谢谢你，辛苦了",

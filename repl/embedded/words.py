@@ -144,7 +144,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
         if own is not None and NUMBER_CUE in own and not numbered:
             own = ()  # a count of things in the world is no sum
         if own is None:
-            words = _CUE_WORD.findall(_first_sentence(str(tool.get("description") or "")).casefold())
+            words = _CUE_WORD.findall(first_sentence(str(tool.get("description") or "")).casefold())
             own = widened(w for w in words if len(w) >= 3 and w not in _GENERIC)
             # a generic word ("current") is no cue, and what people say for it ("now", 现在) is
             # no topic either: it only tips the balance between tools the question is about
@@ -177,7 +177,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s|[。！？]|\n\s*\n")
 
 
-def _first_sentence(text: str) -> str:
+def first_sentence(text: str) -> str:
     return _SENTENCE_END.split(text.strip(), maxsplit=1)[0]
 
 

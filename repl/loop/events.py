@@ -42,7 +42,7 @@ class Routed:
     """The tools a model call may use, as the router decided before it was sent
     (``providers.base.ToolChoice``): ``mode`` none, auto or required among ``allowed``; ``top``
     the best candidates with their scores, ``threshold`` the score a tool needed, ``by`` what
-    decided ("meaning", "follow_up", "named")."""
+    decided ("meaning", "follow_up", "named", "knowledge")."""
 
     step: int
     mode: str
@@ -70,6 +70,8 @@ class Routed:
             return f"{head} · ranked by meaning: {scores}" if scores else head
         elif self.by == "small talk":
             head = "small talk: answered without tools"
+        elif self.by == "knowledge":  # top: the probability it was a request, threshold: the least kept
+            head = "a question of knowledge: answered without tools"
         elif self.by == "follow_up":
             head += " (a follow-up of the turn before)"
         elif self.by == "named":

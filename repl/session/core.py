@@ -459,8 +459,7 @@ class SessionCore:
         if self._provider is None:
             self.start_provider()
         self.start_user_tools()
-        if self.interactive:  # while a person types; ask loads it only for a question that needs it
-            self.warm_router()
+        self.warm_router()  # while a person types, or while ask's provider starts
 
     def start_mcp(self) -> None:
         """Connect the configured MCP servers in the background (no-op without any)."""

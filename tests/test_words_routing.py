@@ -158,6 +158,20 @@ def test_a_plural_of_a_description_is_found_as_its_singular_in_any_english_form(
     assert routed("I went to the branchy woods", tools, {}) == []  # not inside another word
 
 
+def test_a_long_cue_is_found_as_typed_with_a_letter_missing_added_or_swapped(registry) -> None:
+    """A cue of six letters or more, typed with one slip, is still that cue ("wether" is
+    "weather", "umbrela" "umbrella"); one letter for another is not ("ruining" is no "raining"),
+    nor is a shorter word ("short" is no "shorts"). A description's word alike."""
+    tools = registry.schemas()
+    for typed in ("hows the wether in Oslo", "need an umbrela in Leeds?", "whats the weahter in Rome"):
+        assert names(routed(typed, tools, cues_of(registry))) == ["get_weather"], typed
+    for other in ("I keep ruining my shoes", "write a short poem"):
+        assert "get_weather" not in names(routed(other, tools, cues_of(registry))), other
+    branches = described("vcs__branches", "List the branches of a repository.")
+    assert names(routed("list all the brnaches", [branches], {})) == ["vcs__branches"]
+    assert routed("list all the bunches", [branches], {}) == []
+
+
 CLOCK = described("clock__get_current_time", "Get current time in a specific timezone.")
 FX = described("fx", "Convert an amount between currencies at today's rate.")
 GROCERIES = described("groceries", "Add a product to the shopping list.")

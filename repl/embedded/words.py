@@ -111,6 +111,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
     quoted = [m.group(0) for m in _QUOTED.finditer(said) if not _PATH_LIKE.search(m.group(0))]
     said = _QUOTED.sub(_unquoted, said)
     forms = _word_forms(said)
+    typed = {word for word in _CUE_WORD.findall(said) if len(word) >= _TYPO_CHARS}
     numbered = bool(NUMBER.search(said))
     due = bool(_DUE.search(said) and _MUST.search(said) and not _ASKED.search(said))
 
@@ -132,7 +133,8 @@ def _cued(question: str, tools: Sequence[ToolSchema],
             return _as_words(cue, text)
         if _HAN.search(cue) or not _CUE_WORD.fullmatch(cue):  # ".md", "%", Chinese
             return cue in text
-        return cue in words or (singular and cue.endswith("s") and bool(_plural_bases(cue) & words))
+        return (cue in words or (singular and cue.endswith("s") and bool(_plural_bases(cue) & words))
+                or (len(cue) >= _TYPO_CHARS and any(_one_slip(cue, word) for word in typed)))
 
     found_for = []
     for tool in tools:
@@ -246,6 +248,25 @@ def _plural_bases(word: str) -> set[str]:
     """What a plural may be the plural of: "branches" of "branch", "entries" of "entry"."""
     return {base for base in (word[:-1], word[:-2] if word.endswith("es") else "",
                               word[:-3] + "y" if word.endswith("ies") else "") if len(base) >= 3}
+
+
+# a cue this long is also found as typed with one slip ("wether", "comits", "priorty", "detials"),
+# in a word as long: "short" is no slip of "shorts"
+_TYPO_CHARS = 6
+
+
+def _one_slip(cue: str, word: str) -> bool:
+    """``word`` is ``cue`` with one letter missing or added, or two side by side swapped. Not one
+    letter for another: that is often another word ("ruining", "raining")."""
+    if word == cue or abs(len(word) - len(cue)) > 1 or word[0] != cue[0]:
+        return False
+    if len(word) == len(cue):
+        diff = [i for i, (a, b) in enumerate(zip(word, cue)) if a != b]
+        return (len(diff) == 2 and diff[1] == diff[0] + 1
+                and word[diff[0]] == cue[diff[1]] and word[diff[1]] == cue[diff[0]])
+    short, long = sorted((word, cue), key=len)
+    i = next((i for i, (a, b) in enumerate(zip(short, long)) if a != b), len(short))
+    return short[i:] == long[i + 1:]
 
 
 def _word_forms(text: str) -> set[str]:

@@ -261,11 +261,11 @@ def _one_slip(cue: str, word: str) -> bool:
     if word == cue or abs(len(word) - len(cue)) > 1 or word[0] != cue[0]:
         return False
     if len(word) == len(cue):
-        diff = [i for i, (a, b) in enumerate(zip(word, cue)) if a != b]
+        diff = [i for i, (a, b) in enumerate(zip(word, cue, strict=True)) if a != b]
         return (len(diff) == 2 and diff[1] == diff[0] + 1
                 and word[diff[0]] == cue[diff[1]] and word[diff[1]] == cue[diff[0]])
     short, long = sorted((word, cue), key=len)
-    i = next((i for i, (a, b) in enumerate(zip(short, long)) if a != b), len(short))
+    i = next((i for i, (a, b) in enumerate(zip(short, long, strict=False)) if a != b), len(short))
     return short[i:] == long[i + 1:]
 
 

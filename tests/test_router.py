@@ -140,11 +140,11 @@ def test_the_best_tool_over_the_threshold_is_required_with_the_tools_within_the_
 
 
 def test_a_best_tool_under_the_threshold_is_answered_in_text() -> None:
-    router, _ = meaning({"q": {"get_weather": 0.29, "list_todos": 0.2, "none": 0.05}})
+    router, _ = meaning({"q": {"get_weather": 0.19, "list_todos": 0.12, "none": 0.05}})
     choice = router.choose(asking("q"))
     assert choice is not None and (choice.mode, choice.allowed, choice.by, choice.threshold) == (
         "none", (), "meaning", 0.3)
-    assert scores(choice) == [("get_weather", 0.29), ("list_todos", 0.2), ("none", 0.05)]
+    assert scores(choice) == [("get_weather", 0.19), ("list_todos", 0.12), ("none", 0.05)]
 
 
 def test_none_scoring_over_the_best_tool_is_answered_in_text() -> None:
@@ -153,6 +153,20 @@ def test_none_scoring_over_the_best_tool_is_answered_in_text() -> None:
     choice = router.choose(asking("q"))
     assert choice is not None and (choice.mode, choice.allowed) == ("none", ())
     assert scores(choice)[:2] == [("none", 0.6), ("get_weather", 0.5)]
+
+
+@pytest.mark.parametrize(("tool", "none", "routed"), [
+    (0.31, 0.30, True),  # over the threshold, over "none"
+    (0.25, 0.16, True),  # under it, over the lower one and leading "none" by the lead
+    (0.25, 0.18, False),  # ... by less
+    (0.19, 0.05, False),  # under the lower one
+])
+def test_a_best_tool_under_the_threshold_is_required_when_it_leads_none_clearly(
+        tool: float, none: float, routed: bool) -> None:
+    calibration = Calibration(threshold=0.3, lower=0.2, lead=0.08)
+    router, _ = meaning({"q": {"get_weather": tool, "none": none}}, calibration=calibration)
+    choice = router.choose(asking("q"))
+    assert choice is not None and choice.allowed == (("get_weather",) if routed else ())
 
 
 def test_a_follow_up_goes_to_a_tool_the_turn_before_called() -> None:

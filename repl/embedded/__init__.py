@@ -4,4 +4,4 @@ requests are worded (``dialect.py``): tool calls and results as text (``textcall
 compact: ``compact.py``), the grammar of a reply (``grammar.py``); and its routers: a question's
 tools chosen by the routers of ``chain.py``: a value of a parameter's example shape
 (``shapes.py``), the tools' words (``words.py``, with ``gloss.py``), small talk and their meaning
-(``router.py``)."""
+(``router.py``), and a question of knowledge told from a request (``knowledge.py``)."""

@@ -15,10 +15,10 @@ def chain(registry: Registry, meaning: MeaningRouter | None = None) -> FirstOf:
     """The routers in their order, the first that decides deciding: a value shaped like a
     parameter's example ("todo-002": the tools that take a todo's id, those of them the words
     point to if any), unless a tool is named or the message follows up the turn before; then one
-    built-in tool by its cues, a tool named or a follow-up, at once (no encoder needed); else small
-    talk; then the tools' words (several ranked by their meaning); where none is found, their
-    meaning. A question of knowledge is answered in text whatever the words or meaning chose
-    (``Knowing``). ``meaning``: the router by meaning (default: over each tool's examples as the
+    built-in tool by its cues, a tool named or a follow-up; else small talk; then the tools' words
+    (several ranked by their meaning); where none is found, their meaning. A question of
+    knowledge is answered in text whatever the words or meaning chose (``Knowing``; a tool named
+    or a follow-up is kept). ``meaning``: the router by meaning (default: over each tool's examples as the
     registry has them at each question, as MCP servers and user tools arrive)."""
 
     def examples_of(name: str) -> tuple[str, ...]:

@@ -49,11 +49,10 @@ class WordsRouter:
 
 class CuedFirst:
     """The words router's decision where it needs nothing more (``loop.routing.Router``): a tool
-    the message names, a follow-up, or one built-in tool whose cues were found. Anything else
-    (several tools, a user's or an MCP tool found by its description's words, nothing found) is
-    left to the routers after it, small talk, the ranking and meaning, which need the sentence
-    encoder: a plain question about the built-in tools never waits for it to load (about 1 s,
-    each ``glassloop ask``)."""
+    the message names, a follow-up, or one built-in tool whose cues were found, before small
+    talk (no greeting holds a built-in tool's cue). Anything else (several tools, a user's or an
+    MCP tool found by its description's words, nothing found) is left to the routers after it,
+    small talk, the ranking and meaning."""
 
     def __init__(self, words: WordsRouter) -> None:
         self.words = words

@@ -58,7 +58,7 @@ REQUESTS = (
     "is my train to Bristol running late",
     "october's power bill, give me the total",
     "what does my phone contract say about ending it early",
-    "list my friends whose birthdays fall in the next weeks",
+    "list my friends whose birthdays fall before december",
     "how far is it from here to the nearest petrol station",
     "has Sam answered my text yet",
     "what's playing at the cinema on King street tonight",

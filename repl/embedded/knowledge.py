@@ -182,10 +182,10 @@ _KEPT = ("named", "follow_up")  # choices this never turns (a value's: "value ..
 
 @dataclass(frozen=True)
 class Calibration:
-    request: float = 0.31  # a question less likely than this to be a request is one of knowledge
+    request: float = 0.19  # a question less likely than this to be a request is one of knowledge
     advice: float = 0.08  # a tool's description this much closer to ADVICE than RECORDS gives advice
-    steps: int = 500  # of the fit
-    ridge: float = 1.0
+    steps: int = 2000  # of the fit
+    ridge: float = 0.3
 
 
 class Knowledge:

@@ -64,7 +64,7 @@ def test_a_choice_of_tools_for_a_question_of_knowledge_becomes_an_answer_in_text
     assert turned is not None and (turned.mode, turned.allowed, turned.by) == ("none", (), "knowledge")
     assert turned.top == (("request", 0.1),) and turned.threshold == reading.calibration.request
     said = Routed(1, turned.mode, turned.allowed, turned.top, turned.threshold, turned.by).said()
-    assert said == "a question of knowledge: answered without tools · request 0.10 (needs 0.19)"
+    assert said == "a question of knowledge: answered without tools · request 0.10 (needs 0.18)"
     kept = ask(router, "tide at Whitby?")
     assert kept is not None and (kept.mode, kept.allowed) == ("required", ("tide_times",))
 

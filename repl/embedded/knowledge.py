@@ -40,7 +40,7 @@ REQUESTS = (
     "what's the score in the Lakers game right now",
     "reserve four seats at Luigi's, saturday, 8pm",
     "turn the living room lights down to half",
-    "send Anna a message saying I'm running ten minutes late",
+    "text Anna that I'm running a quarter hour behind",
     "what balance remains on my gift card",
     "show me my calendar for thursday afternoon",
     "is the pharmacy on Elm street still open",
@@ -104,7 +104,7 @@ REQUESTS = (
 )
 # Questions answered from knowledge, advice or writing, on the same kinds of topics
 KNOWLEDGE = (
-    "why do songs get stuck in your head",
+    "what makes a tune stick in people's minds",
     "how does the shot clock in basketball work",
     "what's a kind way to decline a dinner invitation",
     "why do lights flicker before a bulb dies",
@@ -182,7 +182,7 @@ _KEPT = ("named", "follow_up")  # choices this never turns (a value's: "value ..
 
 @dataclass(frozen=True)
 class Calibration:
-    request: float = 0.19  # a question less likely than this to be a request is one of knowledge
+    request: float = 0.18  # a question less likely than this to be a request is one of knowledge
     advice: float = 0.08  # a tool's description this much closer to ADVICE than RECORDS gives advice
     steps: int = 2000  # of the fit
     ridge: float = 0.3

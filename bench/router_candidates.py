@@ -147,7 +147,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "search_files": (
         "which file covers the lease fee",
-        "scan my folder for the word invoice",
+        "scan my folder for any mention of invoice",
         "哪个文件里提到了合同",
         "在文件里搜索预算两个字",
     ),

@@ -239,6 +239,8 @@ class Knowing:
         self.router, self.knowledge = router, knowledge
 
     def warm(self) -> None:
+        if (warm := getattr(self.router, "warm", None)) is not None:
+            warm()
         self.knowledge.warm()
 
     def choose(self, request: RouteRequest) -> ToolChoice | None:

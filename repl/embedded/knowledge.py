@@ -12,7 +12,7 @@ tool's), gives a question the probability that it is a request; below ``Calibrat
 choice the words or meaning made is turned into an answer in text.
 
 Not turned: a choice by a value of a parameter's shape, by a tool named, or as a follow-up; a
-reply to something the model asked; a message naming a file ("what does plan.md say"); and a
+reply to something the model asked; a message naming a file ("is trip.txt up to date?"); and a
 choice of a tool that gives advice (its description reads closer to ``ADVICE`` than to
 ``RECORDS``): for "how do I get coffee out of wool" a stain tool is the answer.
 """

@@ -31,6 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Literal
 
+from repl.embedded.named import shared_named
 from tools.days import days_said, is_span
 from tools.registry import ToolSchema
 
@@ -264,6 +265,9 @@ def _mentioned_only(tool: ToolSchema, question: str, days: list[str]) -> ToolSch
       "明天上午十点"; a span such as "next week" names no day), or not at all when it says none:
       "提醒我周五前…" got due "2026-12-05", a Saturday, from the 0.5B model. The tool turns the
       words into a date. When it is the tool's only such property, a call must give it.
+    - a string property whose description gives values, one of which the question says
+      (``named.shared_named``: "山地车" of 'e.g. "road", …, "山地车"', "Tokyo" for an IANA zone),
+      must be given that value: the 0.5B model passed "roadcar" and "UTC" for them.
     - a property with choices (``enum``) whose value the question says (``said_value``: "high
       priority", "make it urgent", "优先级放低点") must be given that value: offered the
       priority, the 0.5B model left it at its default for "…, high priority".
@@ -278,12 +282,16 @@ def _mentioned_only(tool: ToolSchema, question: str, days: list[str]) -> ToolSch
     required = set(parameters.get("required") or ())
     unranked = _SUPERLATIVE.sub(" ", question)
     day_properties = [name for name, sub in properties.items() if name not in required and _for_a_day(sub)]
+    named = shared_named([(name, sub) for name, sub in properties.items() if name not in day_properties], question)
     kept, given = {}, []
     for name, sub in properties.items():
         if name in day_properties:
             if days:
                 kept[name] = {"description": sub.get("description", ""), "enum": days}
                 given += [name] * (len(day_properties) == 1)
+        elif name in named:
+            kept[name] = {"description": sub.get("description", ""), "enum": named[name]}
+            given += [name] * (name not in required)
         elif name in required:
             kept[name] = sub
         elif (value := said_value(name, sub, unranked)) is not None:

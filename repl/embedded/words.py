@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from repl.embedded.cues import DUE_CUE, NUMBER_CUE, cues_of
 from repl.embedded.gloss import ACTIONS, GLOSS, NOT_MEANT, widened
 from repl.embedded.grammar import NUMBER
+from repl.embedded.named import one_slip
 from repl.loop.routing import RouteRequest
 from repl.providers.base import ToolChoice
 from tools.registry import Registry, ToolSchema
@@ -133,7 +134,7 @@ def _cued(question: str, tools: Sequence[ToolSchema],
         if _HAN.search(cue) or not _CUE_WORD.fullmatch(cue):  # ".md", "%", Chinese
             return cue in text
         return (cue in words or (singular and cue.endswith("s") and bool(_plural_bases(cue) & words))
-                or (len(cue) >= _TYPO_CHARS and any(_one_slip(cue, word) for word in typed)))
+                or (len(cue) >= _TYPO_CHARS and any(one_slip(cue, word) for word in typed)))
 
     found_for = []
     for tool in tools:
@@ -252,20 +253,6 @@ def _plural_bases(word: str) -> set[str]:
 # a cue this long is also found as typed with one slip ("wether", "comits", "priorty", "detials"),
 # in a word as long: "short" is no slip of "shorts"
 _TYPO_CHARS = 6
-
-
-def _one_slip(cue: str, word: str) -> bool:
-    """``word`` is ``cue`` with one letter missing or added, or two side by side swapped. Not one
-    letter for another: that is often another word ("ruining", "raining")."""
-    if word == cue or abs(len(word) - len(cue)) > 1 or word[0] != cue[0]:
-        return False
-    if len(word) == len(cue):
-        diff = [i for i, (a, b) in enumerate(zip(word, cue, strict=True)) if a != b]
-        return (len(diff) == 2 and diff[1] == diff[0] + 1
-                and word[diff[0]] == cue[diff[1]] and word[diff[1]] == cue[diff[0]])
-    short, long = sorted((word, cue), key=len)
-    i = next((i for i, (a, b) in enumerate(zip(short, long, strict=False)) if a != b), len(short))
-    return short[i:] == long[i + 1:]
 
 
 def _word_forms(text: str) -> set[str]:

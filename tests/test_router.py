@@ -24,6 +24,7 @@ from repl.embedded.router import (
     Calibration,
     Embeddings,
     MeaningRouter,
+    Overruled,
     short_text,
     tool_text,
 )
@@ -228,6 +229,33 @@ def test_a_servers_tool_is_ranked_by_what_it_does_not_by_the_parameters_it_share
                             ("put this file into the staging area", "git__git_add"),
                             ("switch over to the release branch", "git__git_checkout")):
         assert router.scores(question, tools)[0][0] == right, question
+
+
+def test_the_words_choice_gives_way_to_a_tool_no_cue_names_that_meaning_puts_well_above_it() -> None:
+    """Only the built-in tools have cues: the words' choice stands unless meaning's best tool is
+    another, one without cues, at least ``overrule`` (0.1) above every tool the words chose and
+    above "none"; a tool named or a follow-up always stands."""
+    from tests.support import TableRouter
+
+    cues = ("get_weather", "list_todos", "add_todo")  # search_notes: a tool no cue names, here
+    chose = ToolChoice("required", ("list_todos",), by='words "todo"')
+    router, _ = meaning({"far": {"search_notes": 0.5, "list_todos": 0.35, "none": 0.2},
+                         "near": {"search_notes": 0.5, "list_todos": 0.45, "none": 0.2},
+                         "talk": {"search_notes": 0.5, "list_todos": 0.3, "none": 0.6},
+                         "cued": {"add_todo": 0.6, "list_todos": 0.3, "none": 0.2}},
+                        calibration=Calibration(overrule=0.1))
+    words = TableRouter(otherwise=chose)
+    overruled = Overruled(words, router, lambda: cues)
+    far = overruled.choose(asking("far"))
+    assert far is not None and far.allowed == ("search_notes",) and far.by == "over list_todos"
+    assert far.threshold == pytest.approx(0.45)
+    assert Routed(1, far.mode, far.allowed, far.top, far.threshold, far.by).said().startswith(
+        "routed to search_notes by meaning, over list_todos by words · search_notes 0.50")
+    for question in ("near", "talk", "cued"):  # not far enough ahead; under "none"; a tool with cues
+        assert overruled.choose(asking(question)) is chose, question
+    for by in ("named", "follow_up"):
+        kept = ToolChoice("required", ("list_todos",), by=by)
+        assert Overruled(TableRouter(otherwise=kept), router, lambda: cues).choose(asking("far")) is kept
 
 
 def test_nothing_is_decided_without_tools_or_a_question() -> None:

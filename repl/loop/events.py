@@ -42,7 +42,7 @@ class Routed:
     """The tools a model call may use, as the router decided before it was sent
     (``providers.base.ToolChoice``): ``mode`` none, auto or required among ``allowed``; ``top``
     the best candidates with their scores, ``threshold`` the score a tool needed, ``by`` what
-    decided ("meaning", "follow_up", "named", "knowledge")."""
+    decided ("meaning", "follow_up", "named", "knowledge", "over <the words' tools>")."""
 
     step: int
     mode: str
@@ -78,6 +78,8 @@ class Routed:
             head += " (the message names it)"
         elif self.by == "meaning":
             head += " by meaning"
+        elif self.by.startswith("over "):  # the words' choice overruled; threshold: the score that took
+            head += f" by meaning, over {self.by.removeprefix('over ')} by words"
         return f"{head} · {scores} (needs {self.threshold:.2f})" if scores else head
 
 

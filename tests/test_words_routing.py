@@ -55,7 +55,9 @@ def names(tools: list[ToolSchema]) -> list[str]:
     ("Keep this for later: the bike lock code is 0417.", ["add_note"]),
     ("What am I putting off this month?", ["list_todos"]),
     ("Which document in here talks about the lease?", ["search_files"]),
-    ("Get the bike serviced before spring, low priority.", ["add_todo"]),
+    # a priority is how todos are listed as well as set: the meaning ranks the two
+    ("Get the bike serviced before spring, low priority.", ["list_todos", "add_todo"]),
+    ("优先级高的那几条是什么", ["list_todos", "add_todo"]),
     # an operator between numbers is arithmetic ("What is 2+3?" had no cue: a text answer)
     ("What is 2+3?", ["calculator"]),
     ("1.5 × 4 是几？", ["calculator"]),

@@ -25,7 +25,7 @@ BUILT_IN_CUES: dict[str, tuple[str, ...]] = {
         "todo", "task", "to-do", "to do list", "still open", "unfinished", "pending", "left to do",
         "putting off", "backlog", "get done", "haven't done", "haven't finished",
         "haven't ticked", "haven't crossed", "haven't checked off", "haven't gotten to", "what's due", "promised to", "i promised", "got left",
-        "marked urgent",
+        "marked urgent", "high priority", "low priority", "优先级",
         "待办", "任务", "没完成", "没做完", "还没做", "没干", "要做的事", "没办完", "没弄完", "没收尾", "手头还有", "手上还有",
         "待处理", "没搞定", "没勾", "没划掉", "没处理", "还剩哪些", "答应了要", "答应过"),
     "get_todo": ("details of", "more about", "展开", "详情", "详细"),

@@ -4,6 +4,7 @@ identifier a parameter's description gives as its example points to the tools th
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,6 +82,24 @@ def test_the_shape_router_ranks_the_tools_taking_the_value_by_meaning_and_leaves
     one = router.choose(RouteRequest("gl-0032 free?", "", (), tools))
     assert one is not None and (one.allowed, one.by) == (("locker_status",), "value gl-0032")
     assert router.choose(RouteRequest("why do lockers have codes?", "", (), tools)) is None
+
+
+def test_the_tools_taking_a_value_are_ranked_by_the_message_without_it(registry: Registry) -> None:
+    """The value says which item, not what to do with it: ranked with it, a message was drawn to
+    the examples holding an id (get_todo's) whatever it asked."""
+    from repl.embedded.router import MeaningRouter
+    from repl.embedded.words import WordsRouter
+
+    class Spy(MeaningRouter):
+        def ranked(self, request: RouteRequest, choice: Any) -> Any:
+            asked.append(request.question)
+            return choice
+
+    asked: list[str] = []
+    router = Shaped(Spy(lambda name: ()), WordsRouter.of(registry))
+    choice = router.choose(RouteRequest("todo-019 is all wrapped up now", "", (), tuple(registry.schemas())))
+    assert choice is not None and choice.by == "value todo-019"
+    assert asked == ["  is all wrapped up now"]
 
 
 def test_in_the_chain_a_value_decides_before_the_words_but_not_over_a_tool_named_or_a_follow_up(

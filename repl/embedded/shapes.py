@@ -87,5 +87,5 @@ class Shaped:
         if len(choice.allowed) < 2:
             return choice
         # ranked by what the message says to do, without the value: it says which item, and it
-        # drew a message towards the examples that hold an id ("todo-002 is taken care of" to get_todo)
+        # drew a message towards the examples that hold an id ("todo-002: all wrapped up" to get_todo)
         return self.meaning.ranked(replace(request, question=request.question.replace(value, " ")), choice)

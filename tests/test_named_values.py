@@ -79,6 +79,15 @@ def test_two_cities_are_the_two_ends_of_a_conversion_and_one_city_leaves_both_fr
     assert one["source_timezone"] == one["target_timezone"] == (None, True)
 
 
+def test_two_zone_properties_whose_descriptions_quote_other_examples_share_the_two_cities() -> None:
+    """The published time server's source and target descriptions quote other example zones
+    ('Europe/London' in one, 'Asia/Tokyo' in the other): the cities said fill both all the same."""
+    source = {"type": "string", "description": "Source IANA timezone name (e.g., 'Europe/London')."}
+    target = {"type": "string", "description": "Target IANA timezone name (e.g., 'Asia/Tokyo')."}
+    both = shared_named([("source", source), ("target", target)], "4pm London time, and in Singapore?")
+    assert both == {"source": ["Asia/Singapore", "Europe/London"], "target": ["Asia/Singapore", "Europe/London"]}
+
+
 def test_a_word_that_is_also_a_zone_gives_way_to_the_cities_said_in_capitals() -> None:
     assert "Pacific/Wake" in named(ZONE, "I wake at 7 in Tokyo; when is that in London")
     both = shared_named([("a", ZONE), ("b", ZONE)], "I wake at 7 in Tokyo; when is that in London")

@@ -110,7 +110,7 @@ def shared_named(properties: Sequence[tuple[str, Any]], question: str) -> dict[s
     one city for a conversion (the other end may be the user's own zone), or more values than
     properties, unless those it says in capitals are as many ("Tokyo" and "London", not
     "wake", an island's zone)."""
-    found = {name: named(schema, question) for name, schema in properties}
+    found = {name: sorted(named(schema, question)) for name, schema in properties}  # sorted: compared as sets
     kept: dict[str, list[str]] = {}
     for name, values in found.items():
         if not values:

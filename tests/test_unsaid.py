@@ -94,11 +94,16 @@ def test_a_value_the_conversation_holds_or_translates_or_chooses_passes(scripted
     assert results[0].get("error", {}).get("type") != "unsaid_value", results[0]
 
 
-def test_glassloops_own_tools_are_not_judged(scripted, registry):
-    """Their examples are id formats and titles the small model's prompt was tuned with."""
+def test_glassloops_own_tools_are_judged_but_not_for_an_identifier(scripted, registry):
+    """An id ("todo-002") comes from glassloop's own results; the weather's example city does not."""
     scripted.script(tool_calls(call("get_todo", {"todo_id": "todo-002"})), text("ok"))
     _, _, results = _run(scripted, registry, "the one about the table")
     assert results[0].get("error", {}).get("type") != "unsaid_value", results[0]
+    scripted.script(tool_calls(call("get_weather", {"city": "Beijing"})),
+                    tool_calls(call("get_weather", {"city": "Oslo"})), text("Cold."))
+    _, _, results = _run(scripted, registry, "will it snow in oslo on sunday?")
+    assert results[0]["error"]["type"] == "unsaid_value" and "city='Beijing'" in results[0]["error"]["message"]
+    assert results[1].get("error", {}).get("type") != "unsaid_value"  # the city asked is called
 
 
 def test_examples_are_read_after_their_cue_to_the_end_of_the_sentence() -> None:

@@ -1,8 +1,8 @@
 """Arguments nobody said: a call that passes the example of a tool's own description.
 
 A docstring shows a value ("symbol: the ticker, e.g. AAPL"); a small model asked for
-another company's price passed the example instead. For a tool glassloop did not tune (a
-user's, a package's, an MCP server's), a string argument that stands in its tool's description (or a parameter's) just after an example's cue ("e.g.", "such as",
+another company's price passed the example instead. For any tool (of glassloop's own, any value
+but an identifier), a string argument that stands in its tool's description (or a parameter's) just after an example's cue ("e.g.", "such as",
 "例如"...) and nowhere in the conversation (the system prompt, what the user said, the
 results so far) was never named by anyone: the call is refused with a result saying so, and
 the model may call again with the value asked for or ask the user. A value listed as a
@@ -29,6 +29,8 @@ EXAMPLE_CUE = re.compile(r"\b(?:e\.\s?g\.?|eg\.|for example|for instance|such as
                          re.IGNORECASE)
 SENTENCE_END = re.compile(r"(?<=[.;!?])\s|[。；！？\n]")
 MIN_CHARS = 2  # a shorter value ("a") is found anywhere: never judged
+# letters and digits together: an identifier, which a built-in tool's own results give
+_IDENTIFIER = re.compile(r"(?=.*[A-Za-z])(?=.*\d)")
 HAN = re.compile(r"[\u3400-\u9fff]")
 HAN_RUN = re.compile(r"[\u3400-\u9fff]+")
 LATIN = re.compile(r"[A-Za-z]")
@@ -82,13 +84,15 @@ def said(value: str, conversation: str, asked: str) -> bool:
 
 
 class UnsaidExamples(Hooks):
-    """Refuses a call to a tool not glassloop's own whose string argument is its tool's example
-    and no one's words."""
+    """Refuses a call whose string argument is its tool's example and no one's words. Of
+    glassloop's own tools, not an identifier ("todo-002": its own results give ids): asked about
+    Oslo, the 0.5B model passed the weather's example city, "Beijing"."""
 
     def before_tool_call(self, turn: TurnView, call: ToolCall, side_effects: bool) -> Instead | None:
         tool = turn.registry.get(call.name)
-        if tool is None or tool.source == "built-in":  # glassloop's own: their ids and titles are tuned
+        if tool is None:
             return None
+        own = tool.source == "built-in"
         try:
             arguments = json.loads(call.arguments or "{}")
         except ValueError:
@@ -99,6 +103,8 @@ class UnsaidExamples(Hooks):
         conversation: str | None = None
         for name, value in arguments.items():
             if not isinstance(value, str) or len(value.strip()) < MIN_CHARS or name not in examples:
+                continue
+            if own and _IDENTIFIER.search(value):  # glassloop's own ids ("todo-002") come from its results
                 continue
             wanted = value.strip().casefold()
             if not any(wanted in example for example in examples[name]):

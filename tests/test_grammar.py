@@ -357,6 +357,20 @@ def test_a_choice_is_said_by_the_words_its_description_gives_it(question: str, v
     assert said_value("priority", add_todo.parameters["properties"]["priority"], question) == value
 
 
+def test_a_new_priority_is_said_as_to_a_new_todo() -> None:
+    """update_todo's priority is described with the words add_todo's is: "高优先级" and "优先级低"
+    say it there too ("New priority." alone left the 0.5B model to pass a status instead)."""
+    from repl.embedded.grammar import said_value
+    from tools import build_tools
+
+    tool = next(t for t in build_tools(todos_path=Path("t.json"), notes_path=Path("n.json"),
+                                       files_root=Path("."), weather="sample") if t.name == "update_todo")
+    priority = tool.parameters["properties"]["priority"]
+    assert said_value("priority", priority, "高优先级的还剩哪几条") == "high"
+    assert said_value("priority", priority, "优先级低的那些先放着") == "low"
+    assert said_value("priority", priority, "买个高脚凳") is None
+
+
 def test_a_filter_the_question_says_is_given() -> None:
     """"What's still open on my todo list?" lists the open items only: list_todos' status is
     described "todo" = still open, 还有."""

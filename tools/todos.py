@@ -295,7 +295,7 @@ def make_todo_tools(path: Path) -> list[Tool]:
             todo_id: The id, e.g. "todo-002" (a bare number like 2 also works).
             title: New title (to rename it).
             detail: New detail text (replaces the old one).
-            priority: New priority.
+            priority: New priority; 优先级 (high = 高, 重要, urgent; low = 低).
             due: New due day, with the time if the user said one, in their words or as a date:
                 tomorrow at 3pm, Friday, "2025-05-01"; 明天, 周五.
             tag: New label.

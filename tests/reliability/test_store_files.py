@@ -92,7 +92,7 @@ def test_todo_store_that_is_no_regular_file(fake_server, home, kind):
 def test_notes_store_that_is_no_regular_file_in_ask(fake_server, home, tmp_path, kind):
     notes = tmp_path / "notes.json"
     make_odd(notes, kind)
-    fake_server.script(tool_calls(call("search_notes", {"query": "wifi"}), call("add_note", {"text": "x"})),
+    fake_server.script(tool_calls(call("search_notes", {"query": "passport"}), call("add_note", {"text": "x"})),
                        text("sorry"))
     result, seconds = run("ask", "note it", "--yes", "--base-url", fake_server.base_url,
                           env={**home, "GLASSLOOP_NOTES_FILE": str(notes)})

@@ -70,8 +70,12 @@ def _zones() -> dict[str, str]:
         names = zoneinfo.available_timezones()
     except (OSError, ValueError):
         return {}
-    return {name: name.rsplit("/", 1)[-1].replace("_", " ") for name in sorted(names)
+    return {name: _city(name) for name in sorted(names)
             if not name.startswith(("Etc/", "SystemV/", "posix/", "right/"))}
+
+
+def _city(zone: str) -> str:
+    return zone.rsplit("/", 1)[-1].replace("_", " ")
 
 
 def candidates(schema: Any) -> dict[str, str]:
@@ -97,9 +101,7 @@ def named(schema: Any, question: str) -> list[str]:
     for value, words in candidates(schema).items():
         if says(question, words):
             said.setdefault(words.casefold(), value)
-    longest = [value for key, value in said.items()
-               if not any(key != other and key in other for other in said)]
-    return longest
+    return [value for key, value in said.items() if not any(key != other and key in other for other in said)]
 
 
 def shared_named(properties: Sequence[tuple[str, Any]], question: str) -> dict[str, list[str]]:
@@ -124,5 +126,5 @@ def shared_named(properties: Sequence[tuple[str, Any]], question: str) -> dict[s
 
 
 def _capitalised(question: str, value: str) -> bool:
-    city = value.rsplit("/", 1)[-1].replace("_", " ")
+    city = _city(value)
     return bool(city[:1].isupper()) and city in question

@@ -36,6 +36,13 @@ class Repl:
         self._keep()
         return self.child.before + self.child.after
 
+    def editor(self, marker: str) -> None:
+        """Wait for ``marker`` (the text printed before an editor), then for the editor to take
+        input. Keys sent sooner reach a terminal still in line mode: Enter arrives as a newline,
+        so Esc-Enter inserts a line instead of submitting."""
+        self.expect(marker)
+        self.ready()
+
     def say(self, line: str) -> None:
         self.child.send(line + "\r")
 

@@ -72,6 +72,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     return result
 
 
+@pytest.fixture(scope="session", autouse=True)
+def own_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The user cache of this run's in-process code (the router's unpacked encoder and the
+    vectors it keeps): written once per worker, and never the cache of whoever runs the tests."""
+    cache = tmp_path_factory.mktemp("xdg-cache")
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(cache)
+    yield cache
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
+
+
 @pytest.fixture(scope="session")
 def embedded_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The embedded model's weights (~500 MB), assembled and checked once per run: the xdist

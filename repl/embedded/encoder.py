@@ -25,9 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 import threading
 import zipfile
 from array import array
@@ -35,6 +32,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from tools.safe_io import atomic_folder, remove_folder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -81,7 +80,7 @@ def load_encoder(cache: Path | None = None) -> Encoder:
         try:
             return _Symmetric(_read(folder, pure_tokenizer, NumpyBackend), vectors)
         except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile):
-            _set_aside(folder)
+            remove_folder(folder)
     tokenizer = pure_tokenizer.UsePureTokenizer(str(resources / "sp.model"))
     backend = NumpyBackend(str(resources / "weights.npz"), tokenizer, threads=1)
     try:
@@ -129,9 +128,7 @@ def _write(folder: Path, tokenizer: Any, backend: Any, resources: Path) -> None:
             scalars[name] = value
         else:
             raise ValueError(f"cannot keep the backend's {name}")
-    folder.parent.mkdir(parents=True, mode=0o700, exist_ok=True)
-    temporary = Path(tempfile.mkdtemp(prefix=".encoder-", dir=folder.parent))
-    try:
+    def fill(temporary: Path) -> None:
         np.save(temporary / "table.npy", backend.table)
         np.savez(temporary / "arrays.npz", **arrays)
         np.savez(temporary / "tokenizer.npz", pieces=_joined(pieces),
@@ -140,15 +137,12 @@ def _write(folder: Path, tokenizer: Any, backend: Any, resources: Path) -> None:
                                                                                len(prefixes)),
                  charsmap=np.frombuffer(charsmap or b"", dtype=np.uint8))
         (temporary / "scalars.json").write_text(json.dumps(scalars))
-        os.rename(temporary, folder)  # whole, or not at all; another process's copy stays
-    except OSError:
-        shutil.rmtree(temporary, ignore_errors=True)
-        if not folder.is_dir():
-            raise
-        return
+
+    if not atomic_folder(folder, fill):
+        return  # another process's copy, whole, is there
     for older in folder.parent.glob("encoder-*"):  # of an earlier version of the package
         if older != folder:
-            _set_aside(older)
+            remove_folder(older)
             older.with_name(f"vectors-{older.name.removeprefix('encoder-')}.npz").unlink(missing_ok=True)
 
 
@@ -212,16 +206,6 @@ def _threadpool_limit() -> Any:
         return ThreadpoolController().limit
     except Exception:  # as the backend: any failure means no limit
         return None
-
-
-def _set_aside(folder: Path) -> None:
-    """A copy that did not read back is renamed away (then removed), so the next load writes it anew."""
-    aside = folder.with_name(f".{folder.name}-{os.getpid()}")
-    try:
-        os.rename(folder, aside)
-    except OSError:
-        return
-    shutil.rmtree(aside, ignore_errors=True)
 
 
 # ----- what the encoder embedded -----

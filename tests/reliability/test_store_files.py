@@ -225,3 +225,25 @@ def test_todo_store_write_that_fails_part_way_leaves_the_old_file_and_no_tempora
 def test_record_store_file_figures() -> None:
     """What ran before it in this worker: how long each whole run took, for the report."""
     record("store_files", seconds=timings)
+
+
+def test_a_folder_is_made_whole_or_not_at_all_and_another_writers_stays(tmp_path: Path) -> None:
+    from tools.safe_io import atomic_folder, remove_folder
+
+    def half(folder: Path) -> None:
+        (folder / "a").write_text("1")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    target = tmp_path / "copy"
+    with pytest.raises(OSError):
+        atomic_folder(target, half)
+    assert list(tmp_path.iterdir()) == []  # nothing half made, no temporary folder left
+
+    assert atomic_folder(target, lambda folder: (folder / "a").write_text("theirs"))
+    assert stat.S_IMODE(target.stat().st_mode) == 0o700
+    assert not atomic_folder(target, lambda folder: (folder / "a").write_text("ours"))
+    assert (target / "a").read_text() == "theirs" and [p.name for p in tmp_path.iterdir()] == ["copy"]
+
+    remove_folder(target)
+    remove_folder(target)  # gone already: nothing
+    assert list(tmp_path.iterdir()) == []

@@ -192,6 +192,17 @@ class Exchange:
 
     def __init__(self, handler: BaseHTTPRequestHandler) -> None:
         self._h = handler
+        self.answered = False  # the last bytes of the response are on their way
+
+    def _last(self, data: bytes) -> None:
+        """Write the response's last bytes, no longer counted in flight: counted after them, a
+        client that sent its next request at once could find the two counted together."""
+        fake: FakeServer = self._h.server.fake  # type: ignore[attr-defined]
+        with fake._lock:
+            if not self.answered:
+                self.answered = True
+                fake._in_flight -= 1
+        self._write(data)
 
     def send_json(self, status: int, obj: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(obj).encode()
@@ -201,7 +212,7 @@ class Exchange:
         for name, value in (headers or {}).items():
             self._h.send_header(name, value)
         self._h.end_headers()
-        self._write(data)
+        self._last(data)
 
     def send_fault(self, reply: Reply, model: str) -> bool:
         """Answer with the reply's error status; False when it is not a fault."""
@@ -236,7 +247,7 @@ class Exchange:
             if n and n == reply.hold_after and reply.release is not None:
                 reply.release.wait(30)
             self._write_event(event)
-        self._write(b"0\r\n\r\n")
+        self._last(b"0\r\n\r\n")
 
     def _write_event(self, event: str | tuple[str, str]) -> None:
         name, data = event if isinstance(event, tuple) else (None, event)
@@ -455,7 +466,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         finally:
             with fake._lock:
-                fake._in_flight -= 1
+                if not ex.answered:
+                    fake._in_flight -= 1
 
 
 def check_history(messages: list[dict[str, Any]]) -> list[str]:

@@ -17,7 +17,8 @@ package's own files are read.
 
 What tools and "none" say is embedded once per process (``Embeddings``); those vectors are kept
 beside the copy too (``vectors-<key>.npz``, by a digest of each text, never the text), so a new
-process does not embed the same few hundred examples again: 1-3 s of a first question before.
+process does not embed the same few hundred examples again (about a second of its first
+question before, more on a busy machine).
 A question is never kept there.
 """
 
@@ -33,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tools.safe_io import atomic_folder, remove_folder
+from tools.safe_io import StoreError, atomic_folder, atomic_write, locked, remove_folder
 
 if TYPE_CHECKING:
     import numpy as np
@@ -85,8 +86,8 @@ def load_encoder(cache: Path | None = None) -> Encoder:
     backend = NumpyBackend(str(resources / "weights.npz"), tokenizer, threads=1)
     try:
         _write(folder, tokenizer, backend, resources)
-    except (OSError, ValueError):
-        pass  # a cache that cannot be written (read-only, full) only costs the next start
+    except Exception:  # noqa: BLE001 - a copy not written (read-only, full, another layout) only costs the next start
+        pass
     return _Symmetric(backend, vectors)
 
 
@@ -128,6 +129,7 @@ def _write(folder: Path, tokenizer: Any, backend: Any, resources: Path) -> None:
             scalars[name] = value
         else:
             raise ValueError(f"cannot keep the backend's {name}")
+
     def fill(temporary: Path) -> None:
         np.save(temporary / "table.npy", backend.table)
         np.savez(temporary / "arrays.npz", **arrays)
@@ -279,8 +281,6 @@ class KeptVectors:
 
     def add(self, new: dict[tuple[str, str], np.ndarray]) -> None:
         import numpy as np
-
-        from tools.safe_io import StoreError, atomic_write, locked
 
         added = {_digest(kind, text): row for (kind, text), row in new.items()}
         try:

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from glassloop_tools import ToolError, tool
 
-
 # --- emergency_numbers -------------------------------------------------------
 
 # Each entry: canonical name -> numbers. "general" is the all-purpose number

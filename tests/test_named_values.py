@@ -104,10 +104,24 @@ def test_a_city_said_in_chinese_names_its_zone_by_the_unicode_locale_data() -> N
     assert mixed["source_timezone"][0] == ["Australia/Sydney", "Europe/Paris"]
 
 
+@pytest.mark.parametrize(("question", "zone"), [
+    ("what time is it in Germany right now", "Europe/Berlin"),  # Busingen keeps Berlin's time
+    ("德国现在几点", "Europe/Berlin"),
+    ("印度这会儿几点了", "Asia/Kolkata"),
+])
+def test_a_country_that_keeps_one_time_names_its_zone(question: str, zone: str) -> None:
+    assert _given(NOW, question) == {"timezone": ([zone], True)}
+
+
+@pytest.mark.parametrize("question", ["time in the US now?", "美国现在几点", "澳大利亚几点了"])
+def test_a_country_of_several_times_is_left_to_the_model(question: str) -> None:
+    assert _given(NOW, question) == {"timezone": (None, True)}
+
+
 def test_without_the_locale_data_a_chinese_city_is_left_to_the_model(monkeypatch: pytest.MonkeyPatch) -> None:
     from repl.embedded import named as module
 
-    monkeypatch.setattr(module, "_chinese_cities", dict)
+    monkeypatch.setattr(module, "_locale_names", list)
     module._zones.cache_clear()
     try:
         assert _given(NOW, "伦敦这会儿是几点") == {"timezone": (None, True)}

@@ -65,28 +65,44 @@ def says(question: str, value: str) -> bool:
 @lru_cache(maxsize=1)
 def _zones() -> list[tuple[str, str]]:
     """Each IANA zone with what a person calls it: its city ("America/New_York", "new york";
-    "Japan", "japan"), and its city in Chinese where the Unicode locale data names one
-    ("America/New_York", "纽约"). Empty where the system has no zone database."""
+    "Japan", "japan"); by the Unicode locale data (CLDR, read with ``babel``, installed with the
+    embedded model), its city in Chinese ("America/New_York", "纽约") and the name of a country
+    all of whose zones keep one time ("Europe/Berlin", "Germany", "德国"; not the United States).
+    Empty where the system has no zone database; its English cities only without ``babel``."""
     try:
         names = zoneinfo.available_timezones()
     except (OSError, ValueError):
         return []
     zones = sorted(name for name in names if not name.startswith(("Etc/", "SystemV/", "posix/", "right/")))
-    chinese = _chinese_cities()
-    return [(zone, _city(zone)) for zone in zones] + [(zone, chinese[zone]) for zone in zones if zone in chinese]
+    return [(zone, _city(zone)) for zone in zones] + [pair for pair in _locale_names() if pair[0] in names]
 
 
-def _chinese_cities() -> dict[str, str]:
-    """The zones' cities in Chinese (CLDR's exemplar cities, by ``babel``, installed with the
-    embedded model): {} without it, and a Chinese city is left to the model."""
+def _locale_names() -> list[tuple[str, str]]:
     try:
         from babel import Locale
+        from babel.core import get_global
 
-        zones = Locale.parse("zh").time_zones
-    except Exception:  # noqa: BLE001 - missing or unreadable locale data: English cities only
-        return {}
-    return {zone: city for zone, names in zones.items()
-            if isinstance(city := names.get("city"), str) and _HAN.search(city)}
+        chinese, english = Locale.parse("zh"), Locale.parse("en")
+        cities = [(zone, city) for zone, names in chinese.time_zones.items()
+                  if isinstance(city := names.get("city"), str) and _HAN.search(city)]
+        countries = [(zones[0], name) for code, zones in get_global("territory_zones").items()
+                     if zones and _one_time(zones)
+                     for name in (english.territories.get(code), chinese.territories.get(code)) if name]
+    except Exception:  # noqa: BLE001 - missing or unreadable locale data: the zones' own names only
+        return []
+    return cities + countries
+
+
+def _one_time(zones: Sequence[str]) -> bool:
+    """The zones keep one time all year: the same offsets from UTC in January and in July."""
+    from datetime import datetime
+
+    try:
+        offsets = {tuple(datetime(2026, month, 1, 12, tzinfo=zoneinfo.ZoneInfo(zone)).utcoffset() for month in (1, 7))
+                   for zone in zones}
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return False
+    return len(offsets) == 1
 
 
 def _city(zone: str) -> str:

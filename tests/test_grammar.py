@@ -633,3 +633,26 @@ def test_an_answer_asked_again_after_an_echo_may_begin_with_its_first_word_but_n
         assert plain.accepts("根据工具结果，深圳今天有小雨。")
     finally:
         plain.close()
+
+
+def test_the_two_ends_of_a_conversion_hold_the_two_places_said_each_once(llama) -> None:
+    """Given both cities said for both of a conversion's zones, the 0.5B model passed Singapore
+    as source and target: the grammar takes either way round, never one place twice."""
+    from repl.embedded.grammar import tool_grammar
+
+    zone = {"type": "string", "description": "IANA timezone name (e.g., 'America/New_York', 'Europe/London')."}
+    convert = {"name": "convert_time", "parameters": {"type": "object", "properties": {
+        "source_timezone": zone, "time": {"type": "string", "description": "Time (HH:MM)"}, "target_timezone": zone},
+        "required": ["source_timezone", "time", "target_timezone"]}}
+    built = Grammar(llama, tool_grammar([convert], optional="mentioned", question="3pm in Paris is when in Singapore?"))
+    try:
+        def ends(source: str, target: str) -> str:
+            return call("convert_time", source_timezone=source, time="15:00", target_timezone=target)
+
+        assert built.accepts(ends("Europe/Paris", "Asia/Singapore"))
+        assert built.accepts(ends("Asia/Singapore", "Europe/Paris"))
+        assert not built.accepts(ends("Asia/Singapore", "Asia/Singapore"))
+        assert not built.accepts(ends("Europe/Paris", "Europe/Paris"))
+        assert not built.accepts(ends("Europe/Paris", "UTC"))
+    finally:
+        built.close()

@@ -160,7 +160,7 @@ def tool_grammar(tools: list[ToolSchema], *, optional: OptionalProps = "no-defau
         days = [day for day in days_said(question) if not is_span(day)]
         # the values said are read from the tools as written: a description's quoted values, not
         # the choices ``_described`` makes of them
-        described = [_mentioned_only(tool, question, days, _said_values(plain, question))
+        described = [_ends_apart(_mentioned_only(tool, question, days, _said_values(plain, question)))
                      for plain, tool in zip(tools, described, strict=True)]
         optional = "all"
     tools = described
@@ -313,6 +313,29 @@ def _mentioned_only(tool: ToolSchema, question: str, days: list[str],
             kept[name] = sub
     return {**tool, "parameters": {**parameters, "properties": kept,
                                    "required": [*(parameters.get("required") or ()), *given]}}
+
+
+def _ends_apart(tool: ToolSchema) -> ToolSchema:
+    """``tool`` whose two properties must hold the same two values said (a conversion's source
+    and target zones, "3pm in Paris is when in Singapore?") with each value in one of them: its
+    arguments either way round, never one value twice. Given both ends for each, the 0.5B model
+    passed Singapore as source and target."""
+    parameters = tool["parameters"]
+    properties = parameters.get("properties")
+    if not isinstance(properties, dict):
+        return tool
+    pairs = [name for name, sub in properties.items()
+             if isinstance(sub, dict) and len(sub.get("enum") or ()) == 2 and not sub.get("type")]
+    ends = [name for name in pairs if properties[name]["enum"] == properties[pairs[0]]["enum"]]
+    if len(ends) != 2 or len(pairs) != 2:
+        return tool
+    first, second = properties[ends[0]]["enum"]
+
+    def way(a: str, b: str) -> dict[str, Any]:
+        return {**parameters, "properties": {**properties, ends[0]: {**properties[ends[0]], "enum": [a]},
+                                             ends[1]: {**properties[ends[1]], "enum": [b]}}}
+
+    return {**tool, "parameters": {"anyOf": [way(first, second), way(second, first)]}}
 
 
 def _choices(schema: Any) -> list[str]:

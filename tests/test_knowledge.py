@@ -70,13 +70,15 @@ def test_a_choice_of_tools_for_a_question_of_knowledge_becomes_an_answer_in_text
 
 
 def test_a_tool_named_a_follow_up_a_value_a_file_a_reply_or_an_advice_tool_keeps_the_choice() -> None:
-    """None of these is read at all: each says by itself that a tool is wanted."""
+    """None of these is read at all: each says by itself that a tool is wanted (a file, or a
+    record's code of letters and digits, is named: a question of knowledge names neither)."""
     reading = Reading({}, advice=frozenset({"bike_repair"}))
     for by in ("named", "follow_up", "value TT-4471"):
         router = Knowing(Table(ToolChoice("required", ("tide_times",), by=by)), reading)
         assert ask(router, "why do tides turn?") == ToolChoice("required", ("tide_times",), by=by)
     worded = Knowing(Table(ToolChoice("required", ("tide_times",), by='words "tide"')), reading)
-    for question, asked in (("why does harbour.txt list two tides?", False), ("why do tides turn?", True)):
+    for question, asked in (("why does harbour.txt list two tides?", False), ("why do tides turn?", True),
+                            ("why did reading 7f3a9c2 turn?", False), ("为什么记录7f3a9c2的潮位偏高", False)):
         kept = ask(worded, question, asked)
         assert kept is not None and kept.mode == "required", question
     advice = Knowing(Table(ToolChoice("required", ("bike_repair", "tide_times"), by="meaning")), reading)

@@ -177,6 +177,9 @@ RECORDS = ("looks up current figures and records", "shows the user's own saved i
 
 # a file named with its extension: "plan.md", "receipts/发票.txt"
 _FILE = re.compile(r"\w\.[a-z][a-z0-9]{0,4}\b", re.IGNORECASE)
+# a code of six letters and digits or more, both in it: a record's (a commit "a1b2c3d", an order
+# "AB12345"), which a question of knowledge does not name
+_CODE = re.compile(r"(?<![a-z0-9-])(?=[a-z0-9]*\d)(?=[a-z0-9]*[a-z])[a-z0-9]{6,}(?![a-z0-9-])", re.IGNORECASE)
 _KEPT = ("named", "follow_up")  # choices this never turns (a value's: "value ...")
 
 
@@ -246,7 +249,7 @@ class Knowing:
     def choose(self, request: RouteRequest) -> ToolChoice | None:
         choice = self.router.choose(request)
         if (choice is None or choice.mode != "required" or choice.by in _KEPT or choice.by.startswith("value ")
-                or request.asked or _FILE.search(request.question)):
+                or request.asked or _FILE.search(request.question) or _CODE.search(request.question)):
             return choice
         if any(self.knowledge.gives_advice(tool) for tool in _tools(request.tools, choice.allowed)):
             return choice

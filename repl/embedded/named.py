@@ -158,7 +158,6 @@ def shared_named(properties: Sequence[tuple[str, Any]], question: str) -> dict[s
 
 
 def _capitalised(question: str, value: str) -> bool:
-    """``question`` names ``value``'s city as a name: in capitals, or in Chinese."""
-    city = _city(value)
-    return (bool(city[:1].isupper()) and city in question) or any(
-        zone == value and _HAN.search(words) and words in question for zone, words in _zones())
+    """``question`` names ``value``'s zone as a name (its city or country): in capitals, or in Chinese."""
+    return any(zone == value and (words[:1].isupper() or _HAN.search(words)) and words in question
+               for zone, words in _zones())

@@ -124,6 +124,15 @@ def test_a_description_word_of_another_sense_points_nowhere() -> None:
     assert names(routed("What time is it in Lima this time of year?", [CLOCK], {})) == [CLOCK["name"]]
 
 
+def test_the_verb_a_description_begins_with_is_no_cue() -> None:
+    """A description begins with what the tool does; that verb says no topic: "tell" of "Tell
+    today's tide times for a harbour" is not in "tell me a joke", its topic's words are."""
+    tides: ToolSchema = {"name": "tide_times", "description": "Tell today's high and low tide times for a harbour.",
+                         "parameters": {"type": "object"}}
+    assert routed("tell me a short joke about cats", [tides], {}) == []
+    assert names(routed("when is high tide in Whitby?", [tides], {})) == ["tide_times"]
+
+
 def test_a_tool_without_cues_is_routed_by_its_description() -> None:
     """An MCP tool (or a user's tool without cues): its description's first sentence."""
     clock: ToolSchema = {"name": "clock__get_current_time", "description": "Get current time in a specific "

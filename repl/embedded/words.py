@@ -146,7 +146,9 @@ def _cued(question: str, tools: Sequence[ToolSchema],
         if own is not None and NUMBER_CUE in own and not numbered:
             own = ()  # a count of things in the world is no sum
         if own is None:
-            words = _CUE_WORD.findall(first_sentence(str(tool.get("description") or "")).casefold())
+            # without its first word, the verb of what the tool does ("Tell how long a food
+            # keeps", "Shows the working tree status"): a verb says no topic ("tell me a joke")
+            words = _CUE_WORD.findall(first_sentence(str(tool.get("description") or "")).casefold())[1:]
             own = widened(w for w in words if len(w) >= 3 and w not in _GENERIC)
             # a generic word ("current") is no cue, and what people say for it ("now", 现在) is
             # no topic either: it only tips the balance between tools the question is about

@@ -275,9 +275,9 @@ class KeptVectors:
         self._rows: dict[bytes, np.ndarray] | None = None
 
     def get(self, kind: str, texts: list[str]) -> dict[tuple[str, str], np.ndarray]:
-        rows = self._read() if self._rows is None else self._rows
-        self._rows = rows
-        return {(kind, t): row for t in texts if (row := rows.get(_digest(kind, t))) is not None}
+        if self._rows is None:
+            self._rows = self._read()
+        return {(kind, t): row for t in texts if (row := self._rows.get(_digest(kind, t))) is not None}
 
     def add(self, new: dict[tuple[str, str], np.ndarray]) -> None:
         import numpy as np

